@@ -1,0 +1,26 @@
+"""berth.fleet.instance_info: the ledger's instances, read only (controller side)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+
+
+class ActionModule(BerthAction):
+    ARGUMENT_SPEC = {
+        "name": {"type": "str"},
+        "ledger_url": LEDGER_ARGS["ledger_url"],
+    }
+    _supports_check_mode = True
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        instances = Ledger(args["ledger_url"]).open().instances()
+        if args["name"]:
+            # A launch's name covers its indexed instances: web -> web-1, web-2 ...
+            wanted = re.compile(re.escape(args["name"]) + r"-[0-9]+")
+            instances = [row for row in instances if wanted.fullmatch(row["name"])]
+            instances.sort(key=lambda row: int(row["name"].rsplit("-", 1)[1]))
+        return {"changed": False, "instances": instances}

@@ -1,0 +1,31 @@
+"""Berth's one exception hierarchy.
+
+Shared code raises these; exactly one place per entry point (an action plugin's ``run`` or the
+inventory plugin's ``parse``) turns them into a failed task or an ``AnsibleError``.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
+    SchedulerInputError,
+)
+
+# Bad user input, with the offending field named (``flavor.vcpus``, ``name`` ...). The placement
+# engine raises the same class, so one ``except InputError`` covers all input checks.
+InputError = SchedulerInputError
+
+
+class BerthError(Exception):
+    """A failure that is not the user's input: a hypervisor, the ledger, a lost race."""
+
+
+class HypervisorError(BerthError):
+    """A libvirt call failed or timed out; ``host`` names the hypervisor."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(f"{host}: {message}")
+        self.host = host
+
+
+class LedgerError(BerthError):
+    """The ledger cannot be used (locked, corrupt, newer schema, unreachable)."""

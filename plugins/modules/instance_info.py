@@ -1,0 +1,40 @@
+#!/usr/bin/python
+# Runs on the controller as the action plugin of the same name; this file carries the documentation.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: instance_info
+short_description: List the instances in Berth's ledger
+version_added: 0.1.0
+description:
+  - Reads the ledger; changes nothing.
+options:
+  name:
+    description: Only the instances of this launch name (C(<name>-<index>)), in index order.
+    type: str
+  ledger_url:
+    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
+    type: str
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author:
+  - Berth developers
+"""
+
+EXAMPLES = r"""
+- name: Where do the web instances run?
+  berth.fleet.instance_info:
+    name: web
+  register: web
+"""
+
+RETURN = r"""
+instances:
+  description: Ledger rows (uuid, name, flavor, vcpus, memory_mb, root_gb, host, hypervisor_uuid, state, failure_reason, timestamps).
+  returned: always
+  type: list
+  elements: dict
+"""
