@@ -559,8 +559,18 @@ def _yaml_scalar(value: str) -> str:
     return value if re.fullmatch(r"[A-Za-z0-9_./-]+", value) else json.dumps(value)
 
 
+def inventory_dir(dir=None) -> Path:
+    """The inventory directory to pass to ansible-playbook -i."""
+    return _dir(dir) / "inventory"
+
+
+def ledger_path(dir=None) -> Path:
+    """The lab's own ledger: it lives and dies with the lab, so a new lab starts empty."""
+    return _dir(dir) / "ledger.sqlite3"
+
+
 def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
-    inv = base / "inventory"
+    inv = inventory_dir(base)
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
     lines = [
         "# Written by lab/fleet.py: the lab's hypervisors for the berth.fleet.hypervisors "
@@ -581,6 +591,7 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         f"berth_boot_initrd: {_yaml_scalar(boot['initrd'])}",
         'berth_boot_cmdline: "console=ttyS0"',
         f"berth_serial_log_dir: {QEMU_LOG_DIR}",
+        f"berth_ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
     return inv / "fleet.berth.yml"
@@ -748,8 +759,10 @@ def down(dir=None) -> list[str]:
             for qpid in _qemu_leftovers(root):
                 _terminate(qpid, timeout=5.0)
             shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(base / "inventory", ignore_errors=True)
+        shutil.rmtree(inventory_dir(base), ignore_errors=True)
         (base / "hosts.json").unlink(missing_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(ledger_path(base)) + suffix).unlink(missing_ok=True)
     return names
 
 
@@ -822,6 +835,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("name")
         p.add_argument("--dir", help=dir_help)
         p.set_defaults(func=func)
+    p = sub.add_parser("inventory-path", help="print the inventory directory for ansible -i")
+    p.add_argument("--dir", help=dir_help)
+    p.set_defaults(func=lambda a: print(inventory_dir(a.dir)))
     p = sub.add_parser("_ns-exec", help=argparse.SUPPRESS)
     p.add_argument("--root", required=True)
     p.add_argument("--hostname", required=True)

@@ -85,12 +85,13 @@ class ActionModule(BerthAction):
                 return result
             placements = [
                 {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
-                 "uri": uris.get(p.host), "alternates": p.alternates}
+                 "uri": uris.get(p.host), "alternates": p.alternates, "flavor": flavor.to_dict(),
+                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb}
                 for name, p in zip(missing, decision.placements)
             ]
             result["changed"] = True
             if self._task.check_mode or ledger is None:
-                result["placements"] = [{**p, "uuid": None, "flavor": flavor.to_dict()} for p in placements]
+                result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
                 return result
             try:
                 rows = ledger.claim(placements, flavor, run_owner(), args["lease_seconds"])
@@ -101,7 +102,7 @@ class ActionModule(BerthAction):
                     return result
                 continue
             result["placements"] = [
-                {**p, "uuid": row["uuid"], "flavor": flavor.to_dict()} for p, row in zip(placements, rows)
+                {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
             ]
             return result
         raise AssertionError("unreachable")

@@ -234,10 +234,6 @@ class Ledger:
             for state in states:
                 if not state.get("service_up") or not state.get("uuid"):
                     continue
-                row = session.get(HypervisorRow, state["uuid"])
-                if row is None:
-                    row = HypervisorRow(uuid=state["uuid"], generation=0)
-                    session.add(row)
                 claimed = set(session.scalars(
                     select(ClaimRow.instance_uuid).where(ClaimRow.hypervisor_uuid == state["uuid"])
                 ))
@@ -257,6 +253,10 @@ class Ledger:
                     "unmanaged_disk_mb": sum(d["capacity_mb"] for dom in orphans for d in dom["disks"]),
                     "unmanaged_instances": len(orphans),
                 }
+                row = session.get(HypervisorRow, state["uuid"])
+                if row is None:
+                    row = HypervisorRow(uuid=state["uuid"], generation=0, synced_at=utcnow(), **values)
+                    session.add(row)
                 if any(getattr(row, key, None) != value for key, value in values.items()):
                     for key, value in values.items():
                         setattr(row, key, value)
@@ -341,6 +341,7 @@ class Ledger:
                     host=placement["host"], state=BUILDING, created_at=now, updated_at=now,
                 )
                 session.add(instance)
+                session.flush()  # the claim's foreign key needs the instance row first
                 session.add(ClaimRow(
                     instance_uuid=instance.uuid, hypervisor_uuid=hv_uuid, vcpus=flavor.vcpus,
                     memory_mb=flavor.memory_mb, disk_mb=flavor.requested_disk_mb, owner=owner,
