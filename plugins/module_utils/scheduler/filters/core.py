@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_INSUFFICIENT_VCPUS,
+    REASON_LARGER_THAN_HOST,
+    RESOURCE_VCPUS,
+    UNIT_VCPUS,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class CoreFilter(BaseHostFilter):
+    """Nova's Newton CoreFilter: vCPUs may be overcommitted by cpu_allocation_ratio."""
+
+    name = "CoreFilter"
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        # Nova fails open here: a host that reports no CPUs has broken CPU collection, and
+        # refusing it would empty the fleet on a fact-gathering bug.
+        if not host_state.vcpus_total:
+            return None
+
+        requested_vcpus = spec.flavor.vcpus
+        numbers = {"requested": requested_vcpus, "unit": UNIT_VCPUS, "resource": RESOURCE_VCPUS}
+
+        # An instance may overcommit against other instances, never against itself.
+        if requested_vcpus > host_state.vcpus_total:
+            return self.reject(host_state, REASON_LARGER_THAN_HOST,
+                               limit=host_state.vcpus_total, **numbers)
+
+        vcpus_limit = host_state.vcpus_total * host_state.cpu_allocation_ratio
+        free_vcpus = vcpus_limit - host_state.vcpus_used
+        if free_vcpus < requested_vcpus:
+            return self.reject(host_state, REASON_INSUFFICIENT_VCPUS, used=host_state.vcpus_used,
+                               limit=vcpus_limit, free=free_vcpus, **numbers)
+
+        host_state.limits["vcpu"] = vcpus_limit
+        return None

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_INSUFFICIENT_DISK,
+    REASON_LARGER_THAN_HOST,
+    RESOURCE_DISK,
+    UNIT_MB,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class DiskFilter(BaseHostFilter):
+    """Nova's Newton DiskFilter: disk may be overcommitted by disk_allocation_ratio."""
+
+    name = "DiskFilter"
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        requested_disk_mb = spec.flavor.requested_disk_mb
+        total_usable_disk_mb = host_state.total_usable_disk_gb * 1024
+        numbers = {"requested": requested_disk_mb, "unit": UNIT_MB, "resource": RESOURCE_DISK}
+
+        # An instance may overcommit against other instances, never against itself.
+        if total_usable_disk_mb < requested_disk_mb:
+            return self.reject(host_state, REASON_LARGER_THAN_HOST,
+                               limit=total_usable_disk_mb, **numbers)
+
+        disk_mb_limit = total_usable_disk_mb * host_state.disk_allocation_ratio
+        used_disk_mb = total_usable_disk_mb - host_state.free_disk_mb
+        usable_disk_mb = disk_mb_limit - used_disk_mb
+        if usable_disk_mb < requested_disk_mb:
+            return self.reject(host_state, REASON_INSUFFICIENT_DISK, used=used_disk_mb,
+                               limit=disk_mb_limit, free=usable_disk_mb, **numbers)
+
+        # Nova hands the claim its disk limit in GB.
+        host_state.limits["disk_gb"] = disk_mb_limit / 1024
+        return None

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Union
+
+Number = Union[int, float]
+
+# Why a host was turned down. Kept as data so that callers can count, group and test them;
+# the words come last (Rejection.message, explain.py).
+REASON_HOST_DOWN = "host_down"
+REASON_HOST_DISABLED = "host_disabled"
+REASON_INSUFFICIENT_RAM = "insufficient_ram"
+REASON_INSUFFICIENT_VCPUS = "insufficient_vcpus"
+REASON_INSUFFICIENT_DISK = "insufficient_disk"
+# "Never" rather than "not now": the instance is larger than the host's whole capacity.
+REASON_LARGER_THAN_HOST = "larger_than_host"
+REASON_IGNORED = "ignored"
+REASON_NOT_FORCED = "not_forced"
+
+RESOURCE_RAM = "ram"
+RESOURCE_VCPUS = "vcpus"
+RESOURCE_DISK = "disk"
+
+UNIT_MB = "MB"
+UNIT_VCPUS = "vCPUs"
+
+RESOURCE_LABELS = {RESOURCE_RAM: "RAM", RESOURCE_VCPUS: "vCPUs", RESOURCE_DISK: "disk"}
+
+
+def format_number(value: Number) -> str:
+    """Whole numbers without a fraction (limits are floats: total × ratio), others to 0.1."""
+    if isinstance(value, float):
+        if value.is_integer():
+            return str(int(value))
+        return f"{value:.1f}"
+    return str(value)
+
+
+@dataclass
+class Rejection:
+    """Why one host cannot take the instance.
+
+    For the resource filters: used and limit as the filter computed them (limit = total ×
+    allocation ratio) and free = limit − used. For REASON_LARGER_THAN_HOST, limit is the
+    host's total, which no ratio raises, and used/free are None. `detail` carries free text
+    from the host, such as why it is down or disabled.
+    """
+
+    host: str
+    filter: str
+    reason: str
+    requested: Number | None = None
+    used: Number | None = None
+    limit: Number | None = None
+    free: Number | None = None
+    unit: str | None = None
+    resource: str | None = None
+    detail: str | None = None
+
+    def message(self) -> str:
+        unit = self.unit or ""
+        label = RESOURCE_LABELS.get(self.resource or "", self.resource or "")
+        if self.reason in (REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS,
+                           REASON_INSUFFICIENT_DISK):
+            return (
+                f"insufficient {label}: needs {_amount(self.requested, unit)}, "
+                f"free {_amount(self.free, unit)} "
+                f"(used {_amount(self.used)} of limit {_amount(self.limit, unit)})"
+            )
+        if self.reason == REASON_LARGER_THAN_HOST:
+            # "needs 8 vCPUs" names its resource already; "needs 4096 MB" does not.
+            needs = _amount(self.requested, unit)
+            if unit != label:
+                needs = f"{needs} {label}"
+            has = _amount(self.limit) if unit == UNIT_VCPUS else _amount(self.limit, unit)
+            return f"larger than the host: needs {needs}, host has {has}"
+        if self.reason == REASON_HOST_DOWN:
+            return _with_detail("host down", self.detail)
+        if self.reason == REASON_HOST_DISABLED:
+            return _with_detail("host disabled", self.detail)
+        if self.reason == REASON_IGNORED:
+            return f"ignored: listed in {self.filter}"
+        if self.reason == REASON_NOT_FORCED:
+            return f"not forced: not listed in {self.filter}"
+        return _with_detail(self.reason.replace("_", " "), self.detail)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["message"] = self.message()
+        return data
+
+
+@dataclass
+class WeightDetail:
+    """One weigher's part in a host's weight: weighted = normalized × multiplier."""
+
+    name: str
+    raw: Number
+    normalized: float
+    multiplier: float
+    weighted: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _amount(value: Number | None, unit: str = "") -> str:
+    text = "unknown" if value is None else format_number(value)
+    return f"{text} {unit}" if unit else text
+
+
+def _with_detail(text: str, detail: str | None) -> str:
+    return f"{text}: {detail}" if detail else text

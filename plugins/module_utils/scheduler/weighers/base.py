@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    Number,
+    WeightDetail,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+def normalize(
+    values: Sequence[Number], minval: Number | None = None, maxval: Number | None = None
+) -> list[float]:
+    """Scale values to [0, 1], as Nova's weights.normalize() does.
+
+    A fixed bound replaces the candidates' own minimum or maximum, and values beyond it count
+    as the bound: with minval 0, a host with negative free RAM weighs the same as one with
+    none, and the rest are divided by the largest. Equal bounds give 0.0 for every value.
+    """
+    if not values:
+        return []
+    if minval is not None:
+        values = [max(value, minval) for value in values]
+    if maxval is not None:
+        values = [min(value, maxval) for value in values]
+    lower = min(values) if minval is None else minval
+    upper = max(values) if maxval is None else maxval
+    if lower == upper:
+        return [0.0] * len(values)
+    span = float(upper - lower)
+    return [(value - lower) / span for value in values]
+
+
+class BaseWeigher:
+    """Scores a host; higher wins once normalised and multiplied."""
+
+    name = ""
+    multiplier_option = ""  # the key in RequestSpec.weight_multipliers
+    default_multiplier = 1.0
+    minval: Number | None = None
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> Number:
+        raise NotImplementedError
+
+    def multiplier(self, spec: RequestSpec) -> float:
+        return spec.weight_multipliers.get(self.multiplier_option, self.default_multiplier)
+
+
+@dataclass
+class WeighedHost:
+    """A candidate with its total weight; position is its index in the weighed sequence."""
+
+    position: int
+    host_state: HostState
+    weight: float
+    weights: list[WeightDetail]
+
+
+def weigh_hosts(
+    host_states: Sequence[HostState], weighers: Sequence[BaseWeigher], spec: RequestSpec
+) -> list[WeighedHost]:
+    """Weigh the candidates and sort them best first; ties keep the candidates' order."""
+    if len(host_states) == 1:
+        # A lone candidate wins whatever its score; the weight would only mislead.
+        return [WeighedHost(0, host_states[0], 0.0, [])]
+
+    details: list[list[WeightDetail]] = [[] for _ in host_states]
+    for weigher in weighers:
+        raw_values = [weigher.raw_value(host_state, spec) for host_state in host_states]
+        normalized = normalize(raw_values, minval=weigher.minval)
+        multiplier = weigher.multiplier(spec)
+        for position, (raw, value) in enumerate(zip(raw_values, normalized)):
+            details[position].append(
+                WeightDetail(weigher.name, raw, value, multiplier, value * multiplier)
+            )
+
+    weighed = [
+        WeighedHost(position, host_state, sum(d.weighted for d in details[position]),
+                    details[position])
+        for position, host_state in enumerate(host_states)
+    ]
+    # list.sort is stable, with reverse=True too.
+    weighed.sort(key=lambda candidate: candidate.weight, reverse=True)
+    return weighed

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
+    BaseWeigher,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class RAMWeigher(BaseWeigher):
+    """More free RAM weighs more: a positive multiplier spreads, a negative one stacks."""
+
+    name = "RAMWeigher"
+    multiplier_option = "ram_weight_multiplier"
+    default_multiplier = 1.0
+    minval = 0
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
+        return host_state.free_ram_mb
