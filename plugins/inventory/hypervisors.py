@@ -5,14 +5,59 @@ name: hypervisors
 short_description: libvirt hypervisors as inventory hosts, with Berth's host state
 version_added: 0.1.0
 description:
-  - Reads a YAML inventory source whose name ends in C(berth.yml) or C(berth.yaml).
+  - Reads a YAML inventory source whose file name ends in C(berth.yml) or C(berth.yaml)
+    (for example C(fleet.berth.yml)); other files are left to other plugins.
   - Each hypervisor listed there becomes a host in the group C(hypervisors). Its libvirt facts
     are gathered in parallel, each libvirt call under O(timeout), and stored in the one hostvar
-    C(berth_host_state) (the schema of Berth's DESIGN.md); every value that comes from a
-    hypervisor is marked unsafe, so it is never templated.
+    C(berth_host_state) (fields below; the schema of Berth's DESIGN.md); every value that comes
+    from a hypervisor is marked unsafe, so it is never templated. C(berth_libvirt_uri) holds the
+    URI the roles connect with (it never holds a password).
   - A hypervisor that does not answer is still listed, in the group C(down), with
     C(berth_host_state.service_up=false) and the reason in C(berth_host_state.down_reason); the
     rest of the inventory is whole.
+  - Each aggregate becomes a group of its member hosts; each member's C(berth_host_state)
+    carries the aggregates it is in, each with its own metadata (group vars would be flattened
+    by Ansible), and its availability zone.
+  - Reading /proc directly when the hypervisor is this machine (a URI without a host, such as
+    C(qemu:///system)); through libvirt's node statistics when it is remote.
+  - "Fields of C(berth_host_state): C(host) (inventory name), C(nodename) (libvirt's hostname),
+    C(uuid) (libvirt host UUID; for drivers that report none, such as the test driver, a UUID
+    derived from the URI), C(service_up), C(down_reason), C(disabled), C(disabled_reason)
+    (set by operators in the ledger; false here),
+    C(vcpus_total) (node CPUs), C(vcpus_used) (vCPUs of every domain on the host),
+    C(total_usable_ram_mb) (node memory from the node memory statistics over all NUMA cells,
+    or /proc/meminfo locally; getInfo() only where the driver has no statistics),
+    C(free_ram_mb) (total - reserved - memory of every domain; may be negative),
+    C(total_usable_disk_gb) (capacity of O(storage_pool), whole GiB), C(free_disk_mb)
+    (capacity - reserved - capacity of the domains' volumes in that pool; may be negative),
+    C(num_instances) (domains on the host), C(num_io_ops) (0: builds in progress are known to
+    the ledger, not to libvirt), C(cpu_allocation_ratio), C(ram_allocation_ratio),
+    C(disk_allocation_ratio) (effective: the smallest value in the host's aggregates' metadata,
+    else the host's setting, else Nova's default 4.0, 1.0, 1.0), C(reserved_host_memory_mb),
+    C(reserved_host_disk_mb) (the host's setting, else 512 and 0),
+    C(hypervisor_type) (libvirt's driver name, such as QEMU), C(hypervisor_version) and
+    C(libvirt_version) (libvirt-style integers, 7002000 for 7.2.0),
+    C(supported_instances) ([arch, domain type, OS type] triples from the capabilities' guests),
+    C(cpu_info) (arch, model, vendor, features, topology {sockets, dies, clusters, cores,
+    threads}, mhz; model and topology from getInfo() where the capabilities lack them),
+    C(numa_topology) ({cells: [{id, memory_mb, cpus}]}, empty where the driver reports none),
+    C(aggregates) ([{name, metadata}]), C(availability_zone) (from aggregate metadata, else
+    O(default_availability_zone)), C(metrics) (load_1m, load_5m, load_15m from /proc/loadavg
+    when local; cpu_user_ns, cpu_kernel_ns, cpu_idle_ns, cpu_iowait_ns from /proc/stat or the
+    node CPU statistics), C(hv_memory_total_mb), C(hv_memory_free_mb), C(hv_memory_buffers_mb),
+    C(hv_memory_cached_mb) (the /proc/meminfo view; null where the driver cannot say, rather
+    than the test driver's 0), C(hv_memory_used_mb) (total - (free + buffers + cached)),
+    C(hv_memory_source) (proc, libvirt or getInfo), C(domains) (each {name, uuid, state, vcpus,
+    memory_mb, disks [{path, capacity_mb, pool}], berth ({instance_uuid, name, flavor} from the
+    domain's Berth metadata, or null)}), C(instances) (Berth instance UUIDs found), C(orphans)
+    (names of domains without Berth metadata; the tracker sync sorts them against the ledger),
+    C(storage_pool), C(pools) (every storage pool {name, active, capacity_mb, allocation_mb,
+    available_mb}), C(gathered_at) (Unix time of the gathering)."
+  - The tracker view (usage from the ledger's claims) replaces the usage fields when the
+    schedule action or the tracker sync reads these facts against the ledger.
+extends_documentation_fragment:
+  - ansible.builtin.constructed
+  - ansible.builtin.inventory_cache
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -22,26 +67,93 @@ options:
   hypervisors:
     description:
       - The hypervisors, by inventory name.
-      - C(uri) is the libvirt URI the controller reaches the hypervisor with.
+      - C(uri) is the libvirt URI the controller reaches the hypervisor with; without it,
+        O(uri_template) is used. A URI holding a password is refused (it would be shown).
       - C(cpu_allocation_ratio) (default 4.0), C(ram_allocation_ratio) (1.0),
         C(disk_allocation_ratio) (1.0), C(reserved_host_memory_mb) (512) and
         C(reserved_host_disk_mb) (0) override Nova's defaults for that host.
     required: true
     type: dict
+  uri_template:
+    description:
+      - The URI of hypervisors listed without C(uri); C({name}) stands for the inventory name,
+        for example C(qemu+ssh://{name}.example.com/system).
+    type: str
+    env:
+      - name: BERTH_URI_TEMPLATE
+  aggregates:
+    description:
+      - Host aggregates, by name (letters, digits and C(_)), each C({hosts, metadata}).
+        Each becomes a group of its hosts.
+      - Metadata values are strings or numbers. C(availability_zone) puts the hosts in that
+        zone (a host can be in one zone only); C(cpu_allocation_ratio),
+        C(ram_allocation_ratio) and C(disk_allocation_ratio) override the hosts' ratios (the
+        smallest wins where aggregates disagree, as in Nova's Aggregate filters).
+    type: dict
+    default: {}
+  default_availability_zone:
+    description: The zone of hosts whose aggregates name none (Nova's default_availability_zone).
+    type: str
+    default: nova
   storage_pool:
     description: The libvirt storage pool that holds instance disks; its capacity is the disk.
     type: str
     default: default
   timeout:
-    description: Seconds each libvirt call may take before the hypervisor is reported down.
+    description:
+      - Seconds each libvirt call may take; a hypervisor whose connection and calls take more
+        than twice this is reported down.
     type: float
     default: 10
+  keepalive_interval:
+    description: Seconds between libvirt keepalive messages on remote connections.
+    type: int
+    default: 5
+  keepalive_count:
+    description: Unanswered keepalives after which a remote connection counts as dead.
+    type: int
+    default: 3
+  verify_host_keys:
+    description:
+      - Check the SSH host keys of C(qemu+ssh), C(qemu+libssh) and C(qemu+libssh2) URIs.
+        Turning it off adds C(no_verify=1) (ssh) or C(known_hosts_verify=ignore) (libssh); a
+        URI that turns it off by itself while this is true is refused.
+    type: bool
+    default: true
+  known_hosts:
+    description:
+      - A known_hosts file for the libssh transports (C(qemu+libssh://)). The plain ssh
+        transport checks the ssh client's own files (~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts).
+    type: path
+    env:
+      - name: BERTH_SSH_KNOWN_HOSTS
+  ssh_user:
+    description: The SSH user for SSH URIs that name none.
+    type: str
+    env:
+      - name: BERTH_SSH_USER
+  ssh_keyfile:
+    description: The private key file for SSH URIs (libvirt's C(keyfile) parameter).
+    type: path
+    env:
+      - name: BERTH_SSH_KEYFILE
+  username:
+    description: The user name libvirt's authentication asks for (SASL, ESX...). Never shown.
+    type: str
+    env:
+      - name: BERTH_LIBVIRT_USERNAME
+  password:
+    description: The password libvirt's authentication asks for. Never shown, never cached.
+    type: str
+    env:
+      - name: BERTH_LIBVIRT_PASSWORD
 """
 
 EXAMPLES = r"""
 # fleet.berth.yml
 plugin: berth.fleet.hypervisors
 storage_pool: default
+timeout: 10
 hypervisors:
   kvm01:
     uri: qemu+ssh://root@kvm01.example.com/system
@@ -49,20 +161,50 @@ hypervisors:
     uri: qemu+ssh://root@kvm02.example.com/system
     ram_allocation_ratio: 1.5
     reserved_host_memory_mb: 2048
+  kvm03: {}                          # takes uri_template
+uri_template: qemu+ssh://{name}.example.com/system
+aggregates:
+  rack1:
+    hosts: [kvm01, kvm02]
+    metadata: {availability_zone: az1, ssd: "true"}
+  overcommit:
+    hosts: [kvm03]
+    metadata: {cpu_allocation_ratio: 8.0}
+# Constructed: groups from the facts
+keyed_groups:
+  - key: berth_host_state.availability_zone
+    prefix: az
+  - key: berth_host_state.cpu_info.arch
+    prefix: arch
+groups:
+  big_memory: berth_host_state.total_usable_ram_mb >= 262144
+compose:
+  berth_free_ram_mb: berth_host_state.free_ram_mb
+# Cache the gathering for 5 minutes
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/berth-inventory
+cache_timeout: 300
 """
 
 from ansible.errors import AnsibleError, AnsibleParserError
-from ansible.plugins.inventory import BaseInventoryPlugin
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import gather, validate_hypervisors
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
+    connection_uri,
+    fetch,
+    state_from_outcome,
+    validate_aggregates,
+    validate_hypervisors,
+)
 
 HYPERVISOR_GROUP = "hypervisors"
 DOWN_GROUP = "down"
 
 
-class InventoryModule(BaseInventoryPlugin):
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     NAME = "berth.fleet.hypervisors"
 
     def verify_file(self, path):
@@ -72,21 +214,75 @@ class InventoryModule(BaseInventoryPlugin):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         try:
-            hypervisors = validate_hypervisors(self.get_option("hypervisors"))
-            states = gather(hypervisors, self.get_option("storage_pool"), float(self.get_option("timeout")))
+            hypervisors, aggregates, targets = self._source()
+            outcomes = self._fetch_cached(path, targets, cache)
+            self._populate(hypervisors, aggregates, targets, outcomes)
         except InputError as exc:
             raise AnsibleParserError(f"{path}: {exc}") from exc
         except BerthError as exc:
             raise AnsibleError(f"{path}: {exc}") from exc
-        self._populate(hypervisors, states)
 
-    def _populate(self, hypervisors, states):
+    def _source(self):
+        """The checked source: hypervisors, aggregates and each host's connection URI."""
+        hypervisors = validate_hypervisors(self.get_option("hypervisors"), self.get_option("uri_template"))
+        aggregates = validate_aggregates(self.get_option("aggregates"), hypervisors)
+        targets = {
+            name: connection_uri(
+                f"hypervisors.{name}.uri", settings["uri"],
+                ssh_user=self.get_option("ssh_user"), ssh_keyfile=self.get_option("ssh_keyfile"),
+                known_hosts=self.get_option("known_hosts"),
+                verify_host_keys=self.get_option("verify_host_keys"),
+            )
+            for name, settings in hypervisors.items()
+        }
+        return hypervisors, aggregates, targets
+
+    def _fetch_cached(self, path, targets, cache):
+        """The one I/O step: the hypervisors' raw facts, from the cache when it is fresh.
+
+        The cache entry is used only for the same hosts, URIs and pool; it holds facts, never
+        a credential.
+        """
+        key = {"targets": sorted(targets.items()), "storage_pool": self.get_option("storage_pool")}
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option("cache") and cache
+        if use_cache:
+            try:
+                cached = self._cache[cache_key]
+                if cached.get("key") == key:
+                    return cached["outcomes"]
+            except KeyError:
+                pass
+        connect = {
+            "username": self.get_option("username"),
+            "password": self.get_option("password"),
+            "keepalive_interval": self.get_option("keepalive_interval"),
+            "keepalive_count": self.get_option("keepalive_count"),
+        }
+        outcomes = fetch(targets, self.get_option("storage_pool"), float(self.get_option("timeout")), connect)
+        if self.get_option("cache"):
+            self._cache[cache_key] = {"key": key, "outcomes": outcomes}
+        return outcomes
+
+    def _populate(self, hypervisors, aggregates, targets, outcomes):
+        """Hosts, groups and variables from the fetched facts; no I/O."""
+        strict = self.get_option("strict")
         self.inventory.add_group(HYPERVISOR_GROUP)
         self.inventory.add_group(DOWN_GROUP)
-        for name, state in states.items():
+        for aggregate in aggregates:
+            self.inventory.add_group(aggregate)
+        default_zone = self.get_option("default_availability_zone")
+        for name, settings in hypervisors.items():
+            state = state_from_outcome(name, outcomes[name], settings, aggregates, default_zone)
             self.inventory.add_host(name, group=HYPERVISOR_GROUP)
+            for aggregate in state["aggregates"]:
+                self.inventory.add_host(name, group=aggregate["name"])
             self.inventory.set_variable(name, "berth_host_state", wrap_var(state))
-            self.inventory.set_variable(name, "berth_libvirt_uri", wrap_var(hypervisors[name]["uri"]))
+            self.inventory.set_variable(name, "berth_libvirt_uri", wrap_var(targets[name]))
             if not state["service_up"]:
                 self.inventory.add_host(name, group=DOWN_GROUP)
                 self.display.warning(f"hypervisor {name} is down: {state['down_reason']}")
+            hostvars = self.inventory.get_host(name).get_vars()
+            self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)

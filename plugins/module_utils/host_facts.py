@@ -1,74 +1,323 @@
 """Hypervisor facts, gathered in parallel, turned into DESIGN.md's host state.
 
+Two steps, so that the inventory plugin can cache the first: ``fetch`` talks to the hypervisors
+(the only I/O) and returns their raw facts or why they did not answer; ``host_state`` and
+``down_state`` turn those into host states with the source's settings and aggregates, purely.
+
 The host state computed here is the hypervisor's own account (every domain it runs counts as
 usage). The schedule action replaces the usage with the ledger's tracker view before deciding.
+
+Python 3.9: the hypervisor_facts module ships this file to hypervisors.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from typing import Any, Mapping
-from urllib.parse import urlsplit
+import uuid as uuid_lib
+from typing import Any, Dict, List, Mapping, Optional
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ansible_collections.berth.fleet.plugins.module_utils import proc_stats
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
+    KEEPALIVE_COUNT,
+    KEEPALIVE_INTERVAL_S,
+    Hypervisor,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
 )
 
 HOST_SETTINGS = tuple(DEFAULT_RATIOS) + tuple(DEFAULT_RESERVED)
+# Nova's default_availability_zone.
+DEFAULT_AVAILABILITY_ZONE = "nova"
+SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
+# Query parameters by which a URI turns host key checking off, per transport family.
+_NO_VERIFY = {"ssh": ("no_verify", "1"), "libssh": ("known_hosts_verify", "ignore")}
+_GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+UNKNOWN = None  # a value the hypervisor's driver cannot report (the test driver's free memory)
 
 
-def validate_hypervisors(hypervisors: Any) -> dict[str, dict[str, Any]]:
-    """Check the ``hypervisors`` option of an inventory source; errors name the field."""
+# ---- the inventory source ------------------------------------------------------------------
+
+def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+    """Check the ``hypervisors`` option of an inventory source; errors name the field.
+
+    A hypervisor without ``uri`` takes ``uri_template`` with ``{name}`` replaced by its name.
+    """
     if not isinstance(hypervisors, Mapping) or not hypervisors:
         raise InputError("hypervisors", "hypervisors must be a non-empty mapping of name to settings")
     checked = {}
     for name, settings in hypervisors.items():
         field = f"hypervisors.{name}"
+        if settings is None and uri_template:
+            settings = {}
         if not isinstance(settings, Mapping):
-            raise InputError(field, f"{field} must be a mapping with at least 'uri'")
+            raise InputError(field, f"{field} must be a mapping with at least 'uri' (or set uri_template)")
         unknown = sorted(set(settings) - {"uri", *HOST_SETTINGS})
         if unknown:
             allowed = ", ".join(["uri", *HOST_SETTINGS])
             raise InputError(f"{field}.{unknown[0]}", f"{field}: unknown setting {unknown[0]!r} (allowed: {allowed})")
-        uri = settings.get("uri")
-        if not isinstance(uri, str) or not urlsplit(uri).scheme or "://" not in uri:
-            raise InputError(f"{field}.uri", f"{field}.uri must be a libvirt URI such as qemu:///system")
+        settings = dict(settings)
+        if settings.get("uri") is None and uri_template:
+            settings["uri"] = uri_template.replace("{name}", str(name))
+        check_uri(f"{field}.uri", settings.get("uri"))
         for key in DEFAULT_RATIOS:
-            value = settings.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise InputError(f"{field}.{key}", f"{field}.{key} must be a positive number, got {value!r}")
+            _check_ratio(f"{field}.{key}", settings.get(key))
         for key in DEFAULT_RESERVED:
             value = settings.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"{field}.{key}", f"{field}.{key} must be a non-negative integer, got {value!r}")
-        checked[str(name)] = dict(settings)
+        checked[str(name)] = settings
     return checked
 
 
-def effective_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Allocation ratios and reserved amounts for a host: its own, else Nova's defaults."""
+def check_uri(field: str, uri: Any) -> None:
+    """A libvirt URI that parses, and carries no password (it would be shown in hostvars)."""
+    if not isinstance(uri, str) or "://" not in uri:
+        raise InputError(field, f"{field} must be a libvirt URI such as qemu:///system or qemu+ssh://host/system")
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise InputError(field, f"{field} does not parse as a libvirt URI: {exc}") from None
+    if not parts.scheme:
+        raise InputError(field, f"{field} must be a libvirt URI such as qemu:///system")
+    if parts.password is not None:
+        # The message must not repeat the URI: it holds the password.
+        raise InputError(
+            field,
+            f"{field} holds a password; it would appear in the inventory. Give it through the "
+            "password option or $BERTH_LIBVIRT_PASSWORD instead",
+        )
+
+
+def _check_ratio(field: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise InputError(field, f"{field} must be a positive number, got {value!r}")
+
+
+def validate_aggregates(aggregates: Any, hosts: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Check the ``aggregates`` option: {name: {hosts: [...], metadata: {...}}}.
+
+    Metadata values are strings or numbers, as Nova's; ratio keys must be positive numbers;
+    a host may be in several aggregates but in one availability zone only (Nova's rule).
+    """
+    if aggregates is None:
+        return {}
+    if not isinstance(aggregates, Mapping):
+        raise InputError("aggregates", "aggregates must be a mapping of aggregate name to {hosts, metadata}")
+    checked: Dict[str, Dict[str, Any]] = {}
+    zone_of: Dict[str, str] = {}
+    for name, aggregate in aggregates.items():
+        field = f"aggregates.{name}"
+        if not isinstance(name, str) or not _GROUP_NAME.match(name):
+            raise InputError(field, f"{field}: an aggregate name becomes a group: letters, digits and _ only, not starting with a digit")
+        if not isinstance(aggregate, Mapping):
+            raise InputError(field, f"{field} must be a mapping with hosts and metadata")
+        unknown = sorted(set(aggregate) - {"hosts", "metadata"})
+        if unknown:
+            raise InputError(f"{field}.{unknown[0]}", f"{field}: unknown key {unknown[0]!r} (allowed: hosts, metadata)")
+        members = aggregate.get("hosts") or []
+        if not isinstance(members, list) or not all(isinstance(host, str) for host in members):
+            raise InputError(f"{field}.hosts", f"{field}.hosts must be a list of hypervisor names")
+        strangers = [host for host in members if host not in hosts]
+        if strangers:
+            raise InputError(f"{field}.hosts", f"{field}.hosts: {strangers[0]!r} is not in hypervisors (known: {', '.join(sorted(hosts))})")
+        metadata = aggregate.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InputError(f"{field}.metadata", f"{field}.metadata must be a mapping of key to value")
+        for key, value in metadata.items():
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise InputError(f"{field}.metadata.{key}", f"{field}.metadata.{key} must be a string or a number, got {value!r}")
+            if key in DEFAULT_RATIOS:
+                _check_ratio(f"{field}.metadata.{key}", _number(value))
+        zone = metadata.get("availability_zone")
+        if zone is not None:
+            for host in members:
+                if zone_of.setdefault(host, str(zone)) != str(zone):
+                    raise InputError(
+                        f"{field}.metadata.availability_zone",
+                        f"{field}: host {host} would be in two availability zones, {zone_of[host]} and {zone}",
+                    )
+        checked[name] = {"hosts": list(dict.fromkeys(members)), "metadata": dict(metadata)}
+    return checked
+
+
+def _number(value: Any) -> Any:
+    """Aggregate metadata holds strings in Nova ("1.5"); a ratio may be written either way."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def host_aggregates(name: str, aggregates: Mapping[str, Mapping[str, Any]],
+                    default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> tuple:
+    """The aggregates a host is in ([{name, metadata}], by name) and its availability zone."""
+    mine = [{"name": agg, "metadata": dict(spec["metadata"])}
+            for agg, spec in sorted(aggregates.items()) if name in spec["hosts"]]
+    zones = [agg["metadata"]["availability_zone"] for agg in mine if "availability_zone" in agg["metadata"]]
+    return mine, str(zones[0]) if zones else default_zone
+
+
+def effective_settings(settings: Mapping[str, Any], aggregates: List[Mapping[str, Any]] = ()) -> Dict[str, Any]:
+    """Allocation ratios and reserved amounts for a host.
+
+    A ratio set in the metadata of the host's aggregates wins, the smallest where they
+    disagree (Nova's Aggregate*Filter); else the host's own setting; else Nova's default.
+    """
     effective = {**DEFAULT_RATIOS, **DEFAULT_RESERVED}
     effective.update({key: settings[key] for key in HOST_SETTINGS if settings.get(key) is not None})
+    for key in DEFAULT_RATIOS:
+        values = [_number(agg["metadata"][key]) for agg in aggregates if key in agg["metadata"]]
+        if values:
+            effective[key] = float(min(values))
     return effective
 
 
-def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+# ---- connection URIs -----------------------------------------------------------------------
+
+def transport(uri: str) -> str:
+    """'ssh', 'libssh', 'tcp', 'unix', '' ... : the part after '+' in the URI's scheme."""
+    scheme = urlsplit(uri).scheme
+    return scheme.split("+", 1)[1] if "+" in scheme else ""
+
+
+def is_local(uri: str) -> bool:
+    """The hypervisor is this machine: no host in the URI, a local transport, a real driver."""
+    parts = urlsplit(uri)
+    driver = parts.scheme.split("+", 1)[0]
+    return not parts.hostname and transport(uri) in ("", "unix") and driver != "test"
+
+
+def connection_uri(field: str, uri: str, ssh_user: Optional[str] = None, ssh_keyfile: Optional[str] = None,
+                   known_hosts: Optional[str] = None, verify_host_keys: bool = True) -> str:
+    """The URI to connect with: the source's plus the SSH settings, never prompting.
+
+    Host keys are checked unless ``verify_host_keys`` is false; a URI that turns checking
+    off by itself is refused, so that only the source's explicit setting can.
+    """
+    kind = transport(uri)
+    if kind not in SSH_TRANSPORTS:
+        return uri
+    family = "ssh" if kind == "ssh" else "libssh"
+    parts = urlsplit(uri)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    off_key, off_value = _NO_VERIFY[family]
+    if verify_host_keys and query.get(off_key, "") not in ("", "0", "normal"):
+        raise InputError(
+            field,
+            f"{field} turns SSH host key checking off ({off_key}={query[off_key]}); set "
+            "verify_host_keys: false in the source if that is really wanted",
+        )
+    if not verify_host_keys:
+        query[off_key] = off_value
+    if known_hosts:
+        if family == "ssh":
+            raise InputError(
+                "known_hosts",
+                f"known_hosts works with the libssh transports (qemu+libssh://); {field} uses "
+                "qemu+ssh, which checks the ssh client's own known_hosts files",
+            )
+        query.setdefault("known_hosts", known_hosts)
+    if ssh_keyfile:
+        query.setdefault("keyfile", ssh_keyfile)
+    if family == "ssh":
+        query.setdefault("no_tty", "1")  # batch mode: fail instead of asking anyone anything
+    netloc = parts.netloc
+    if ssh_user and parts.username is None:
+        netloc = f"{ssh_user}@{netloc}"
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/:,"), parts.fragment))
+
+
+# ---- fetching (the I/O) --------------------------------------------------------------------
+
+def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
+              connect: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """{'facts': raw facts} or {'down_reason': why}, with when; never raises for a hypervisor.
+
+    ``connect`` may hold username, password, keepalive_interval and keepalive_count.
+    """
+    connect = connect or {}
+    gathered_at = time.time()
+    try:
+        with Hypervisor(name, uri, timeout_s, username=connect.get("username"), password=connect.get("password"),
+                        keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
+                        keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT)) as hv:
+            facts = hv.facts(pool_name)
+    except HypervisorError as exc:
+        return {"down_reason": str(exc), "gathered_at": gathered_at}
+    facts["metrics"] = dict(facts.pop("cpu_times"))
+    facts["memory_source"] = "libvirt" if facts["memory"]["free_mb"] is not None else "getInfo"
+    if is_local(uri):
+        # The machine itself: /proc is the truth, and it has the load libvirt does not report.
+        facts["memory"] = proc_stats.meminfo()
+        facts["metrics"] = {**proc_stats.cpu_times(), **proc_stats.loadavg()}
+        facts["memory_source"] = "proc"
+    facts["uri_uuid"] = str(uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, uri.split("?", 1)[0]))
+    return {"facts": facts, "gathered_at": gathered_at}
+
+
+def fetch(targets: Mapping[str, str], pool_name: str, timeout_s: float,
+          connect: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
+    """Fetch every hypervisor at once, ``targets`` being {name: connection URI}.
+
+    Each libvirt call has its own timeout; a host gets twice that for its connection plus all
+    its calls before it is reported down, so the whole fetch ends within about 2 x timeout.
+    """
+    results: Dict[str, Dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def work(name: str, uri: str) -> None:
+        outcome = fetch_one(name, uri, pool_name, timeout_s, connect)
+        with lock:
+            results[name] = outcome
+
+    threads = [threading.Thread(target=work, args=(name, uri), name=f"gather-{name}", daemon=True)
+               for name, uri in targets.items()]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 2 * timeout_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with lock:
+        return {
+            name: results.get(name) or {"down_reason": f"{name}: no answer within {2 * timeout_s:g} s",
+                                        "gathered_at": time.time()}
+            for name in targets
+        }
+
+
+# ---- host states (pure) --------------------------------------------------------------------
+
+def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
+               aggregates: List[Mapping[str, Any]] = (),
+               availability_zone: str = DEFAULT_AVAILABILITY_ZONE,
+               gathered_at: Optional[float] = None) -> Dict[str, Any]:
     """DESIGN.md's host state from one hypervisor's raw facts and its inventory settings."""
-    effective = effective_settings(settings)
+    effective = effective_settings(settings, list(aggregates))
     memory = facts["memory"]
-    pool = facts["pool"]
+    pool_name = facts["storage_pool"]
+    pool = next(pool for pool in facts["pools"] if pool["name"] == pool_name)
     domains = facts["domains"]
     memory_used_mb = sum(dom["memory_mb"] for dom in domains)
-    disk_used_mb = sum(disk["capacity_mb"] for dom in domains for disk in dom["disks"])
+    # Only volumes of the instance pool take from its capacity (a disk elsewhere does not).
+    disk_used_mb = sum(disk["capacity_mb"] for dom in domains for disk in dom["disks"]
+                       if disk.get("pool") == pool_name)
     total_ram_mb = memory["total_mb"]
+    total_disk_gb = pool["capacity_mb"] // 1024
+    known = [memory[key] for key in ("free_mb", "buffers_mb", "cached_mb")]
     state = {
         "host": name,
         "nodename": facts["nodename"],
-        "uuid": facts["uuid"],
+        # The test driver reports no host UUID; one derived from the URI keeps the ledger's key stable.
+        "uuid": facts["uuid"] or facts["uri_uuid"],
         "service_up": True,
         "down_reason": None,
         "disabled": False,
@@ -77,78 +326,73 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any])
         "vcpus_used": sum(dom["vcpus"] for dom in domains),
         "total_usable_ram_mb": total_ram_mb,
         "free_ram_mb": total_ram_mb - effective["reserved_host_memory_mb"] - memory_used_mb,
-        "total_usable_disk_gb": pool["capacity_gb"],
-        "free_disk_mb": pool["capacity_gb"] * 1024 - effective["reserved_host_disk_mb"] - disk_used_mb,
+        "total_usable_disk_gb": total_disk_gb,
+        "free_disk_mb": total_disk_gb * 1024 - effective["reserved_host_disk_mb"] - disk_used_mb,
         "num_instances": len(domains),
         "num_io_ops": 0,
         "hypervisor_type": facts["hypervisor_type"],
         "hypervisor_version": facts["hypervisor_version"],
+        "libvirt_version": facts["libvirt_version"],
         "supported_instances": facts["supported_instances"],
         "cpu_info": facts["cpu_info"],
+        "numa_topology": facts["numa_topology"],
+        "aggregates": [dict(agg) for agg in aggregates],
+        "availability_zone": availability_zone,
+        "metrics": dict(facts["metrics"]),
         "hv_memory_total_mb": total_ram_mb,
         "hv_memory_free_mb": memory["free_mb"],
         "hv_memory_buffers_mb": memory["buffers_mb"],
         "hv_memory_cached_mb": memory["cached_mb"],
-        "hv_memory_used_mb": total_ram_mb - (memory["free_mb"] + memory["buffers_mb"] + memory["cached_mb"]),
-        "domains": domains,
+        "hv_memory_used_mb": UNKNOWN if UNKNOWN in known else total_ram_mb - sum(known),
+        "hv_memory_source": facts["memory_source"],
+        "domains": list(domains),
         "instances": [dom["berth"]["instance_uuid"] for dom in domains if dom["berth"]],
-        # Without the ledger a domain is an orphan when Berth did not make it; the schedule
-        # action re-sorts them against the ledger.
+        # Without the ledger a domain is an orphan when Berth did not make it; the tracker sync
+        # re-sorts them against the ledger.
         "orphans": [dom["name"] for dom in domains if not dom["berth"]],
-        "pools": [pool],
-        "gathered_at": time.time(),
+        "storage_pool": pool_name,
+        "pools": list(facts["pools"]),
+        "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective)
     return state
 
 
-def down_state(name: str, settings: Mapping[str, Any], reason: str) -> dict[str, Any]:
+def down_state(name: str, settings: Mapping[str, Any], reason: str,
+               aggregates: List[Mapping[str, Any]] = (),
+               availability_zone: str = DEFAULT_AVAILABILITY_ZONE,
+               gathered_at: Optional[float] = None) -> Dict[str, Any]:
     """A host that did not answer: listed, marked down with the reason, no capacity."""
-    effective = effective_settings(settings)
-    state: dict[str, Any] = {
+    state: Dict[str, Any] = {
         "host": name, "nodename": "", "uuid": "", "service_up": False, "down_reason": reason,
         "disabled": False, "disabled_reason": None, "vcpus_total": 0, "vcpus_used": 0,
         "total_usable_ram_mb": 0, "free_ram_mb": 0, "total_usable_disk_gb": 0, "free_disk_mb": 0,
-        "num_instances": 0, "num_io_ops": 0, "domains": [], "instances": [], "orphans": [],
-        "pools": [], "gathered_at": time.time(),
+        "num_instances": 0, "num_io_ops": 0, "hypervisor_type": None, "hypervisor_version": None,
+        "libvirt_version": None, "supported_instances": [], "cpu_info": {}, "numa_topology": {"cells": []},
+        "aggregates": [dict(agg) for agg in aggregates], "availability_zone": availability_zone,
+        "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
+        "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
+        "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
+        "pools": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
-    state.update(effective)
+    state.update(effective_settings(settings, list(aggregates)))
     return state
 
 
-def gather_one(name: str, settings: Mapping[str, Any], pool_name: str, timeout_s: float) -> dict[str, Any]:
-    try:
-        with Hypervisor(name, settings["uri"], timeout_s) as hv:
-            return host_state(name, hv.facts(pool_name), settings)
-    except HypervisorError as exc:
-        return down_state(name, settings, str(exc))
+def state_from_outcome(name: str, outcome: Mapping[str, Any], settings: Mapping[str, Any],
+                       aggregates: Mapping[str, Mapping[str, Any]] = None,
+                       default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Dict[str, Any]:
+    """The host state of one fetch outcome, up or down."""
+    mine, zone = host_aggregates(name, aggregates or {}, default_zone)
+    if "facts" in outcome:
+        return host_state(name, outcome["facts"], settings, mine, zone, outcome.get("gathered_at"))
+    return down_state(name, settings, outcome["down_reason"], mine, zone, outcome.get("gathered_at"))
 
 
-def gather(hypervisors: Mapping[str, Mapping[str, Any]], pool_name: str, timeout_s: float) -> dict[str, dict[str, Any]]:
-    """Gather every hypervisor at once; a host that fails or hangs comes back down, not raised.
-
-    Each libvirt call has its own timeout; the whole host gets twice that for its connection plus
-    its calls before it is reported down.
-    """
-    results: dict[str, dict[str, Any]] = {}
-    lock = threading.Lock()
-
-    def work(name: str, settings: Mapping[str, Any]) -> None:
-        state = gather_one(name, settings, pool_name, timeout_s)
-        with lock:
-            results[name] = state
-
-    threads = {
-        name: threading.Thread(target=work, args=(name, settings), name=f"gather-{name}", daemon=True)
-        for name, settings in hypervisors.items()
-    }
-    for thread in threads.values():
-        thread.start()
-    deadline = time.monotonic() + 2 * timeout_s
-    for thread in threads.values():
-        thread.join(max(0.0, deadline - time.monotonic()))
-    with lock:
-        for name, settings in hypervisors.items():
-            if name not in results:
-                results[name] = down_state(name, settings, f"{name}: no answer within {2 * timeout_s:g} s")
-        return {name: results[name] for name in hypervisors}
+def gather(hypervisors: Mapping[str, Mapping[str, Any]], pool_name: str, timeout_s: float,
+           aggregates: Mapping[str, Mapping[str, Any]] = None,
+           default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Dict[str, Dict[str, Any]]:
+    """Fetch and build in one go (no cache): {name: host state}, in the hypervisors' order."""
+    outcomes = fetch({name: settings["uri"] for name, settings in hypervisors.items()}, pool_name, timeout_s)
+    return {name: state_from_outcome(name, outcomes[name], settings, aggregates, default_zone)
+            for name, settings in hypervisors.items()}

@@ -6,6 +6,7 @@ Python binding has none of its own, and one hung hypervisor must not hang a whol
 
 from __future__ import annotations
 
+import os
 import threading
 import xml.etree.ElementTree as ET
 from typing import Any, Callable
@@ -29,6 +30,12 @@ DOMAIN_STATES = {
 _KIB_PER_MIB = 1024
 _BYTES_PER_MIB = 1024 * 1024
 _BYTES_PER_GIB = 1024 ** 3
+
+# A remote connection is dropped after this many unanswered keepalives, this many seconds apart.
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+USERNAME_ENV = "BERTH_LIBVIRT_USERNAME"
+PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 
 
 def require_libvirt() -> None:
@@ -72,24 +79,49 @@ def call_with_timeout(host: str, timeout_s: float, func: Callable[..., Any], *ar
 
 
 class Hypervisor:
-    """One open connection to one hypervisor: ``with Hypervisor(host, uri) as hv: ...``."""
+    """One open connection to one hypervisor: ``with Hypervisor(host, uri) as hv: ...``.
 
-    def __init__(self, host: str, uri: str, timeout_s: float = 10.0) -> None:
+    ``username`` and ``password`` answer libvirt's authentication prompts (SASL, ESX...); they
+    default to $BERTH_LIBVIRT_USERNAME and $BERTH_LIBVIRT_PASSWORD, the way AWX injects a
+    credential, and never appear in the URI.
+    """
+
+    def __init__(self, host: str, uri: str, timeout_s: float = 10.0,
+                 username: str | None = None, password: str | None = None,
+                 keepalive_interval_s: int = KEEPALIVE_INTERVAL_S,
+                 keepalive_count: int = KEEPALIVE_COUNT) -> None:
         require_libvirt()
         self.host = host
         self.uri = uri
         self.timeout_s = timeout_s
+        self.username = username if username is not None else os.environ.get(USERNAME_ENV)
+        self.password = password if password is not None else os.environ.get(PASSWORD_ENV)
+        self.keepalive = (keepalive_interval_s, keepalive_count)
         self.conn: Any = None
 
     def __enter__(self) -> Hypervisor:
         libvirt.registerErrorHandler(_silence, None)
-        self.conn = self._call(libvirt.open, self.uri)
+        self.conn = self._call(libvirt.openAuth, self.uri, self._auth(), 0)
         try:
-            # Remote connections notice a dead peer after about 15 s instead of hanging.
-            self.conn.setKeepAlive(5, 3)
+            # Remote connections notice a dead peer after interval x count seconds instead of
+            # hanging on a half-open TCP connection.
+            self.conn.setKeepAlive(*self.keepalive)
         except libvirt.libvirtError:
-            pass  # local drivers (test://) have no keepalive
+            pass  # local drivers (test://, unix sockets of some drivers) have no keepalive
         return self
+
+    def _auth(self) -> list[Any]:
+        """libvirt's credential callback: the user name and password, nothing interactive."""
+        def answer(credentials: list[list[Any]], _data: Any) -> int:
+            for credential in credentials:
+                if credential[0] == libvirt.VIR_CRED_AUTHNAME and self.username:
+                    credential[4] = self.username
+                elif credential[0] == libvirt.VIR_CRED_PASSPHRASE and self.password:
+                    credential[4] = self.password
+                else:
+                    return -1  # nobody to ask: fail rather than prompt
+            return 0
+        return [[libvirt.VIR_CRED_AUTHNAME, libvirt.VIR_CRED_PASSPHRASE], answer, None]
 
     def __exit__(self, *_exc: Any) -> None:
         if self.conn is not None:
@@ -102,6 +134,21 @@ class Hypervisor:
     def _call(self, func: Callable[..., Any], *args: Any) -> Any:
         return call_with_timeout(self.host, self.timeout_s, func, *args)
 
+    def _optional(self, func: Callable[..., Any], *args: Any) -> Any:
+        """A call some drivers do not support (the test driver): None instead of an error.
+
+        Only "not supported" counts; a timeout or a lost connection still raises.
+        """
+        try:
+            return self._call(func, *args)
+        except HypervisorError as exc:
+            cause = exc.__cause__
+            unsupported = (libvirt.VIR_ERR_NO_SUPPORT, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED,
+                           libvirt.VIR_ERR_OPERATION_UNSUPPORTED)
+            if isinstance(cause, libvirt.libvirtError) and cause.get_error_code() in unsupported:
+                return None
+            raise
+
     # ---- facts ------------------------------------------------------------------------------
 
     def facts(self, pool_name: str) -> dict[str, Any]:
@@ -109,48 +156,61 @@ class Hypervisor:
         conn = self.conn
         caps = ET.fromstring(self._call(conn.getCapabilities))
         info = self._call(conn.getInfo)
-        facts: dict[str, Any] = {
+        pools = self._pools()
+        if not any(pool["name"] == pool_name for pool in pools):
+            known = ", ".join(pool["name"] for pool in pools) or "none"
+            raise HypervisorError(self.host, f"storage pool {pool_name!r} not found (pools: {known})")
+        return {
             "nodename": self._call(conn.getHostname),
             "uuid": caps.findtext("host/uuid") or "",
             "vcpus_total": int(info[2]),
             "hypervisor_type": self._call(conn.getType),
             "hypervisor_version": int(self._call(conn.getVersion)),
-            "cpu_info": _cpu_info(caps),
+            "libvirt_version": int(self._call(conn.getLibVersion)),
+            "cpu_info": _cpu_info(caps, info),
+            "numa_topology": _numa_topology(caps),
             "supported_instances": _supported_instances(caps),
             "memory": self._memory_stats(info),
-            "pool": self._pool(pool_name),
+            "cpu_times": self._cpu_times(),
+            "pools": pools,
+            "storage_pool": pool_name,
             "domains": [self._domain(dom) for dom in self._call(conn.listAllDomains, 0)],
         }
-        return facts
 
-    def _memory_stats(self, info: list[Any]) -> dict[str, int]:
+    def _memory_stats(self, info: list[Any]) -> dict[str, int | None]:
         """Node memory in MiB from the node's statistics over all cells.
 
-        getInfo() reports NUMA node 0 only on some machines, so it is a fallback for drivers
-        without node statistics (the test driver).
+        getInfo() reports NUMA node 0 only on some machines, so it gives the total only for
+        drivers without node statistics (the test driver), and free/buffers/cached are then
+        unknown (None): the test driver's getFreeMemory() answers 0, which would be a lie.
         """
-        try:
-            stats = self._call(self.conn.getMemoryStats, libvirt.VIR_NODE_MEMORY_STATS_ALL_CELLS, 0)
-        except HypervisorError:
-            stats = None
+        stats = self._optional(self.conn.getMemoryStats, libvirt.VIR_NODE_MEMORY_STATS_ALL_CELLS, 0)
         if not stats or "total" not in stats:
-            return {"total_mb": int(info[1]), "free_mb": 0, "buffers_mb": 0, "cached_mb": 0}
+            return {"total_mb": int(info[1]), "free_mb": None, "buffers_mb": None, "cached_mb": None}
         return {
             "total_mb": stats["total"] // _KIB_PER_MIB,
-            "free_mb": stats.get("free", 0) // _KIB_PER_MIB,
-            "buffers_mb": stats.get("buffers", 0) // _KIB_PER_MIB,
-            "cached_mb": stats.get("cached", 0) // _KIB_PER_MIB,
+            "free_mb": _mib(stats.get("free")),
+            "buffers_mb": _mib(stats.get("buffers")),
+            "cached_mb": _mib(stats.get("cached")),
         }
 
-    def _pool(self, pool_name: str) -> dict[str, Any]:
-        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        _state, capacity, allocation, available = self._call(pool.info)
-        return {
-            "name": pool_name,
-            "capacity_gb": capacity // _BYTES_PER_GIB,
-            "allocation_mb": allocation // _BYTES_PER_MIB,
-            "available_mb": available // _BYTES_PER_MIB,
-        }
+    def _cpu_times(self) -> dict[str, int]:
+        """Node CPU time counters over all CPUs, in nanoseconds (kernel, user, idle, iowait)."""
+        stats = self._optional(self.conn.getCPUStats, libvirt.VIR_NODE_CPU_STATS_ALL_CPUS, 0) or {}
+        return {f"cpu_{key}_ns": int(value) for key, value in sorted(stats.items())}
+
+    def _pools(self) -> list[dict[str, Any]]:
+        pools = []
+        for pool in self._call(self.conn.listAllStoragePools, 0):
+            _state, capacity, allocation, available = self._call(pool.info)
+            pools.append({
+                "name": pool.name(),
+                "active": bool(self._call(pool.isActive)),
+                "capacity_mb": capacity // _BYTES_PER_MIB,
+                "allocation_mb": allocation // _BYTES_PER_MIB,
+                "available_mb": available // _BYTES_PER_MIB,
+            })
+        return sorted(pools, key=lambda pool: pool["name"])
 
     def _domain(self, dom: Any) -> dict[str, Any]:
         state, max_mem_kib, _mem, vcpus, _cpu_time = self._call(dom.info)
@@ -169,9 +229,11 @@ class Hypervisor:
         try:
             vol = self._call(self.conn.storageVolLookupByPath, path)
             capacity_mb = self._call(vol.info)[1] // _BYTES_PER_MIB
+            pool = self._call(vol.storagePoolLookupByVolume).name()
         except HypervisorError:
-            capacity_mb = 0  # not a pool volume: it takes nothing from the instance pool
-        return {"path": path, "capacity_mb": capacity_mb}
+            # Not a pool volume: it takes nothing from the instance pool.
+            capacity_mb, pool = 0, None
+        return {"path": path, "capacity_mb": capacity_mb, "pool": pool}
 
     # ---- building and removing instances ---------------------------------------------------
 
@@ -248,18 +310,46 @@ def _berth_metadata(root: ET.Element) -> dict[str, Any] | None:
     }
 
 
-def _cpu_info(caps: ET.Element) -> dict[str, Any]:
+def _mib(kib: Any) -> int | None:
+    return None if kib is None else int(kib) // _KIB_PER_MIB
+
+
+def _cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
+    """Model, vendor, features and topology from the capabilities, else from getInfo().
+
+    The test driver's capabilities carry no model or topology; getInfo() always has both.
+    """
     cpu = caps.find("host/cpu")
-    if cpu is None:
-        return {}
-    topology = cpu.find("topology")
+    topology = cpu.find("topology") if cpu is not None else None
+    if topology is not None:
+        layout = {key: int(value) for key, value in topology.attrib.items() if value.isdigit()}
+    else:
+        layout = {"sockets": int(info[5]), "cores": int(info[6]), "threads": int(info[7])}
+    features = [] if cpu is None else [f.get("name", "") for f in cpu.findall("feature")]
     return {
-        "arch": cpu.findtext("arch") or "",
-        "model": cpu.findtext("model") or "",
-        "vendor": cpu.findtext("vendor") or "",
-        "features": sorted(f.get("name", "") for f in cpu.findall("feature")),
-        "topology": dict(topology.attrib) if topology is not None else {},
+        "arch": (cpu.findtext("arch") if cpu is not None else "") or "",
+        "model": (cpu.findtext("model") if cpu is not None else "") or str(info[0]),
+        "vendor": (cpu.findtext("vendor") if cpu is not None else "") or "",
+        "features": sorted(features),
+        "topology": layout,
+        "mhz": int(info[3]),
     }
+
+
+def _numa_topology(caps: ET.Element) -> dict[str, Any]:
+    """NUMA cells of the host: id, memory and CPU ids of each (empty where none are reported)."""
+    cells = []
+    for cell in caps.findall("host/topology/cells/cell"):
+        memory = cell.find("memory")
+        memory_kib = int(memory.text or 0) if memory is not None else 0
+        if memory is not None and memory.get("unit", "KiB") != "KiB":
+            memory_kib = 0  # libvirt always reports KiB; anything else is not trusted
+        cells.append({
+            "id": int(cell.get("id", "0")),
+            "memory_mb": memory_kib // _KIB_PER_MIB,
+            "cpus": sorted(int(cpu.get("id", "0")) for cpu in cell.findall("cpus/cpu")),
+        })
+    return {"cells": cells}
 
 
 def _supported_instances(caps: ET.Element) -> list[list[str]]:

@@ -6,8 +6,12 @@ import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
+    connection_uri,
     down_state,
+    host_aggregates,
     host_state,
+    is_local,
+    validate_aggregates,
     validate_hypervisors,
 )
 
@@ -15,16 +19,20 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
 def facts(domains=()):
     return {
         "nodename": "node1", "uuid": "11111111-2222-3333-4444-555555555555", "vcpus_total": 8,
-        "hypervisor_type": "QEMU", "hypervisor_version": 7002000, "cpu_info": {},
+        "hypervisor_type": "QEMU", "hypervisor_version": 7002000, "libvirt_version": 9000000,
+        "cpu_info": {}, "numa_topology": {"cells": []},
         "supported_instances": [["x86_64", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]],
         "memory": {"total_mb": 16000, "free_mb": 9000, "buffers_mb": 500, "cached_mb": 2500},
-        "pool": {"name": "default", "capacity_gb": 100, "allocation_mb": 0, "available_mb": 0},
+        "memory_source": "libvirt", "metrics": {}, "uri_uuid": "derived",
+        "storage_pool": "default",
+        "pools": [{"name": "default", "active": True, "capacity_mb": 100 * 1024 + 700, "allocation_mb": 0, "available_mb": 0},
+                  {"name": "iso", "active": True, "capacity_mb": 50, "allocation_mb": 0, "available_mb": 0}],
         "domains": list(domains),
     }
 
 
 def domain(name, vcpus, memory_mb, disk_mb=0, berth=None):
-    disks = [{"path": f"/p/{name}.qcow2", "capacity_mb": disk_mb}] if disk_mb else []
+    disks = [{"path": f"/p/{name}.qcow2", "capacity_mb": disk_mb, "pool": "default"}] if disk_mb else []
     return {"name": name, "uuid": name, "state": "running", "vcpus": vcpus, "memory_mb": memory_mb,
             "disks": disks, "berth": berth}
 
@@ -71,3 +79,136 @@ def test_bad_inventory_sources_name_the_field(hypervisors, field):
     with pytest.raises(InputError) as info:
         validate_hypervisors(hypervisors)
     assert info.value.field == field
+
+
+def test_disks_outside_the_instance_pool_take_nothing_from_it():
+    dom = domain("a", 1, 512, 2048)
+    dom["disks"].append({"path": "/iso/x.iso", "capacity_mb": 4000, "pool": "iso"})
+    dom["disks"].append({"path": "/elsewhere.img", "capacity_mb": 0, "pool": None})
+    state = host_state("hv1", facts([dom]), {})
+    # Pool capacity 100 GiB + 700 MiB counts as 100 whole GiB, as total_usable_disk_gb says.
+    assert state["total_usable_disk_gb"] == 100
+    assert state["free_disk_mb"] == 100 * 1024 - 2048
+
+
+def test_unknown_free_memory_stays_unknown():
+    raw = facts()
+    raw["memory"] = {"total_mb": 4096, "free_mb": None, "buffers_mb": None, "cached_mb": None}
+    state = host_state("hv1", raw, {})
+    assert state["hv_memory_used_mb"] is None and state["hv_memory_free_mb"] is None
+    assert state["total_usable_ram_mb"] == 4096 and state["free_ram_mb"] == 4096 - 512
+
+
+def test_uuid_falls_back_to_the_one_derived_from_the_uri():
+    raw = facts()
+    raw["uuid"] = ""
+    assert host_state("hv1", raw, {})["uuid"] == "derived"
+
+
+AGGREGATES = {
+    "rack1": {"hosts": ["hv1", "hv2"], "metadata": {"availability_zone": "az1", "cpu_allocation_ratio": "2.0"}},
+    "tight": {"hosts": ["hv1"], "metadata": {"cpu_allocation_ratio": 1.5, "ram_allocation_ratio": 0.9}},
+    "gpu": {"hosts": ["hv3"], "metadata": {"gpu": "true"}},
+}
+HOSTS = {"hv1": {"uri": "qemu:///system"}, "hv2": {"uri": "qemu:///system", "cpu_allocation_ratio": 16.0},
+         "hv3": {"uri": "qemu:///system", "cpu_allocation_ratio": 3.0}, "hv4": {"uri": "qemu:///system"}}
+
+
+@pytest.mark.parametrize(
+    "host, names, zone, cpu_ratio, ram_ratio",
+    [
+        ("hv1", ["rack1", "tight"], "az1", 1.5, 0.9),  # the smallest aggregate value wins
+        ("hv2", ["rack1"], "az1", 2.0, 1.0),           # the aggregate wins over the host's own 16.0
+        ("hv3", ["gpu"], "nova", 3.0, 1.0),            # no ratio in its aggregate: the host's own
+        ("hv4", [], "nova", 4.0, 1.0),                 # in none: default zone, Nova's defaults
+    ],
+    ids=["two-aggregates", "aggregate-over-host", "host-setting", "no-aggregate"],
+)
+def test_aggregates_give_zone_metadata_and_ratios(host, names, zone, cpu_ratio, ram_ratio):
+    aggregates = validate_aggregates(AGGREGATES, HOSTS)
+    mine, my_zone = host_aggregates(host, aggregates)
+    state = host_state(host, facts(), HOSTS[host], mine, my_zone)
+    assert [agg["name"] for agg in state["aggregates"]] == names
+    assert state["availability_zone"] == zone
+    assert (state["cpu_allocation_ratio"], state["ram_allocation_ratio"]) == (cpu_ratio, ram_ratio)
+    if "rack1" in names:
+        assert state["aggregates"][0]["metadata"] == {"availability_zone": "az1", "cpu_allocation_ratio": "2.0"}
+
+
+@pytest.mark.parametrize(
+    "aggregates, field",
+    [
+        ([], "aggregates"),
+        ({"bad-name": {"hosts": ["hv1"]}}, "aggregates.bad-name"),
+        ({"a": {"hosts": ["nope"]}}, "aggregates.a.hosts"),
+        ({"a": {"hosts": ["hv1"], "colour": 1}}, "aggregates.a.colour"),
+        ({"a": {"hosts": ["hv1"], "metadata": {"x": [1]}}}, "aggregates.a.metadata.x"),
+        ({"a": {"hosts": ["hv1"], "metadata": {"cpu_allocation_ratio": "lots"}}}, "aggregates.a.metadata.cpu_allocation_ratio"),
+        ({"a": {"hosts": ["hv1"], "metadata": {"availability_zone": "az1"}},
+          "b": {"hosts": ["hv1"], "metadata": {"availability_zone": "az2"}}}, "aggregates.b.metadata.availability_zone"),
+    ],
+    ids=["not-a-mapping", "not-a-group-name", "unknown-host", "unknown-key", "list-value", "bad-ratio", "two-zones"],
+)
+def test_bad_aggregates_name_the_field(aggregates, field):
+    with pytest.raises(InputError) as info:
+        validate_aggregates(aggregates, HOSTS)
+    assert info.value.field == field
+
+
+def test_uri_template_fills_hosts_without_uri():
+    checked = validate_hypervisors({"kvm01": None, "kvm02": {"uri": "qemu:///system"}},
+                                   uri_template="qemu+ssh://{name}.example.com/system")
+    assert checked["kvm01"]["uri"] == "qemu+ssh://kvm01.example.com/system"
+    assert checked["kvm02"]["uri"] == "qemu:///system"
+
+
+def test_a_password_in_a_uri_is_refused_without_repeating_it():
+    with pytest.raises(InputError) as info:
+        validate_hypervisors({"hv1": {"uri": "qemu+tcp://admin:s3cret@kvm/system"}})
+    assert info.value.field == "hypervisors.hv1.uri"
+    assert "s3cret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "uri, options, expected",
+    [
+        ("qemu:///system", {"ssh_user": "root"}, "qemu:///system"),
+        ("qemu+ssh://kvm/system", {},
+         "qemu+ssh://kvm/system?no_tty=1"),
+        ("qemu+ssh://kvm:2222/system?socket=/run/x", {"ssh_user": "berth", "ssh_keyfile": "/k/id"},
+         "qemu+ssh://berth@kvm:2222/system?socket=/run/x&keyfile=/k/id&no_tty=1"),
+        ("qemu+ssh://me@kvm/system", {"ssh_user": "berth", "verify_host_keys": False},
+         "qemu+ssh://me@kvm/system?no_verify=1&no_tty=1"),
+        ("qemu+libssh://kvm/system", {"known_hosts": "/k/known"},
+         "qemu+libssh://kvm/system?known_hosts=/k/known"),
+        ("qemu+libssh2://kvm/system", {"verify_host_keys": False},
+         "qemu+libssh2://kvm/system?known_hosts_verify=ignore"),
+    ],
+    ids=["local-untouched", "ssh-batch", "user-and-key", "no-verify", "libssh-known-hosts", "libssh2-no-verify"],
+)
+def test_connection_uri(uri, options, expected):
+    assert connection_uri("hypervisors.x.uri", uri, **options) == expected
+
+
+@pytest.mark.parametrize(
+    "uri, options, field",
+    [
+        ("qemu+ssh://kvm/system?no_verify=1", {}, "hypervisors.x.uri"),
+        ("qemu+libssh://kvm/system?known_hosts_verify=ignore", {}, "hypervisors.x.uri"),
+        ("qemu+ssh://kvm/system", {"known_hosts": "/k/known"}, "known_hosts"),
+    ],
+    ids=["ssh-uri-turns-checking-off", "libssh-uri-turns-checking-off", "known-hosts-with-plain-ssh"],
+)
+def test_host_key_checking_is_only_turned_off_by_the_source(uri, options, field):
+    with pytest.raises(InputError) as info:
+        connection_uri("hypervisors.x.uri", uri, **options)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "uri, local",
+    [("qemu:///system", True), ("qemu+unix:///system?socket=/s", True), ("qemu+ssh://h/system", False),
+     ("qemu+tcp://h/system", False), ("test:///default", False), ("test+unix:///x.xml?socket=/s", False)],
+)
+def test_is_local(uri, local):
+    assert is_local(uri) is local
