@@ -243,7 +243,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         The cache entry is used only for the same hosts, URIs and pool; it holds facts, never
         a credential.
         """
-        key = {"targets": sorted(targets.items()), "storage_pool": self.get_option("storage_pool")}
+        # Lists, not tuples: the key must compare equal after a JSON round trip.
+        key = {"targets": [[name, uri] for name, uri in sorted(targets.items())],
+               "storage_pool": self.get_option("storage_pool")}
         cache_key = self.get_cache_key(path)
         use_cache = self.get_option("cache") and cache
         if use_cache:

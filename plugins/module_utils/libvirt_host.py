@@ -174,7 +174,9 @@ class Hypervisor:
             "cpu_times": self._cpu_times(),
             "pools": pools,
             "storage_pool": pool_name,
-            "domains": [self._domain(dom) for dom in self._call(conn.listAllDomains, 0)],
+            # Sorted, so that two gatherings of the same host compare equal.
+            "domains": sorted((self._domain(dom) for dom in self._call(conn.listAllDomains, 0)),
+                              key=lambda dom: dom["name"]),
         }
 
     def _memory_stats(self, info: list[Any]) -> dict[str, int | None]:

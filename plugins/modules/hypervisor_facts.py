@@ -1,0 +1,155 @@
+#!/usr/bin/python
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: hypervisor_facts
+short_description: Gather Berth's host state on the hypervisor itself
+version_added: 0.1.0
+description:
+  - Runs ON a hypervisor (over SSH, like any module) and reads its /proc and its local libvirt,
+    for fleets whose libvirt cannot be reached from the controller.
+  - Returns the same host state as the C(berth.fleet.hypervisors) inventory plugin puts in
+    C(berth_host_state) (see C(ansible-doc -t inventory berth.fleet.hypervisors) for every
+    field), as the fact C(berth_host_state).
+  - Needs Python 3.9 or newer and the libvirt Python binding (C(python3-libvirt)) on the
+    hypervisor.
+options:
+  name:
+    description: The host's name in the host state; the inventory name is the usual choice.
+    type: str
+    required: true
+  uri:
+    description: The local libvirt URI.
+    type: str
+    default: qemu:///system
+  storage_pool:
+    description: The libvirt storage pool that holds instance disks.
+    type: str
+    default: default
+  timeout:
+    description: Seconds each libvirt call may take.
+    type: float
+    default: 10
+  cpu_allocation_ratio:
+    description: This host's CPU allocation ratio (Nova's default 4.0).
+    type: float
+  ram_allocation_ratio:
+    description: This host's RAM allocation ratio (1.0).
+    type: float
+  disk_allocation_ratio:
+    description: This host's disk allocation ratio (1.0).
+    type: float
+  reserved_host_memory_mb:
+    description: Memory kept for the host itself, in MiB (512).
+    type: int
+  reserved_host_disk_mb:
+    description: Disk kept for the host itself, in MiB (0).
+    type: int
+  aggregates:
+    description:
+      - The aggregates the host is in, C([{name, metadata}]); their availability zone and
+        ratios apply as in the inventory plugin.
+    type: list
+    elements: dict
+    default: []
+  default_availability_zone:
+    description: The zone when no aggregate names one.
+    type: str
+    default: nova
+attributes:
+  check_mode:
+    support: full
+    description: It only reads; check mode changes nothing and returns the facts.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+author: Berth developers
+"""
+
+EXAMPLES = r"""
+- name: Gather the host state on each hypervisor over SSH
+  berth.fleet.hypervisor_facts:
+    name: "{{ inventory_hostname }}"
+    storage_pool: default
+    reserved_host_memory_mb: 2048
+
+- name: Use it
+  ansible.builtin.debug:
+    msg: "{{ berth_host_state.free_ram_mb }} MiB free"
+"""
+
+RETURN = r"""
+host_state:
+  description: The host state (the fields of the inventory plugin's C(berth_host_state)).
+  returned: always
+  type: dict
+  sample: {"host": "kvm01", "service_up": true, "vcpus_total": 32, "free_ram_mb": 120000}
+ansible_facts:
+  description: C(berth_host_state), the same dict.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
+    DEFAULT_AVAILABILITY_ZONE,
+    fetch_one,
+    host_aggregates,
+    host_state,
+    validate_aggregates,
+    validate_hypervisors,
+)
+
+SETTINGS = ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
+            "reserved_host_memory_mb", "reserved_host_disk_mb")
+
+
+def run_module(module: AnsibleModule) -> dict:
+    params = module.params
+    name = params["name"]
+    settings = {"uri": params["uri"], **{key: params[key] for key in SETTINGS if params[key] is not None}}
+    settings = validate_hypervisors({name: settings})[name]
+    declared = {}
+    for index, aggregate in enumerate(params["aggregates"]):
+        if not isinstance(aggregate, dict) or not isinstance(aggregate.get("name"), str):
+            raise InputError(f"aggregates[{index}]", f"aggregates[{index}] must be {{name, metadata}}")
+        declared[aggregate["name"]] = {"hosts": [name], "metadata": aggregate.get("metadata") or {}}
+    checked = validate_aggregates(declared, {name: settings})
+    mine, zone = host_aggregates(name, checked, params["default_availability_zone"])
+    outcome = fetch_one(name, settings["uri"], params["storage_pool"], params["timeout"])
+    if "facts" not in outcome:
+        raise BerthError(outcome["down_reason"])
+    state = host_state(name, outcome["facts"], settings, mine, zone, outcome["gathered_at"])
+    return {"changed": False, "host_state": state, "ansible_facts": {"berth_host_state": state}}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "uri": {"type": "str", "default": "qemu:///system"},
+            "storage_pool": {"type": "str", "default": "default"},
+            "timeout": {"type": "float", "default": 10},
+            "cpu_allocation_ratio": {"type": "float"},
+            "ram_allocation_ratio": {"type": "float"},
+            "disk_allocation_ratio": {"type": "float"},
+            "reserved_host_memory_mb": {"type": "int"},
+            "reserved_host_disk_mb": {"type": "int"},
+            "aggregates": {"type": "list", "elements": "dict", "default": []},
+            "default_availability_zone": {"type": "str", "default": DEFAULT_AVAILABILITY_ZONE},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_module(module))
+    except InputError as exc:
+        module.fail_json(msg=str(exc), field=exc.field)
+    except BerthError as exc:
+        module.fail_json(msg=str(exc))
+
+
+if __name__ == "__main__":
+    main()
