@@ -47,6 +47,32 @@ def require_libvirt() -> None:
         )
 
 
+_event_loop_lock = threading.Lock()
+_event_loop_pid: int | None = None
+
+
+def _run_event_loop() -> None:
+    while True:
+        libvirt.virEventRunDefaultImpl()
+
+
+def ensure_event_loop() -> None:
+    """Run libvirt's default event loop in a daemon thread of this process.
+
+    Keepalive messages and the libssh transports only work with an event loop. A forked
+    process (Ansible's workers) inherits the registration but not the thread, so each
+    process starts its own.
+    """
+    global _event_loop_pid
+    with _event_loop_lock:
+        if _event_loop_pid == os.getpid():
+            return
+        if _event_loop_pid is None:
+            libvirt.virEventRegisterDefaultImpl()
+        threading.Thread(target=_run_event_loop, name="libvirt-events", daemon=True).start()
+        _event_loop_pid = os.getpid()
+
+
 def _silence(_ctx: Any, _err: Any) -> None:
     """libvirt prints every error on stderr by default; Berth reports them itself."""
 
@@ -101,6 +127,7 @@ class Hypervisor:
 
     def __enter__(self) -> Hypervisor:
         libvirt.registerErrorHandler(_silence, None)
+        ensure_event_loop()
         self.conn = self._call(libvirt.openAuth, self.uri, self._auth(), 0)
         try:
             # Remote connections notice a dead peer after interval x count seconds instead of

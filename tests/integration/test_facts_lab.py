@@ -7,7 +7,9 @@ helpers.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
@@ -16,6 +18,9 @@ import fleet
 import pytest
 from conftest import failed_messages
 from facts_helpers import group_members, plain, run_inventory, strings_not_unsafe
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 
 pytestmark = pytest.mark.integration
 
@@ -203,3 +208,19 @@ def test_a_stopped_daemon_is_down_and_never_picked(lab):
         assert deleted["rc"] == 0, failed_messages(deleted)
     finally:
         fleet.start_daemon(lab.dir, "hv3")
+
+
+def test_keepalive_drops_a_daemon_that_stopped_answering(lab):
+    """With the daemon frozen after the connection is open, libvirt's keepalive (not Berth's
+    call timeout, set far higher here) is what ends the call."""
+    pid = fleet.daemon_pid(lab.dir, "hv2")
+    with Hypervisor("hv2", lab.hosts["hv2"]["uri"], timeout_s=120,
+                    keepalive_interval_s=1, keepalive_count=2) as hv:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(HypervisorError) as info:
+                hv.facts("default")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert "keepalive" in str(info.value), str(info.value)
+    assert fleet.status(lab.dir)[1]["running"]
