@@ -20,6 +20,7 @@ with private bind mounts (in-namespace path -> real path):
     /var/log/libvirt   -> DIR/hvN/log     (serial logs: /var/log/libvirt/qemu = DIR/hvN/log/qemu)
     /var/cache/libvirt -> DIR/hvN/cache   (QEMU capabilities cache)
     /etc/passwd, /etc/group -> DIR/hvN/nss/ (the system's plus the libvirt-qemu account)
+    /etc/hosts         -> DIR/hvN/nss/hosts (the system's plus berth-hvN, so getHostname asks no DNS)
 
 URI: ``qemu+unix:///system?socket=DIR/hvN/run/libvirt-sock``.
 
@@ -344,6 +345,7 @@ def _prepare(base: Path, name: str) -> Path:
             elif not (etc / entry.name).exists():
                 shutil.copy2(entry, etc / entry.name, follow_symlinks=False)
     _write_nss(root)
+    _write_hosts(root, hostname(name))
     fmt = dict(name=name, hostname=hostname(name), host_uuid=host_uuid(base, name))
     _conf(root).write_text(LIBVIRTD_CONF.format(**fmt))
     (etc / "qemu.conf").write_text(QEMU_CONF.format(**fmt))
@@ -379,6 +381,16 @@ def _write_nss(root: Path) -> None:
             else:
                 lines.append(f"{acct}:x:{ids[acct]}:")
         _write(nss / db, "\n".join(lines) + "\n")
+
+
+def _write_hosts(root: Path, host: str) -> None:
+    """root/nss/hosts: the system's plus the hypervisor's own name, as Debian lists it.
+
+    libvirt's getHostname() canonicalises the name through the resolver; without an entry it
+    asks DNS, which on these machines (no internet) now and then takes 5 s to give up.
+    """
+    text = Path("/etc/hosts").read_text().rstrip("\n")
+    _write(root / "nss" / "hosts", f"{text}\n127.0.1.1 {host}\n")
 
 
 def _ensure_mountpoints() -> None:
@@ -445,7 +457,7 @@ def _ns_exec(root: Path, host: str) -> None:
     writes to its pidfile is the one that setsid started."""
     for inner, sub in BIND_DIRS.items():
         subprocess.run(["mount", "--bind", str(root / sub), inner], check=True)
-    for db in QEMU_ACCOUNTS:
+    for db in (*QEMU_ACCOUNTS, "hosts"):
         subprocess.run(["mount", "--bind", str(root / "nss" / db), f"/etc/{db}"], check=True)
     socket.sethostname(host)
     os.execvp("libvirtd", ["libvirtd", "-f", str(_conf(root)), "-p", str(_pidfile(root))])
