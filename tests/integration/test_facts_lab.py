@@ -224,3 +224,27 @@ def test_keepalive_drops_a_daemon_that_stopped_answering(lab):
             os.kill(pid, signal.SIGCONT)
     assert "keepalive" in str(info.value), str(info.value)
     assert fleet.status(lab.dir)[1]["running"]
+
+
+def test_a_hung_daemon_is_down_after_the_timeout_and_the_rest_is_whole(lab, tmp_path):
+    """A daemon that accepts connections but never answers (frozen): the per-call timeout
+    reports it down, naming the call; the other hosts come through whole."""
+    source = tmp_path / "hung.berth.yml"
+    source.write_text("plugin: berth.fleet.hypervisors\ntimeout: 2\nhypervisors:\n" + "".join(
+        f"  {name}:\n    uri: \"{record['uri']}\"\n" for name, record in lab.hosts.items()))
+    # A daemon's first capabilities call probes the host and may take seconds: not a hang.
+    assert group_members(run_inventory(lab.inventory), "down") == set()
+    pid = fleet.daemon_pid(lab.dir, "hv2")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        inventory = run_inventory(source)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    reasons = {host: plain(hostvars["berth_host_state"])["down_reason"]
+               for host, hostvars in inventory["_meta"]["hostvars"].items()}
+    assert group_members(inventory, "down") == {"hv2"}, reasons
+    reason = plain(inventory["_meta"]["hostvars"]["hv2"]["berth_host_state"])["down_reason"]
+    assert re.fullmatch(r"hv2: libvirt did not answer \w+ within 2 s", reason), reason
+    for host in ("hv1", "hv3"):
+        state = plain(inventory["_meta"]["hostvars"][host]["berth_host_state"])
+        assert state["service_up"] and state["vcpus_total"] > 0 and state["pools"], host
