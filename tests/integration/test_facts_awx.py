@@ -82,8 +82,10 @@ def job(directory, playbook, script, name: str):
 
 
 def messages(runner) -> list[str]:
-    return [event["event_data"]["res"]["msg"] for event in runner.events
-            if event.get("event") in ("runner_on_ok", "runner_item_on_ok") and "msg" in event.get("event_data", {}).get("res", {})]
+    """Every debug message of the run, as printed (a list message line by line)."""
+    found = [event["event_data"]["res"]["msg"] for event in runner.events
+             if event.get("event") in ("runner_on_ok", "runner_item_on_ok") and "msg" in event.get("event_data", {}).get("res", {})]
+    return [line for msg in found for line in (msg if isinstance(msg, list) else [msg])]
 
 
 def test_awx_inventory_sync_and_job_with_a_domain_named_like_a_template(lab, evil_domain, tmp_path):
@@ -110,6 +112,10 @@ def test_awx_gather_job_runs_on_the_synced_inventory(lab, evil_domain, tmp_path)
     gathered = job(tmp_path, GATHER, script, "gather")
     assert gathered.rc == 0, gathered.stdout.read()
     assert gathered.status == "successful"
+    # The drift report names the orphan on hv2 by its name, as a plain string.
+    drift = [line for line in messages(gathered) if line.startswith("hv2:")]
+    assert drift and EVIL_NAME in drift[0], drift
+    assert not any("uid=" in line for line in messages(gathered))
 
 
 def test_direct_playbook_prints_the_name_untemplated(lab, evil_domain):
