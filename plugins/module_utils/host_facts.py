@@ -16,7 +16,7 @@ import re
 import threading
 import time
 import uuid as uuid_lib
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import proc_stats
@@ -158,7 +158,7 @@ def _number(value: Any) -> Any:
 
 
 def host_aggregates(name: str, aggregates: Mapping[str, Mapping[str, Any]],
-                    default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> tuple:
+                    default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Tuple[List[Dict[str, Any]], str]:
     """The aggregates a host is in ([{name, metadata}], by name) and its availability zone."""
     mine = [{"name": agg, "metadata": dict(spec["metadata"])}
             for agg, spec in sorted(aggregates.items()) if name in spec["hosts"]]

@@ -111,7 +111,12 @@ def run_module(module: AnsibleModule) -> dict:
     params = module.params
     name = params["name"]
     settings = {"uri": params["uri"], **{key: params[key] for key in SETTINGS if params[key] is not None}}
-    settings = validate_hypervisors({name: settings})[name]
+    try:
+        settings = validate_hypervisors({name: settings})[name]
+    except InputError as exc:
+        # The checks are the inventory source's; name the module's own option instead.
+        option = exc.field.rsplit(".", 1)[-1]
+        raise InputError(option, str(exc).replace(f"hypervisors.{name}.", "")) from None
     declared = {}
     for index, aggregate in enumerate(params["aggregates"]):
         if not isinstance(aggregate, dict) or not isinstance(aggregate.get("name"), str):
