@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 import fleet
 import pytest
 from conftest import failed_messages
-from facts_helpers import group_members, plain, run_inventory, strings_not_unsafe
+from facts_helpers import ansible_env, group_members, plain, run_inventory, strings_not_unsafe
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
@@ -248,3 +248,17 @@ def test_a_hung_daemon_is_down_after_the_timeout_and_the_rest_is_whole(lab, tmp_
     for host in ("hv1", "hv3"):
         state = plain(inventory["_meta"]["hostvars"][host]["berth_host_state"])
         assert state["service_up"] and state["vcpus_total"] > 0 and state["pools"], host
+
+
+def test_uris_from_the_environment(lab, tmp_path):
+    """The way AWX injects a credential: the source lists names only, the URI comes from
+    $BERTH_URI_TEMPLATE; berth_libvirt_uri is what the roles will connect with."""
+    source = tmp_path / "env.berth.yml"
+    source.write_text("plugin: berth.fleet.hypervisors\nhypervisors:\n" + "".join(f"  {name}: {{}}\n" for name in lab.hosts))
+    template = str(fleet.socket_path(lab.dir, "hv1")).replace("/hv1/", "/{name}/")
+    inventory = run_inventory(source, env=ansible_env(BERTH_URI_TEMPLATE=f"qemu+unix:///system?socket={template}"))
+    assert group_members(inventory, "down") == set()
+    for host in lab.hosts:
+        hostvars = plain(inventory["_meta"]["hostvars"][host])
+        assert hostvars["berth_libvirt_uri"] == lab.hosts[host]["uri"]
+        assert hostvars["berth_host_state"]["nodename"] == f"berth-{host}"
