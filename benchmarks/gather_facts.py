@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def main() -> int:
         return 0
     finally:
         fleet.down(lab_dir)
+        shutil.rmtree(lab_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
