@@ -17,7 +17,7 @@ import threading
 import time
 import uuid as uuid_lib
 from typing import Any, Dict, List, Mapping, Optional, Tuple
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import proc_stats
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
@@ -233,7 +233,9 @@ def connection_uri(field: str, uri: str, ssh_user: Optional[str] = None, ssh_key
     netloc = parts.netloc
     if ssh_user and parts.username is None:
         netloc = f"{ssh_user}@{netloc}"
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/:,"), parts.fragment))
+    # %20, not "+", for a space: libvirt does not read "+" as a space in a query.
+    query_text = urlencode(query, safe="/:,", quote_via=quote)
+    return urlunsplit((parts.scheme, netloc, parts.path, query_text, parts.fragment))
 
 
 # ---- fetching (the I/O) --------------------------------------------------------------------
