@@ -96,6 +96,8 @@ def test_hypervisor_facts_runs_on_the_hypervisor_over_ssh(lab, sshd, tmp_path):
         "ansible_ssh_private_key_file": str(sshd.client_key),
         # The host key is checked, against the sshd's own.
         "ansible_ssh_common_args": f"-o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes",
+        # No persistent master connection: nothing may outlive the test's sshd.
+        "ansible_ssh_args": "-o ControlMaster=no -o ControlPersist=no",
         "ansible_python_interpreter": str(REPO / ".venv" / "bin" / "python"),
         "berth_local_uri": lab.hosts["hv1"]["uri"],
     }}}}))
