@@ -1,27 +1,65 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_AFFINITY,
+    REASON_AGGREGATE_EXTRA_SPECS,
+    REASON_AGGREGATE_TYPE,
+    REASON_ANTI_AFFINITY,
+    REASON_CAPABILITIES,
+    REASON_DIFFERENT_HOST,
     REASON_HOST_DISABLED,
     REASON_HOST_DOWN,
     REASON_IGNORED,
+    REASON_IMAGE_PROPERTIES,
     REASON_INSUFFICIENT_DISK,
     REASON_INSUFFICIENT_RAM,
     REASON_INSUFFICIENT_VCPUS,
+    REASON_ISOLATED,
     REASON_LARGER_THAN_HOST,
     REASON_NOT_FORCED,
+    REASON_QUERY,
+    REASON_RETRIED,
+    REASON_SAME_HOST,
+    REASON_TOO_MANY_INSTANCES,
+    REASON_TOO_MANY_IO_OPS,
+    REASON_WRONG_ZONE,
     RESOURCE_LABELS,
+    Number,
     Rejection,
     format_number,
+    reason_kind,
 )
 
-# The resource reasons put numbers in their phrase; these only count hosts.
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+
+# How many rejected hosts a compact explanation names: those that came closest to fitting.
+CLOSEST_MISSES_SHOWN = 5
+
+# Phrases that only count hosts; {zone}, {group} and {flavor} come from the request.
 _PLAIN_PHRASES = {
     REASON_HOST_DOWN: "down",
     REASON_HOST_DISABLED: "disabled",
     REASON_IGNORED: "ignored",
     REASON_NOT_FORCED: "not forced",
+    REASON_WRONG_ZONE: "not in availability zone {zone}",
+    REASON_AGGREGATE_EXTRA_SPECS: "aggregate metadata not matching the flavor's extra specs",
+    REASON_CAPABILITIES: "capabilities not matching the flavor's extra specs",
+    REASON_IMAGE_PROPERTIES: "not supporting the image's architecture/hypervisor/vm mode",
+    REASON_AFFINITY: "affinity group {group}",
+    REASON_ANTI_AFFINITY: "anti-affinity group {group}",
+    REASON_SAME_HOST: "without the same_host instances",
+    REASON_DIFFERENT_HOST: "with different_host instances",
+    REASON_QUERY: "not matching the query hint",
+    REASON_TOO_MANY_INSTANCES: "too many instances",
+    REASON_TOO_MANY_IO_OPS: "too many io ops",
+    REASON_AGGREGATE_TYPE: "in aggregates not taking flavor {flavor}",
+    REASON_ISOLATED: "isolated",
+    REASON_RETRIED: "already tried",
 }
 
 _INSUFFICIENT_PHRASES = {
@@ -31,43 +69,80 @@ _INSUFFICIENT_PHRASES = {
 }
 
 
+@dataclass
+class ReasonCount:
+    """The hosts turned down for one reason: how many, and the numbers the summary prints."""
+
+    reason: str
+    resource: str | None
+    count: int
+    requested: Number | None
+    most_free: Number | None
+    first_position: int  # ties between equal counts keep the order hosts were given in
+
+    def phrase(self, spec: RequestSpec) -> str:
+        if self.reason in _INSUFFICIENT_PHRASES:
+            return _INSUFFICIENT_PHRASES[self.reason].format(
+                needs=format_number(self.requested) if self.requested is not None else "unknown",
+                free=format_number(self.most_free) if self.most_free is not None else "unknown",
+            )
+        if self.reason == REASON_LARGER_THAN_HOST:
+            label = RESOURCE_LABELS.get(self.resource or "", self.resource or "resources")
+            return f"smaller than the flavor's {label}"
+        if self.reason in _PLAIN_PHRASES:
+            group = spec.server_group.name if spec.server_group is not None else ""
+            return _PLAIN_PHRASES[self.reason].format(
+                zone=spec.availability_zone, group=group, flavor=spec.flavor.name)
+        return self.reason.replace("_", " ")
+
+    def to_dict(self, spec: RequestSpec) -> dict[str, Any]:
+        return {"reason": self.reason, "resource": self.resource, "kind": reason_kind(self.reason),
+                "count": self.count, "requested": self.requested, "most_free": self.most_free,
+                "phrase": self.phrase(spec)}
+
+
 def success_summary(hosts: Sequence[str]) -> str:
     noun = "instance" if len(hosts) == 1 else "instances"
     return f"placed {len(hosts)} {noun} on {', '.join(hosts)}"
 
 
-def failure_summary(
-    rejections: Sequence[Rejection], hosts_total: int, failed_index: int, count: int
-) -> str:
+def failure_summary(counts: Sequence[ReasonCount], hosts_total: int, failed_index: int,
+                    count: int, spec: RequestSpec) -> str:
     """kube-scheduler style: '0/3 hosts are available for instance 2 of 3: 2 insufficient RAM
     (needs 4096 MB, most free 3500 MB), 1 down'; most common reason first."""
     head = f"0/{hosts_total} hosts are available for instance {failed_index + 1} of {count}"
-    groups = group_rejections(rejections)
-    if not groups:
+    if not counts:
         return head
-    parts = [f"{len(members)} {_phrase(members)}" for members in groups]
+    parts = [f"{item.count} {item.phrase(spec)}" for item in counts]
     return f"{head}: {', '.join(parts)}"
 
 
-def group_rejections(rejections: Sequence[Rejection]) -> list[list[Rejection]]:
-    """Rejections grouped by reason and resource, largest group first, ties in first-seen order."""
-    groups: dict[tuple[str, str | None], list[Rejection]] = {}
-    for rejection in rejections:
-        groups.setdefault((rejection.reason, rejection.resource), []).append(rejection)
-    return sorted(groups.values(), key=len, reverse=True)
+def sort_counts(counts: Sequence[ReasonCount]) -> list[ReasonCount]:
+    """Largest group first; equal groups in the order their first host was given."""
+    return sorted(counts, key=lambda item: (-item.count, item.first_position))
 
 
-def _phrase(members: Sequence[Rejection]) -> str:
-    first = members[0]
-    if first.reason in _PLAIN_PHRASES:
-        return _PLAIN_PHRASES[first.reason]
-    if first.reason in _INSUFFICIENT_PHRASES:
-        free_values = [member.free for member in members if member.free is not None]
-        return _INSUFFICIENT_PHRASES[first.reason].format(
-            needs=format_number(first.requested) if first.requested is not None else "unknown",
-            free=format_number(max(free_values)) if free_values else "unknown",
-        )
-    if first.reason == REASON_LARGER_THAN_HOST:
-        label = RESOURCE_LABELS.get(first.resource or "", first.resource or "resources")
-        return f"smaller than the flavor's {label}"
-    return first.reason.replace("_", " ")
+def count_reasons(rejections: Sequence[tuple[int, Rejection]]) -> list[ReasonCount]:
+    """Group (position, rejection) pairs by reason and resource, as the summary counts them."""
+    counts: dict[tuple[str, str | None], ReasonCount] = {}
+    for position, rejection in sorted(rejections, key=lambda pair: pair[0]):
+        key = (rejection.reason, rejection.resource)
+        item = counts.get(key)
+        if item is None:
+            counts[key] = ReasonCount(rejection.reason, rejection.resource, 1,
+                                      rejection.requested, rejection.free, position)
+            continue
+        item.count += 1
+        if rejection.free is not None and (item.most_free is None
+                                           or rejection.free > item.most_free):
+            item.most_free = rejection.free
+    return sort_counts(list(counts.values()))
+
+
+def closest_misses(rejections: Sequence[tuple[int, Rejection]]) -> list[tuple[int, Rejection]]:
+    """The hosts that came closest to fitting: smallest resource shortfall as a fraction of
+    the request, ties in host order."""
+    scored = [(rejection.shortfall(), position, rejection) for position, rejection in rejections]
+    ranked = sorted((item for item in scored if item[0] is not None),
+                    key=lambda item: (item[0], item[1]))
+    return [(position, rejection) for _, position, rejection in ranked[:CLOSEST_MISSES_SHOWN]]

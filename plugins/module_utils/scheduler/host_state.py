@@ -14,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation i
     check_integer,
     check_optional_string,
     check_positive_number,
+    check_string_list,
 )
 
 # Today's Nova defaults (DESIGN.md "Scheduling semantics").
@@ -131,6 +132,17 @@ class HostState:
     reserved_host_memory_mb: int = DEFAULT_RESERVED["reserved_host_memory_mb"]
     reserved_host_disk_mb: int = DEFAULT_RESERVED["reserved_host_disk_mb"]
     down_reason: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None  # libvirt style: major * 1,000,000 + minor * 1,000 + micro
+    # [arch, hypervisor type, vm mode] triples, as Nova's supported_instances.
+    supported_instances: list[list[str]] = field(default_factory=list)
+    cpu_info: dict[str, Any] = field(default_factory=dict)
+    # [{name, metadata}]: each aggregate keeps its own metadata (DESIGN.md "Vocabulary").
+    aggregates: list[dict[str, Any]] = field(default_factory=list)
+    availability_zone: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    instances: list[str] = field(default_factory=list)  # instance uuids on the host
+    failed_builds: int = 0  # recent failed builds, for BuildFailureWeigher
     # Filled by the filters of one scheduling pass, handed to the claim as Nova's `limits`.
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -138,7 +150,7 @@ class HostState:
     _ANY_INTEGER = ("free_ram_mb", "free_disk_mb")
     _NON_NEGATIVE = ("vcpus_total", "vcpus_used", "total_usable_ram_mb", "total_usable_disk_gb",
                      "num_instances", "num_io_ops", "reserved_host_memory_mb",
-                     "reserved_host_disk_mb")
+                     "reserved_host_disk_mb", "failed_builds")
     _RATIOS = tuple(DEFAULT_RATIOS)
     _REQUIRED_KEYS = ("vcpus_total", "vcpus_used", "total_usable_ram_mb", "free_ram_mb",
                       "total_usable_disk_gb", "free_disk_mb")
@@ -167,6 +179,15 @@ class HostState:
             check_integer(f"{prefix}.{name}", getattr(self, name), minimum=0)
         for name in self._RATIOS:
             check_positive_number(f"{prefix}.{name}", getattr(self, name))
+        check_optional_string(f"{prefix}.hypervisor_type", self.hypervisor_type)
+        check_optional_string(f"{prefix}.availability_zone", self.availability_zone)
+        if self.hypervisor_version is not None:
+            check_integer(f"{prefix}.hypervisor_version", self.hypervisor_version, minimum=0)
+        _check_supported_instances(f"{prefix}.supported_instances", self.supported_instances)
+        _check_mapping(f"{prefix}.cpu_info", self.cpu_info)
+        _check_mapping(f"{prefix}.metrics", self.metrics)
+        self.instances = check_string_list(f"{prefix}.instances", self.instances)
+        self.aggregates = _check_aggregates(f"{prefix}.aggregates", self.aggregates)
         if not isinstance(self.limits, dict):
             raise SchedulerInputError(
                 f"{prefix}.limits", f"{prefix}.limits must be a mapping, got {self.limits!r}"
@@ -194,6 +215,40 @@ class HostState:
         known = {f.name for f in dataclasses.fields(cls)} - {"limits"}
         return cls(**{key: value for key, value in data.items() if key in known})
 
+    def aggregate_values(self, key: str) -> list[str]:
+        """The values of metadata `key` across the host's aggregates, as strings, in order.
+
+        Nova's utils.aggregate_values_from_key returns a set; a list in aggregate order keeps
+        explanations stable and the minimum is the same.
+        """
+        values = []
+        for aggregate in self.aggregates:
+            if key in aggregate["metadata"]:
+                value = str(aggregate["metadata"][key])
+                if value not in values:
+                    values.append(value)
+        return values
+
+    def aggregate_number(self, key: str, default: float) -> float:
+        """The smallest numeric value of `key` across the host's aggregates, else `default`.
+
+        As Nova's utils.validate_num_values: the minimum wins where aggregates disagree, and
+        values that are not numbers are ignored (Nova logs and ignores them).
+        """
+        numbers = []
+        for value in self.aggregate_values(key):
+            try:
+                numbers.append(float(value))
+            except ValueError:
+                continue
+        return min(numbers) if numbers else default
+
+    def zones(self, default_zone: str) -> list[str]:
+        """The host's availability zones: its own field, else its aggregates', else the default."""
+        if self.availability_zone:
+            return [self.availability_zone]
+        return self.aggregate_values("availability_zone") or [default_zone]
+
     def consume(self, flavor: Flavor) -> None:
         """Take one instance of `flavor` off this host, as Nova's consume_from_request does.
 
@@ -207,7 +262,44 @@ class HostState:
         self.num_io_ops += 1
 
     def copy(self) -> HostState:
-        return copy.deepcopy(self)
+        # Only the numbers and limits change while scheduling; the lists and mappings
+        # (aggregates, instances, metrics) are read only, so they are shared.
+        duplicate = copy.copy(self)
+        duplicate.limits = dict(self.limits)
+        return duplicate
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_mapping(field: str, value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise SchedulerInputError(field, f"{field} must be a mapping, got {value!r}")
+
+
+def _check_supported_instances(field: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        raise SchedulerInputError(
+            field, f"{field} must be a list of [arch, hypervisor_type, vm_mode], got {value!r}"
+        )
+    for item in value:
+        if not isinstance(item, (list, tuple)) or not all(isinstance(part, str) for part in item):
+            raise SchedulerInputError(
+                field, f"{field} must be a list of [arch, hypervisor_type, vm_mode], got {item!r}"
+            )
+
+
+def _check_aggregates(field: str, value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, (list, tuple)):
+        raise SchedulerInputError(
+            field, f"{field} must be a list of {{name, metadata}}, got {value!r}"
+        )
+    checked = []
+    for item in value:
+        if (not isinstance(item, Mapping) or not isinstance(item.get("name"), str)
+                or not isinstance(item.get("metadata", {}), Mapping)):
+            raise SchedulerInputError(
+                field, f"{field} must be a list of {{name, metadata}}, got {item!r}"
+            )
+        checked.append({"name": item["name"], "metadata": dict(item.get("metadata") or {})})
+    return checked

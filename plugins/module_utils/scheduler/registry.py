@@ -1,29 +1,90 @@
 from __future__ import annotations
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
-    BaseHostFilter,
-)
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.compute import (
-    ComputeFilter,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import BaseWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.compute import ComputeFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.availability_zone import AvailabilityZoneFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.ram import RamFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.core import CoreFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.disk import DiskFilter
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.ram import RamFilter
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import BaseWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_ram import AggregateRamFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_core import AggregateCoreFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_disk import AggregateDiskFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.compute_capabilities import ComputeCapabilitiesFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.image_properties import ImagePropertiesFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.server_group_anti_affinity import ServerGroupAntiAffinityFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.server_group_affinity import ServerGroupAffinityFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_instance_extra_specs import AggregateInstanceExtraSpecsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.same_host import SameHostFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.different_host import DifferentHostFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.json_filter import JsonFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.num_instances import NumInstancesFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_num_instances import AggregateNumInstancesFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.io_ops import IoOpsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_io_ops import AggregateIoOpsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_type_affinity import AggregateTypeAffinityFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.isolated_hosts import IsolatedHostsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.retry import RetryFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.all_hosts import AllHostsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.io_ops import IoOpsWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.num_instances import NumInstancesWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.soft_affinity import ServerGroupSoftAffinityWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.soft_anti_affinity import ServerGroupSoftAntiAffinityWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.metrics import MetricsWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.build_failure import BuildFailureWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.hypervisor_version import HypervisorVersionWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
-# so a directory scan would find nothing on a hypervisor.
+# so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file
+# and one line here.
 FILTERS: dict[str, type[BaseHostFilter]] = {
     "ComputeFilter": ComputeFilter,
+    "AvailabilityZoneFilter": AvailabilityZoneFilter,
     "RamFilter": RamFilter,
     "CoreFilter": CoreFilter,
     "DiskFilter": DiskFilter,
+    "AggregateRamFilter": AggregateRamFilter,
+    "AggregateCoreFilter": AggregateCoreFilter,
+    "AggregateDiskFilter": AggregateDiskFilter,
+    "ComputeCapabilitiesFilter": ComputeCapabilitiesFilter,
+    "ImagePropertiesFilter": ImagePropertiesFilter,
+    "ServerGroupAntiAffinityFilter": ServerGroupAntiAffinityFilter,
+    "ServerGroupAffinityFilter": ServerGroupAffinityFilter,
+    "AggregateInstanceExtraSpecsFilter": AggregateInstanceExtraSpecsFilter,
+    "SameHostFilter": SameHostFilter,
+    "DifferentHostFilter": DifferentHostFilter,
+    "JsonFilter": JsonFilter,
+    "NumInstancesFilter": NumInstancesFilter,
+    "AggregateNumInstancesFilter": AggregateNumInstancesFilter,
+    "IoOpsFilter": IoOpsFilter,
+    "AggregateIoOpsFilter": AggregateIoOpsFilter,
+    "AggregateTypeAffinityFilter": AggregateTypeAffinityFilter,
+    "IsolatedHostsFilter": IsolatedHostsFilter,
+    "RetryFilter": RetryFilter,
+    "AllHostsFilter": AllHostsFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {
     "RAMWeigher": RAMWeigher,
+    "CPUWeigher": CPUWeigher,
+    "DiskWeigher": DiskWeigher,
+    "IoOpsWeigher": IoOpsWeigher,
+    "NumInstancesWeigher": NumInstancesWeigher,
+    "ServerGroupSoftAffinityWeigher": ServerGroupSoftAffinityWeigher,
+    "ServerGroupSoftAntiAffinityWeigher": ServerGroupSoftAntiAffinityWeigher,
+    "MetricsWeigher": MetricsWeigher,
+    "BuildFailureWeigher": BuildFailureWeigher,
+    "HypervisorVersionWeigher": HypervisorVersionWeigher,
 }
 
-DEFAULT_FILTERS = ["ComputeFilter", "RamFilter", "CoreFilter", "DiskFilter"]
-DEFAULT_WEIGHERS = ["RAMWeigher"]
+# DESIGN.md: Newton's default list with CoreFilter added (retries use alternates, so no
+# RetryFilter); every weigher, with Nova's default multipliers.
+DEFAULT_FILTERS = [
+    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
+    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+]
+DEFAULT_WEIGHERS = list(WEIGHERS)

@@ -17,6 +17,38 @@ REASON_INSUFFICIENT_DISK = "insufficient_disk"
 REASON_LARGER_THAN_HOST = "larger_than_host"
 REASON_IGNORED = "ignored"
 REASON_NOT_FORCED = "not_forced"
+REASON_WRONG_ZONE = "wrong_availability_zone"
+REASON_AGGREGATE_EXTRA_SPECS = "aggregate_extra_specs"
+REASON_CAPABILITIES = "capabilities"
+REASON_IMAGE_PROPERTIES = "image_properties"
+REASON_AFFINITY = "affinity"
+REASON_ANTI_AFFINITY = "anti_affinity"
+REASON_SAME_HOST = "same_host"
+REASON_DIFFERENT_HOST = "different_host"
+REASON_QUERY = "query"
+REASON_TOO_MANY_INSTANCES = "too_many_instances"
+REASON_TOO_MANY_IO_OPS = "too_many_io_ops"
+REASON_AGGREGATE_TYPE = "aggregate_instance_type"
+REASON_ISOLATED = "isolated"
+REASON_RETRIED = "retried"
+
+# "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
+# is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's
+# configuration makes the host eligible.
+KIND_NOT_NOW = "not_now"
+KIND_NEVER = "never"
+NOT_NOW_REASONS = frozenset({
+    REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,
+    REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS, REASON_ANTI_AFFINITY, REASON_HOST_DOWN,
+})
+# Resource shortfalls, the ones a "closest miss" is measured on.
+SHORTFALL_REASONS = frozenset({
+    REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,
+})
+
+
+def reason_kind(reason: str) -> str:
+    return KIND_NOT_NOW if reason in NOT_NOW_REASONS else KIND_NEVER
 
 RESOURCE_RAM = "ram"
 RESOURCE_VCPUS = "vcpus"
@@ -83,11 +115,26 @@ class Rejection:
             return f"ignored: listed in {self.filter}"
         if self.reason == REASON_NOT_FORCED:
             return f"not forced: not listed in {self.filter}"
+        if self.reason in (REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS):
+            what = "instances" if self.reason == REASON_TOO_MANY_INSTANCES else "io ops"
+            return f"too many {what}: {_amount(self.used)}, limit {_amount(self.limit)}"
         return _with_detail(self.reason.replace("_", " "), self.detail)
+
+    @property
+    def kind(self) -> str:
+        return reason_kind(self.reason)
+
+    def shortfall(self) -> float | None:
+        """How far from fitting, as a fraction of the request; None unless a resource fell short."""
+        if (self.reason not in SHORTFALL_REASONS or self.requested is None or self.free is None
+                or not self.requested):
+            return None
+        return (self.requested - self.free) / self.requested
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["message"] = self.message()
+        data["kind"] = self.kind
         return data
 
 

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_HOST_DISABLED,
@@ -33,3 +34,7 @@ class ComputeFilter(BaseHostFilter):
         if not host_state.service_up:
             return self.reject(host_state, REASON_HOST_DOWN, detail=host_state.down_reason)
         return None
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        return [(REASON_HOST_DISABLED, None, None, columns.disabled, None),
+                (REASON_HOST_DOWN, None, None, ~columns.service_up, None)]

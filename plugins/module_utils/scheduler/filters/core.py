@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_INSUFFICIENT_VCPUS,
@@ -24,6 +25,11 @@ class CoreFilter(BaseHostFilter):
     """Nova's Newton CoreFilter: vCPUs may be overcommitted by cpu_allocation_ratio."""
 
     name = "CoreFilter"
+    vector_columns = {"cpu_ratio": lambda host_state, spec: CoreFilter.allocation_ratio(host_state)}
+
+    @staticmethod
+    def allocation_ratio(host_state: HostState) -> float:
+        return host_state.cpu_allocation_ratio
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         # Nova fails open here: a host that reports no CPUs has broken CPU collection, and
@@ -39,7 +45,7 @@ class CoreFilter(BaseHostFilter):
             return self.reject(host_state, REASON_LARGER_THAN_HOST,
                                limit=host_state.vcpus_total, **numbers)
 
-        vcpus_limit = host_state.vcpus_total * host_state.cpu_allocation_ratio
+        vcpus_limit = host_state.vcpus_total * self.allocation_ratio(host_state)
         free_vcpus = vcpus_limit - host_state.vcpus_used
         if free_vcpus < requested_vcpus:
             return self.reject(host_state, REASON_INSUFFICIENT_VCPUS, used=host_state.vcpus_used,
@@ -47,3 +53,14 @@ class CoreFilter(BaseHostFilter):
 
         host_state.limits["vcpu"] = vcpus_limit
         return None
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        requested = spec.flavor.vcpus
+        total = columns.vcpus_total
+        known = total != 0
+        free = total * columns.cpu_ratio - columns.vcpus_used
+        return [
+            (REASON_LARGER_THAN_HOST, RESOURCE_VCPUS, requested, known & (requested > total), None),
+            (REASON_INSUFFICIENT_VCPUS, RESOURCE_VCPUS, requested, known & (free < requested),
+             free),
+        ]

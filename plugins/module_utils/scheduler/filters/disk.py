@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_INSUFFICIENT_DISK,
@@ -24,6 +25,13 @@ class DiskFilter(BaseHostFilter):
     """Nova's Newton DiskFilter: disk may be overcommitted by disk_allocation_ratio."""
 
     name = "DiskFilter"
+    vector_columns = {
+        "disk_ratio": lambda host_state, spec: DiskFilter.allocation_ratio(host_state),
+    }
+
+    @staticmethod
+    def allocation_ratio(host_state: HostState) -> float:
+        return host_state.disk_allocation_ratio
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         requested_disk_mb = spec.flavor.requested_disk_mb
@@ -35,7 +43,7 @@ class DiskFilter(BaseHostFilter):
             return self.reject(host_state, REASON_LARGER_THAN_HOST,
                                limit=total_usable_disk_mb, **numbers)
 
-        disk_mb_limit = total_usable_disk_mb * host_state.disk_allocation_ratio
+        disk_mb_limit = total_usable_disk_mb * self.allocation_ratio(host_state)
         used_disk_mb = total_usable_disk_mb - host_state.free_disk_mb
         usable_disk_mb = disk_mb_limit - used_disk_mb
         if usable_disk_mb < requested_disk_mb:
@@ -45,3 +53,10 @@ class DiskFilter(BaseHostFilter):
         # Nova hands the claim its disk limit in GB.
         host_state.limits["disk_gb"] = disk_mb_limit / 1024
         return None
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        requested = spec.flavor.requested_disk_mb
+        total = columns.total_usable_disk_gb * 1024
+        usable = total * columns.disk_ratio - (total - columns.free_disk_mb)
+        return [(REASON_LARGER_THAN_HOST, RESOURCE_DISK, requested, total < requested, None),
+                (REASON_INSUFFICIENT_DISK, RESOURCE_DISK, requested, usable < requested, usable)]

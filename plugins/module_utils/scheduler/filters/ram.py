@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_INSUFFICIENT_RAM,
@@ -24,6 +25,11 @@ class RamFilter(BaseHostFilter):
     """Nova's Newton RamFilter: RAM may be overcommitted by ram_allocation_ratio."""
 
     name = "RamFilter"
+    vector_columns = {"ram_ratio": lambda host_state, spec: RamFilter.allocation_ratio(host_state)}
+
+    @staticmethod
+    def allocation_ratio(host_state: HostState) -> float:
+        return host_state.ram_allocation_ratio
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         requested_ram_mb = spec.flavor.memory_mb
@@ -35,7 +41,7 @@ class RamFilter(BaseHostFilter):
             return self.reject(host_state, REASON_LARGER_THAN_HOST,
                                limit=total_usable_ram_mb, **numbers)
 
-        memory_mb_limit = total_usable_ram_mb * host_state.ram_allocation_ratio
+        memory_mb_limit = total_usable_ram_mb * self.allocation_ratio(host_state)
         # free_ram_mb already has reserved memory taken off, so reserved counts as used here.
         used_ram_mb = total_usable_ram_mb - host_state.free_ram_mb
         usable_ram_mb = memory_mb_limit - used_ram_mb
@@ -45,3 +51,10 @@ class RamFilter(BaseHostFilter):
 
         host_state.limits["memory_mb"] = memory_mb_limit
         return None
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        requested = spec.flavor.memory_mb
+        total = columns.total_usable_ram_mb
+        usable = total * columns.ram_ratio - (total - columns.free_ram_mb)
+        return [(REASON_LARGER_THAN_HOST, RESOURCE_RAM, requested, total < requested, None),
+                (REASON_INSUFFICIENT_RAM, RESOURCE_RAM, requested, usable < requested, usable)]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     Number,
@@ -40,18 +40,30 @@ def normalize(
 
 
 class BaseWeigher:
-    """Scores a host; higher wins once normalised and multiplied."""
+    """Scores a host; higher wins once normalised and multiplied.
+
+    The fast path (fast.py) may read `vector_raw` (the raw values of all candidates at once
+    from their arrays) instead of calling raw_value per host; both must agree exactly.
+    """
 
     name = ""
-    multiplier_option = ""  # the key in RequestSpec.weight_multipliers
+    multiplier_option = ""  # the key in RequestSpec.weight_multipliers and aggregate metadata
     default_multiplier = 1.0
     minval: Number | None = None
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> Number:
         raise NotImplementedError
 
-    def multiplier(self, spec: RequestSpec) -> float:
-        return spec.weight_multipliers.get(self.multiplier_option, self.default_multiplier)
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        return None
+
+    def multiplier(self, host_state: HostState, spec: RequestSpec) -> float:
+        """The request's multiplier, unless the host's aggregates set a smaller one (Nova's
+        utils.get_weight_multiplier: the minimum of their values wins)."""
+        default = spec.weight_multipliers.get(self.multiplier_option, self.default_multiplier)
+        if not host_state.aggregates:
+            return default
+        return host_state.aggregate_number(self.multiplier_option, default)
 
 
 @dataclass
@@ -76,8 +88,8 @@ def weigh_hosts(
     for weigher in weighers:
         raw_values = [weigher.raw_value(host_state, spec) for host_state in host_states]
         normalized = normalize(raw_values, minval=weigher.minval)
-        multiplier = weigher.multiplier(spec)
         for position, (raw, value) in enumerate(zip(raw_values, normalized)):
+            multiplier = weigher.multiplier(host_states[position], spec)
             details[position].append(
                 WeightDetail(weigher.name, raw, value, multiplier, value * multiplier)
             )

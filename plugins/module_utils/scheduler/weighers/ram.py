@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
@@ -23,3 +23,6 @@ class RAMWeigher(BaseWeigher):
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
         return host_state.free_ram_mb
+
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        return columns.free_ram_mb

@@ -32,4 +32,7 @@ def make_flavor(**overrides: Any) -> Flavor:
 
 
 def make_spec(flavor: Flavor | None = None, **overrides: Any) -> RequestSpec:
+    """A request weighed by RAM only, unless told otherwise, so weights stay easy to check by
+    hand; the tests of the defaults pass weighers=DEFAULT_WEIGHERS."""
+    overrides.setdefault("weighers", ["RAMWeigher"])
     return RequestSpec(flavor=flavor or make_flavor(), **overrides)

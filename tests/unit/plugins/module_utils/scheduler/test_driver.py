@@ -302,8 +302,11 @@ def test_decision_to_dict_is_plain_json():
     assert data["rejections"] == [{
         "host": "hv1", "filter": "ComputeFilter", "reason": "host_down", "requested": None,
         "used": None, "limit": None, "free": None, "unit": None, "resource": None,
-        "detail": None, "message": "host down",
+        "detail": None, "message": "host down", "kind": "not_now",
     }]
+    assert data["reasons"] == [{"reason": "host_down", "resource": None, "kind": "not_now",
+                                "count": 1, "requested": None, "most_free": None,
+                                "phrase": "down"}]
 
 
 def test_request_defaults():
@@ -353,19 +356,31 @@ def test_request_from_dict_refuses(data, field):
          "host_subset_size must be a positive integer, got 0"),
         ({"max_attempts": 0}, "max_attempts", "max_attempts must be a positive integer, got 0"),
         ({"seed": True}, "seed", "seed must be an integer or null, got True"),
-        ({"enabled_filters": ["ComputeFilter", "AvailabilityZoneFilter"]}, "enabled_filters",
-         "enabled_filters names an unknown filter 'AvailabilityZoneFilter'; "
-         "allowed: ComputeFilter, CoreFilter, DiskFilter, RamFilter"),
+        ({"enabled_filters": ["ComputeFilter", "MetricsFilter"]}, "enabled_filters",
+         "enabled_filters names an unknown filter 'MetricsFilter'; "
+         "allowed: AggregateCoreFilter, AggregateDiskFilter, AggregateInstanceExtraSpecsFilter, "
+         "AggregateIoOpsFilter, AggregateNumInstancesFilter, AggregateRamFilter, "
+         "AggregateTypeAffinityFilter, AllHostsFilter, AvailabilityZoneFilter, "
+         "ComputeCapabilitiesFilter, ComputeFilter, CoreFilter, DifferentHostFilter, DiskFilter, "
+         "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, NumInstancesFilter, "
+         "RamFilter, RetryFilter, SameHostFilter, ServerGroupAffinityFilter, "
+         "ServerGroupAntiAffinityFilter"),
         ({"enabled_filters": "RamFilter"}, "enabled_filters",
          "enabled_filters must be a list of strings, got 'RamFilter'"),
-        ({"weighers": ["CPUWeigher"]}, "weighers",
-         "weighers names an unknown weigher 'CPUWeigher'; allowed: RAMWeigher"),
+        ({"weighers": ["CPUWeigher", "PCIWeigher"]}, "weighers",
+         "weighers names an unknown weigher 'PCIWeigher'; allowed: BuildFailureWeigher, "
+         "CPUWeigher, DiskWeigher, HypervisorVersionWeigher, IoOpsWeigher, MetricsWeigher, "
+         "NumInstancesWeigher, RAMWeigher, ServerGroupSoftAffinityWeigher, "
+         "ServerGroupSoftAntiAffinityWeigher"),
         ({"ignore_hosts": "hv1"}, "ignore_hosts",
          "ignore_hosts must be a list of strings, got 'hv1'"),
         ({"force_nodes": [1]}, "force_nodes", "force_nodes must be a list of strings, got item 1"),
-        ({"weight_multipliers": {"cpu_weight_multiplier": 1.0}}, "weight_multipliers",
-         "weight_multipliers names an unknown option 'cpu_weight_multiplier'; "
-         "allowed: ram_weight_multiplier"),
+        ({"weight_multipliers": {"pci_weight_multiplier": 1.0}}, "weight_multipliers",
+         "weight_multipliers names an unknown option 'pci_weight_multiplier'; "
+         "allowed: build_failure_weight_multiplier, cpu_weight_multiplier, "
+         "disk_weight_multiplier, hypervisor_version_weight_multiplier, io_ops_weight_multiplier, "
+         "metrics_weight_multiplier, num_instances_weight_multiplier, ram_weight_multiplier, "
+         "soft_affinity_weight_multiplier, soft_anti_affinity_weight_multiplier"),
         ({"weight_multipliers": {"ram_weight_multiplier": "-1"}},
          "weight_multipliers.ram_weight_multiplier",
          "weight_multipliers.ram_weight_multiplier must be a finite number, got '-1'"),

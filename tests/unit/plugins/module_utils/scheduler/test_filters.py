@@ -209,4 +209,9 @@ def test_registry_names_match_the_classes():
     for name, filter_class in FILTERS.items():
         assert issubclass(filter_class, BaseHostFilter)
         assert filter_class.name == name
-    assert DEFAULT_FILTERS == ["ComputeFilter", "RamFilter", "CoreFilter", "DiskFilter"]
+    # DESIGN.md: Newton's defaults with CoreFilter added.
+    assert DEFAULT_FILTERS == [
+        "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
+        "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
+        "ServerGroupAffinityFilter",
+    ]

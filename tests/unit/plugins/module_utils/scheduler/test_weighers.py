@@ -51,8 +51,13 @@ def test_ram_weigher_declares_nova_defaults():
     assert weigher.default_multiplier == 1.0
     assert weigher.minval == 0
     assert weigher.raw_value(make_host(free_ram_mb=-300), make_spec()) == -300
-    assert WEIGHERS == {"RAMWeigher": RAMWeigher}
-    assert DEFAULT_WEIGHERS == ["RAMWeigher"]
+    assert WEIGHERS["RAMWeigher"] is RAMWeigher
+    # Nova's weight_classes default is all_weighers.
+    assert DEFAULT_WEIGHERS == [
+        "RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher",
+        "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "MetricsWeigher",
+        "BuildFailureWeigher", "HypervisorVersionWeigher",
+    ]
 
 
 # Each row: free_ram_mb of hv1, hv2, hv3 (in that order), multipliers, expected order,

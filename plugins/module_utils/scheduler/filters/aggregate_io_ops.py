@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.io_ops import (
+    IoOpsFilter,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class AggregateIoOpsFilter(IoOpsFilter):
+    """IoOpsFilter with max_io_ops_per_host from aggregate metadata (minimum wins)."""
+
+    name = "AggregateIoOpsFilter"
+    vector_columns = {
+        "max_io_ops": lambda host_state, spec: AggregateIoOpsFilter.maximum(host_state, spec),
+    }
+
+    @staticmethod
+    def maximum(host_state: HostState, spec: RequestSpec) -> float:
+        return host_state.aggregate_number("max_io_ops_per_host", spec.max_io_ops_per_host)

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class AllHostsFilter(BaseHostFilter):
+    """Passes every host."""
+
+    name = "AllHostsFilter"
+    run_filter_once_per_request = True
+
+    def is_noop(self, spec: RequestSpec) -> bool:
+        return True
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        return None

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_DIFFERENT_HOST,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class DifferentHostFilter(BaseHostFilter):
+    """Scheduler hint different_host: only hosts running none of these instance uuids."""
+
+    name = "DifferentHostFilter"
+    run_filter_once_per_request = True
+
+    def is_noop(self, spec: RequestSpec) -> bool:
+        return not spec.scheduler_hints.get("different_host")
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        avoided = set(spec.scheduler_hints.get("different_host") or ()) & set(host_state.instances)
+        if not avoided:
+            return None
+        return self.reject(host_state, REASON_DIFFERENT_HOST, detail=", ".join(sorted(avoided)))

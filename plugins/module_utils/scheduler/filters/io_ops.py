@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_TOO_MANY_IO_OPS,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class IoOpsFilter(BaseHostFilter):
+    """Fewer than max_io_ops_per_host instances building or migrating (Nova's default 8)."""
+
+    name = "IoOpsFilter"
+    vector_columns = {
+        "max_io_ops": lambda host_state, spec: IoOpsFilter.maximum(host_state, spec),
+    }
+
+    @staticmethod
+    def maximum(host_state: HostState, spec: RequestSpec) -> float:
+        return spec.max_io_ops_per_host
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        maximum = self.maximum(host_state, spec)
+        if host_state.num_io_ops < maximum:
+            return None
+        return self.reject(host_state, REASON_TOO_MANY_IO_OPS, used=host_state.num_io_ops,
+                           limit=maximum)
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        return [(REASON_TOO_MANY_IO_OPS, None, None,
+                 columns.num_io_ops >= columns.max_io_ops, None)]

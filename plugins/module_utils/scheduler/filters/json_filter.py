@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+import json
+import operator
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
+    SchedulerInputError,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_QUERY,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+
+def _compare(args: list[Any], op: Any) -> bool:
+    if len(args) < 2:
+        return False
+    if op is operator.contains:
+        return args[0] in args[1:]
+    try:
+        return all(op(args[0], arg) for arg in args[1:])
+    except TypeError:  # Nova compares whatever it got; mixed types simply do not match
+        return False
+
+
+COMMANDS = {
+    "=": lambda args: _compare(args, operator.eq),
+    "<": lambda args: _compare(args, operator.lt),
+    ">": lambda args: _compare(args, operator.gt),
+    "in": lambda args: _compare(args, operator.contains),
+    "<=": lambda args: _compare(args, operator.le),
+    ">=": lambda args: _compare(args, operator.ge),
+    "not": lambda args: [not arg for arg in args],
+    "or": any,
+    "and": all,
+}
+
+
+def parse_query(query: Any) -> Any:
+    """The query hint (a JSON string or the decoded list), checked: ["op", arg, ...]."""
+    if isinstance(query, str):
+        try:
+            query = json.loads(query)
+        except ValueError as exc:
+            raise SchedulerInputError("scheduler_hints.query",
+                                      f"scheduler_hints.query is not JSON: {exc}") from None
+    _check(query)
+    return query
+
+
+def _check(query: Any) -> None:
+    if not isinstance(query, list) or not query or query[0] not in COMMANDS:
+        raise SchedulerInputError(
+            "scheduler_hints.query",
+            f"scheduler_hints.query must be a list [operator, args...] with an operator among "
+            f"{', '.join(COMMANDS)}, got {query!r}",
+        )
+    for arg in query[1:]:
+        if isinstance(arg, list):
+            _check(arg)
+
+
+def _variable(text: str, host_state: HostState) -> Any:
+    if not text:
+        return None
+    if not text.startswith("$"):
+        return text
+    path = text[1:].split(".")
+    if path[0].startswith("_") or path[0] == "limits":
+        return None
+    value = getattr(host_state, path[0], None)
+    if callable(value):
+        return None
+    for name in path[1:]:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+        if value is None:
+            return None
+    return value
+
+
+def evaluate(query: list[Any], host_state: HostState) -> Any:
+    """Nova's JsonFilter._process_filter: "$free_ram_mb" reads the host, nested lists nest."""
+    args = []
+    for arg in query[1:]:
+        if isinstance(arg, list):
+            arg = evaluate(arg, host_state)
+        elif isinstance(arg, str):
+            arg = _variable(arg, host_state)
+        if arg is not None:
+            args.append(arg)
+    return COMMANDS[query[0]](args)
+
+
+class JsonFilter(BaseHostFilter):
+    """Scheduler hint query: a JSON expression over the host state,
+    e.g. [">=", "$free_ram_mb", 1024]."""
+
+    name = "JsonFilter"
+    run_filter_once_per_request = True
+
+    def is_noop(self, spec: RequestSpec) -> bool:
+        return not spec.scheduler_hints.get("query")
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        query = spec.scheduler_hints.get("query")
+        if not query:
+            return None
+        result = evaluate(query, host_state)
+        if isinstance(result, list):
+            result = any(result)
+        if result:
+            return None
+        return self.reject(host_state, REASON_QUERY, detail=json.dumps(query))

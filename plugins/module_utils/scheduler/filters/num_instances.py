@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_TOO_MANY_INSTANCES,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class NumInstancesFilter(BaseHostFilter):
+    """Fewer than max_instances_per_host instances (Nova's default 50)."""
+
+    name = "NumInstancesFilter"
+    vector_columns = {
+        "max_instances": lambda host_state, spec: NumInstancesFilter.maximum(host_state, spec),
+    }
+
+    @staticmethod
+    def maximum(host_state: HostState, spec: RequestSpec) -> float:
+        return spec.max_instances_per_host
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        maximum = self.maximum(host_state, spec)
+        if host_state.num_instances < maximum:
+            return None
+        return self.reject(host_state, REASON_TOO_MANY_INSTANCES, used=host_state.num_instances,
+                           limit=maximum)
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        return [(REASON_TOO_MANY_INSTANCES, None, None,
+                 columns.num_instances >= columns.max_instances, None)]

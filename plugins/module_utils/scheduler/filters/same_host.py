@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_SAME_HOST,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class SameHostFilter(BaseHostFilter):
+    """Scheduler hint same_host: only hosts running one of these instance uuids."""
+
+    name = "SameHostFilter"
+    run_filter_once_per_request = True
+
+    def is_noop(self, spec: RequestSpec) -> bool:
+        return not spec.scheduler_hints.get("same_host")
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        wanted = spec.scheduler_hints.get("same_host")
+        if not wanted or set(wanted) & set(host_state.instances):
+            return None
+        return self.reject(host_state, REASON_SAME_HOST)

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
+    BaseWeigher,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class BuildFailureWeigher(BaseWeigher):
+    """Hosts whose recent builds failed weigh less, strongly (Nova's multiplier 1000000.0)."""
+
+    name = "BuildFailureWeigher"
+    multiplier_option = "build_failure_weight_multiplier"
+    default_multiplier = 1000000.0
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
+        return -1 * host_state.failed_builds
+
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        return -1 * columns.failed_builds

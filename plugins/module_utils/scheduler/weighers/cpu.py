@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
+    BaseWeigher,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class CPUWeigher(BaseWeigher):
+    """More free vCPUs (after overcommit) weigh more."""
+
+    name = "CPUWeigher"
+    multiplier_option = "cpu_weight_multiplier"
+    default_multiplier = 1.0
+    minval = 0
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
+        return host_state.vcpus_total * host_state.cpu_allocation_ratio - host_state.vcpus_used
+
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        return columns.vcpus_total * columns.cpu_allocation_ratio - columns.vcpus_used

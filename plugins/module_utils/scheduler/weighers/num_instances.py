@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
+    BaseWeigher,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+
+
+class NumInstancesWeigher(BaseWeigher):
+    """Instances on the host; Nova's default multiplier 0.0 leaves it out, a negative one
+    prefers emptier hosts."""
+
+    name = "NumInstancesWeigher"
+    multiplier_option = "num_instances_weight_multiplier"
+    default_multiplier = 0.0
+    minval = 0
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
+        return host_state.num_instances
+
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        return columns.num_instances
