@@ -333,6 +333,7 @@ class PlainBackend:
         self.spec = spec
         self.filters = filters
         self.weighers = weighers
+        self.full_explain = False
         self.candidates: list[tuple[int, HostState]] = []
         self.rejections: dict[int, Rejection] = {}
         self._weighed: list[WeighedHost] = []
@@ -401,6 +402,7 @@ def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
     rng = random.Random(spec.seed)
     full_explain = spec.explain == "full" or (spec.explain == "auto"
                                               and len(hosts) <= AUTO_FULL_EXPLAIN_HOSTS)
+    backend.full_explain = full_explain
     backend.start(_select_candidates(hosts, spec, backend))
     # As in Nova, forcing a host or node skips the filters (the claim still checks capacity).
     run_filters = not (spec.force_hosts or spec.force_nodes)

@@ -179,6 +179,8 @@ class HostState:
             check_integer(f"{prefix}.{name}", getattr(self, name), minimum=0)
         for name in self._RATIOS:
             check_positive_number(f"{prefix}.{name}", getattr(self, name))
+            # A ratio written as 2 is 2.0: limits are then always floats, whoever computes them.
+            setattr(self, name, float(getattr(self, name)))
         check_optional_string(f"{prefix}.hypervisor_type", self.hypervisor_type)
         check_optional_string(f"{prefix}.availability_zone", self.availability_zone)
         if self.hypervisor_version is not None:

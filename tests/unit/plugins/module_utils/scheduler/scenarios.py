@@ -1,0 +1,156 @@
+"""A seeded generator of random placement scenarios: fleets, flavors, groups, aggregates, hints.
+
+Used by the equivalence test of the two engine paths and by benchmarks/engine.py (which
+builds large fleets with it). Values are drawn from small pools on purpose, so that ties,
+equal bounds, full hosts and group collisions come up often.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+    DEFAULT_FILTERS,
+    FILTERS,
+    WEIGHERS,
+)
+
+ZONES = ["az1", "az2"]
+FLAVOR_NAMES = ["m1.tiny", "m1.small", "m1.medium"]
+UUIDS = [f"uuid-{number}" for number in range(8)]
+
+
+def random_aggregate(rng: random.Random, number: int) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if rng.random() < 0.4:
+        metadata["availability_zone"] = rng.choice(ZONES)
+    for key, values in (("ram_allocation_ratio", ["1.0", "1.5", "0.5"]),
+                        ("cpu_allocation_ratio", ["2.0", "8.0", "bad"]),
+                        ("disk_allocation_ratio", ["1.0", "2.0"]),
+                        ("max_instances_per_host", ["3", "10"]),
+                        ("max_io_ops_per_host", ["1", "5"]),
+                        ("instance_type", ["m1.tiny", "m1.small, m1.medium"]),
+                        ("ssd", ["true", "false"]),
+                        ("ram_weight_multiplier", ["-1.0", "2.0"]),
+                        ("io_ops_weight_multiplier", ["0.0", "-2.0"])):
+        if rng.random() < 0.2:
+            metadata[key] = rng.choice(values)
+    return {"name": f"agg{number}", "metadata": metadata}
+
+
+def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]]) -> dict[str, Any]:
+    ram_total = rng.choice([2048, 8192, 16384])
+    disk_gb = rng.choice([10, 40, 100])
+    vcpus = rng.choice([0, 2, 4, 8])
+    return {
+        "host": f"hv{number}" if rng.random() < 0.95 else "hv0",
+        "nodename": f"node{number}",
+        "uuid": f"u{number}",
+        "service_up": rng.random() < 0.93,
+        "disabled": rng.random() < 0.05,
+        "vcpus_total": vcpus,
+        "vcpus_used": rng.randint(0, vcpus * 3),
+        "total_usable_ram_mb": ram_total,
+        "free_ram_mb": rng.choice([ram_total - 512, rng.randint(-1024, ram_total),
+                                   ram_total // 2]),
+        "total_usable_disk_gb": disk_gb,
+        "free_disk_mb": rng.choice([disk_gb * 1024, rng.randint(-2048, disk_gb * 1024)]),
+        "num_instances": rng.choice([0, 1, 2, 5, 50]),
+        "num_io_ops": rng.choice([0, 0, 1, 3, 8]),
+        "cpu_allocation_ratio": rng.choice([4.0, 1.0, 16]),
+        "ram_allocation_ratio": rng.choice([1.0, 1.5]),
+        "disk_allocation_ratio": rng.choice([1.0, 2.0]),
+        "hypervisor_type": "QEMU",
+        "hypervisor_version": rng.choice([None, 6000000, 9000000, 9000000]),
+        "supported_instances": rng.choice([[], [["x86_64", "kvm", "hvm"]],
+                                           [["x86_64", "qemu", "hvm"], ["aarch64", "qemu", "hvm"]]]),
+        "cpu_info": {"arch": "x86_64", "vendor": rng.choice(["Intel", "AMD"])},
+        "aggregates": rng.sample(aggregates, rng.randint(0, min(2, len(aggregates)))),
+        "availability_zone": rng.choice([None, None, None, "az1"]),
+        "metrics": rng.choice([{}, {"cpu.percent": rng.choice([5, 50])},
+                               {"cpu.percent": 20, "load": 1.5}]),
+        "instances": rng.sample(UUIDS, rng.randint(0, 2)),
+        "failed_builds": rng.choice([0, 0, 0, 1, 3]),
+    }
+
+
+def random_fleet(rng: random.Random, hosts: int) -> list[dict[str, Any]]:
+    aggregates = [random_aggregate(rng, number) for number in range(rng.randint(0, 4))]
+    return [random_host(rng, number, aggregates) for number in range(hosts)]
+
+
+def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
+    flavor: dict[str, Any] = {
+        "name": rng.choice(FLAVOR_NAMES), "vcpus": rng.choice([1, 2, 4, 9]),
+        "memory_mb": rng.choice([512, 1024, 2048, 4096, 20000]),
+        "root_gb": rng.choice([1, 5, 20]), "ephemeral_gb": rng.choice([0, 0, 5]),
+        "swap": rng.choice([0, 0, 512]), "extra_specs": {},
+    }
+    for key, value in (("aggregate_instance_extra_specs:ssd", "true"),
+                       ("capabilities:cpu_info:vendor", "<or> Intel <or> AMD"),
+                       ("capabilities:vcpus_total", ">= 4"), ("hw:cpu_policy", "dedicated"),
+                       ("capabilities:hypervisor_version", "s>= 7")):
+        if rng.random() < 0.15:
+            flavor["extra_specs"][key] = value
+    if rng.random() < 0.5:
+        enabled = list(DEFAULT_FILTERS)
+    else:
+        enabled = rng.sample(list(FILTERS), rng.randint(1, len(FILTERS)))
+    request: dict[str, Any] = {
+        "flavor": flavor, "count": rng.randint(1, 6), "enabled_filters": enabled,
+        "weighers": (list(WEIGHERS) if rng.random() < 0.5
+                     else rng.sample(list(WEIGHERS), rng.randint(0, len(WEIGHERS)))),
+        "host_subset_size": rng.choice([1, 1, 2, 3]), "seed": rng.randint(0, 1000),
+        "max_attempts": rng.choice([1, 3, 5]),
+        "explain": rng.choice(["full", "compact", "auto"]),
+        "max_instances_per_host": rng.choice([50, 3]),
+        "max_io_ops_per_host": rng.choice([8, 2]),
+    }
+    if rng.random() < 0.2:
+        request["driver"] = "chance"
+    if rng.random() < 0.3:
+        request["weight_multipliers"] = {
+            "ram_weight_multiplier": rng.choice([-1.0, 0.0, 2.5]),
+            "num_instances_weight_multiplier": rng.choice([0.0, -1.0]),
+            "soft_anti_affinity_weight_multiplier": rng.choice([1.0, 3.0]),
+        }
+    if rng.random() < 0.3:
+        request["availability_zone"] = rng.choice(ZONES + ["nova"])
+    if rng.random() < 0.3:
+        request["image_properties"] = rng.choice([
+            {"hw_architecture": "x86_64"}, {"img_hv_type": "qemu", "hw_vm_mode": "hvm"},
+            {"architecture": "aarch64", "img_hv_requested_version": ">= 7.0"}])
+    if rng.random() < 0.4:
+        policy = rng.choice(["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"])
+        group_hosts = rng.sample(host_names, min(len(host_names), rng.randint(0, 2)))
+        request["server_group"] = {
+            "name": "web", "policy": policy, "hosts": group_hosts,
+            "rules": {"max_server_per_host": rng.choice([1, 2])},
+        }
+    hints: dict[str, Any] = {}
+    if rng.random() < 0.15:
+        hints["same_host"] = rng.sample(UUIDS, 2)
+    if rng.random() < 0.15:
+        hints["different_host"] = rng.sample(UUIDS, 2)
+    if rng.random() < 0.15:
+        hints["query"] = rng.choice([
+            '[">=", "$free_ram_mb", 4096]',
+            '["and", ["<", "$num_instances", 5], ["in", "$cpu_info.vendor", "Intel", "AMD"]]',
+            '["not", ["=", "$hypervisor_version", 6000000]]'])
+    if hints:
+        request["scheduler_hints"] = hints
+    if rng.random() < 0.15:
+        request["retry_hosts"] = rng.sample(host_names, min(2, len(host_names)))
+    if rng.random() < 0.15:
+        request["isolated_hosts"] = rng.sample(host_names, min(2, len(host_names)))
+        request["isolated_images"] = rng.choice([[], ["img-1"]])
+        request["image_id"] = rng.choice(["img-1", "img-2"])
+        request["restrict_isolated_hosts_to_isolated_images"] = rng.random() < 0.5
+    if rng.random() < 0.2:
+        request["metrics_weight_setting"] = rng.choice([["cpu.percent=-1.0"],
+                                                        ["cpu.percent=1", "load=2.0"]])
+    if rng.random() < 0.1:
+        request["ignore_hosts"] = rng.sample(host_names, 1)
+    if rng.random() < 0.05:
+        request["force_hosts"] = rng.sample(host_names, min(2, len(host_names)))
+    return request
