@@ -43,13 +43,29 @@ options:
   hosts:
     description:
       - Explicit host states to decide for instead of the inventory's hypervisors ("what if",
-        or replaying a recorded decision). Each uses the fields of C(berth_host_state) (see the
-        M(berth.fleet.schedule) return value C(decision) and the inventory plugin
-        P(berth.fleet.hypervisors#inventory)), chiefly C(host), C(nodename), C(uuid),
-        C(service_up), C(disabled), C(vcpus_total), C(vcpus_used), C(total_usable_ram_mb),
-        C(free_ram_mb), C(total_usable_disk_gb), C(free_disk_mb), C(num_instances),
-        C(num_io_ops) and the allocation ratios and reserved amounts.
-      - Usually with O(ledger=false), which decides without claiming anything.
+        or replaying a recorded decision), in the schema of the inventory's C(berth_host_state);
+        usually with O(ledger=false), which decides without claiming anything.
+      - Required in each, Nova's HostState names and units - C(host) (name), C(vcpus_total),
+        C(vcpus_used), C(total_usable_ram_mb), C(free_ram_mb) (total - reserved - used, may be
+        negative), C(total_usable_disk_gb), C(free_disk_mb).
+      - Optional - C(nodename) (libvirt hostname, default C(host)), C(uuid) (libvirt host UUID),
+        C(service_up) (default true), C(disabled) (default false), C(disabled_reason),
+        C(down_reason), C(num_instances), C(num_io_ops) (instances building or migrating),
+        C(cpu_allocation_ratio) (default 4.0), C(ram_allocation_ratio) (1.0),
+        C(disk_allocation_ratio) (1.0), C(reserved_host_memory_mb) (512, informational, already
+        taken off C(free_ram_mb)), C(reserved_host_disk_mb) (0), C(hypervisor_type) (C(QEMU)),
+        C(hypervisor_version) (libvirt integer, 9000000 for 9.0.0), C(supported_instances)
+        (list of [arch, hypervisor type, vm mode], e.g. [x86_64, kvm, hvm]), C(cpu_info)
+        (mapping - model, vendor, features, topology), C(aggregates) (list of C({name, metadata})
+        - metadata keys read - C(availability_zone), C(ram_allocation_ratio),
+        C(cpu_allocation_ratio), C(disk_allocation_ratio), C(max_instances_per_host),
+        C(max_io_ops_per_host), C(instance_type), any C(*_weight_multiplier), and any key the
+        flavor's extra specs name), C(availability_zone) (else the aggregates', else
+        O(default_availability_zone)), C(metrics) (mapping name to number),
+        C(instances) (uuids of the instances on the host, for the same/different host hints),
+        C(failed_builds) (recent failed builds, for C(BuildFailureWeigher)).
+      - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
+        numa_topology) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:
@@ -57,22 +73,82 @@ options:
     type: str
     default: hypervisors
   enabled_filters:
-    description: Filters to run, in order. Default C(ComputeFilter), C(RamFilter), C(CoreFilter), C(DiskFilter).
+    description:
+      - Filters to run, in order (Nova's names). Available - C(ComputeFilter),
+        C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter), C(DiskFilter),
+        C(AggregateRamFilter), C(AggregateCoreFilter), C(AggregateDiskFilter) (ratio from the
+        host's aggregates, minimum wins), C(ComputeCapabilitiesFilter),
+        C(ImagePropertiesFilter), C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter),
+        C(AggregateInstanceExtraSpecsFilter), C(SameHostFilter), C(DifferentHostFilter),
+        C(JsonFilter), C(NumInstancesFilter), C(AggregateNumInstancesFilter), C(IoOpsFilter),
+        C(AggregateIoOpsFilter), C(AggregateTypeAffinityFilter), C(IsolatedHostsFilter),
+        C(RetryFilter), C(AllHostsFilter).
+      - Filters Nova runs once per request (host up, zone, capabilities, image properties,
+        aggregate extra specs and type, isolated hosts, hints) check the first instance only.
+      - Default C(ComputeFilter), C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter),
+        C(DiskFilter), C(ComputeCapabilitiesFilter), C(ImagePropertiesFilter),
+        C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter).
     type: list
     elements: str
   weighers:
-    description: Weighers to apply. Default C(RAMWeigher).
+    description:
+      - Weighers to apply. Available (and the default, all of them) - C(RAMWeigher),
+        C(CPUWeigher), C(DiskWeigher), C(IoOpsWeigher), C(NumInstancesWeigher),
+        C(ServerGroupSoftAffinityWeigher), C(ServerGroupSoftAntiAffinityWeigher),
+        C(MetricsWeigher), C(BuildFailureWeigher), C(HypervisorVersionWeigher).
+      - Each weigher's values are normalised to 0..1 over the candidates (RAM, CPU, disk and
+        io-ops from a fixed lower bound 0), multiplied by its multiplier and summed; ties keep
+        the hosts' order.
     type: list
     elements: str
   ram_weight_multiplier:
-    description: Nova's option; positive spreads instances over hosts, negative stacks them. Default 1.0.
+    description: Nova's option; positive spreads instances over hosts, negative stacks them.
+      Default 1.0. Like every multiplier, an aggregate's metadata of the same name overrides it
+      for its hosts (the minimum where aggregates disagree).
     type: float
+  cpu_weight_multiplier:
+    description: Multiplier of free vCPUs (total x ratio - used). Default 1.0.
+    type: float
+  disk_weight_multiplier:
+    description: Multiplier of free disk. Default 1.0.
+    type: float
+  io_ops_weight_multiplier:
+    description: Multiplier of C(num_io_ops). Default -1.0 (busy hosts weigh less).
+    type: float
+  num_instances_weight_multiplier:
+    description: Multiplier of C(num_instances). Default 0.0 (not weighed).
+    type: float
+  soft_affinity_weight_multiplier:
+    description: Multiplier of the group's members on the host for a C(soft-affinity) group. Default 1.0.
+    type: float
+  soft_anti_affinity_weight_multiplier:
+    description: Multiplier of minus the group's members on the host for a C(soft-anti-affinity) group. Default 1.0.
+    type: float
+  metrics_weight_multiplier:
+    description: Multiplier of the metrics weight (see O(metrics_weight_setting)). Default 1.0.
+    type: float
+  build_failure_weight_multiplier:
+    description: Multiplier of minus C(failed_builds). Default 1000000.0.
+    type: float
+  hypervisor_version_weight_multiplier:
+    description: Multiplier of C(hypervisor_version). Default 1.0 (newer weighs more).
+    type: float
+  metrics_weight_setting:
+    description: Nova's C([metrics] weight_setting) - C(name=ratio) items; the metrics weight is the
+      sum of the host's C(metrics[name]) x ratio.
+    type: list
+    elements: str
+    default: []
+  metrics_weight_of_unavailable:
+    description: Metrics weight of a host missing a weighed metric.
+    type: float
+    default: -10000.0
   host_subset_size:
     description: Pick at random among this many best hosts (1 is deterministic).
     type: int
     default: 1
   seed:
-    description: Seed for the random pick, so a decision can be replayed.
+    description: Seed for the random pick (and for O(driver=chance)), so a decision can be replayed.
     type: int
   max_attempts:
     description: Builds tried per instance; each placement comes with up to O(max_attempts) - 1 alternates.
@@ -93,6 +169,87 @@ options:
     type: list
     elements: str
     default: []
+  driver:
+    description: C(filter_scheduler) filters and weighs; C(chance) picks at random among the hosts
+      that pass the filters, as Nova's ChanceScheduler did.
+    type: str
+    default: filter_scheduler
+    choices: [filter_scheduler, chance]
+  availability_zone:
+    description: Only hosts in this zone (C(AvailabilityZoneFilter)).
+    type: str
+  default_availability_zone:
+    description: The zone of hosts that are in none (Nova's C(default_availability_zone)).
+    type: str
+    default: nova
+  image_id:
+    description: The image's id, for O(isolated_images).
+    type: str
+  image_properties:
+    description: The image's properties for C(ImagePropertiesFilter) - C(hw_architecture)
+      (or C(architecture)), C(img_hv_type) (or C(hypervisor_type)), C(hw_vm_mode) (or C(vm_mode)),
+      C(img_hv_requested_version) (e.g. C(>=6.0)).
+    type: dict
+    default: {}
+  scheduler_hints:
+    description:
+      - Nova's scheduler hints - C(same_host) and C(different_host) (instance uuids, for
+        C(SameHostFilter) and C(DifferentHostFilter)), C(query) (a JSON expression for
+        C(JsonFilter), e.g. C([">=", "$free_ram_mb", 1024])), C(group) (the server group's name;
+        must match O(server_group)).
+    type: dict
+    default: {}
+  server_group:
+    description:
+      - The instances' server group, as a dict - C(name), C(policy) (C(affinity),
+        C(anti-affinity), C(soft-affinity), C(soft-anti-affinity)), C(rules)
+        (C({max_server_per_host}), anti-affinity only, default 1), C(hosts) (hosts that already
+        hold members; each counts one member unless C(members) says otherwise), C(members)
+        (mapping of host to its number of members).
+      - Each placed instance joins the group on its host before the next one is placed.
+    type: raw
+  retry_hosts:
+    description: Hosts this instance was already tried on, for C(RetryFilter).
+    type: list
+    elements: str
+    default: []
+  max_instances_per_host:
+    description: C(NumInstancesFilter) limit (aggregate metadata of the same name overrides it for
+      C(AggregateNumInstancesFilter)).
+    type: int
+    default: 50
+  max_io_ops_per_host:
+    description: C(IoOpsFilter) limit (aggregate metadata overrides it for C(AggregateIoOpsFilter)).
+    type: int
+    default: 8
+  isolated_hosts:
+    description: Hosts reserved for O(isolated_images) (C(IsolatedHostsFilter)).
+    type: list
+    elements: str
+    default: []
+  isolated_images:
+    description: Images that run only on O(isolated_hosts).
+    type: list
+    elements: str
+    default: []
+  restrict_isolated_hosts_to_isolated_images:
+    description: Whether isolated hosts take only isolated images.
+    type: bool
+    default: true
+  explain:
+    description:
+      - How much of the decision's explanation to return. C(full) lists every rejected host with
+        its first rejecting filter and numbers; C(compact) returns the counts per reason and the
+        closest misses only (small at 100,000 hosts); C(auto) is C(full) up to 100 hosts.
+    type: str
+    default: auto
+    choices: [auto, full, compact]
+  engine:
+    description: The engine's implementation - C(plain) (per host, as Nova), C(vectorized) (NumPy
+      arrays, the same decisions faster on large fleets), C(auto) (vectorized from 200 hosts).
+    type: str
+    default: auto
+    choices: [auto, plain, vectorized]
   lease_seconds:
     description: How long a BUILDING claim is held for its run before a sync may release it.
     type: int
@@ -124,6 +281,15 @@ EXAMPLES = r"""
     count: 3
     flavor: m1.small
   register: plan
+
+- name: Three web servers on three different hosts in zone az1, never on hv9
+  berth.fleet.schedule:
+    name: web
+    count: 3
+    flavor: m1.small
+    availability_zone: az1
+    ignore_hosts: [hv9]
+    server_group: {name: web, policy: anti-affinity}
 
 - name: What if — decide for hosts described by hand, claiming nothing
   berth.fleet.schedule:
@@ -160,9 +326,14 @@ summary:
   returned: always
   type: str
 decision:
-  description: The engine's whole decision - per placement the weights (raw, normalised, multiplier),
-    limits, alternates and runners-up; the hosts rejected, each with the first filter that rejected
-    it and the numbers (requested, used, limit, free).
+  description:
+    - The engine's whole decision - per placement the weights (each weigher's raw value,
+      normalised value, multiplier and weighted part), limits, alternates and runners-up.
+    - C(reasons) counts the rejected hosts per reason (with C(kind) C(not_now) for a lack of
+      resources that may pass, C(never) for a mismatch only a change of request or configuration
+      fixes); C(closest_misses) are the rejected hosts that came closest to fitting;
+      C(rejections) lists every rejected host with its first rejecting filter and the numbers
+      (requested, used, limit, free) when O(explain) asks for it, else null.
   returned: when instances had to be placed
   type: dict
 """

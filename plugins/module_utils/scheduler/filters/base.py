@@ -53,5 +53,11 @@ class BaseHostFilter:
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject] | None:
         return None
 
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        """For filters whose answer changes as instances are consumed: a test of whether the
+        host still passes after `count` more instances of the request (used by capacity.py).
+        None for filters whose answer consumption does not change."""
+        return None
+
     def reject(self, host_state: HostState, reason: str, **numbers: Any) -> Rejection:
         return Rejection(host=host_state.host, filter=self.name, reason=reason, **numbers)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -53,6 +53,15 @@ class CoreFilter(BaseHostFilter):
 
         host_state.limits["vcpu"] = vcpus_limit
         return None
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        """Whether the host still passes after `count` more instances (for capacity)."""
+        if not host_state.vcpus_total:
+            return None
+        requested = spec.flavor.vcpus
+        limit = host_state.vcpus_total * self.allocation_ratio(host_state)
+        return lambda count: requested <= host_state.vcpus_total and (
+            limit - (host_state.vcpus_used + count * requested) >= requested)
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         requested = spec.flavor.vcpus

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -53,6 +53,16 @@ class DiskFilter(BaseHostFilter):
         # Nova hands the claim its disk limit in GB.
         host_state.limits["disk_gb"] = disk_mb_limit / 1024
         return None
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        """Whether the host still passes after `count` more instances (for capacity).
+        Consuming takes root and ephemeral disk off, not swap, while the filter asks for all."""
+        requested = spec.flavor.requested_disk_mb
+        consumed = 1024 * (spec.flavor.root_gb + spec.flavor.ephemeral_gb)
+        total = host_state.total_usable_disk_gb * 1024
+        limit = total * self.allocation_ratio(host_state)
+        return lambda count: total >= requested and (
+            limit - (total - (host_state.free_disk_mb - count * consumed)) >= requested)
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         requested = spec.flavor.requested_disk_mb

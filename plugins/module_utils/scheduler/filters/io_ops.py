@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -36,6 +36,11 @@ class IoOpsFilter(BaseHostFilter):
             return None
         return self.reject(host_state, REASON_TOO_MANY_IO_OPS, used=host_state.num_io_ops,
                            limit=maximum)
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        maximum = self.maximum(host_state, spec)
+        # Every build is an io op while it runs, as consumption counts it.
+        return lambda count: host_state.num_io_ops + count < maximum
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         return [(REASON_TOO_MANY_IO_OPS, None, None,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -36,6 +36,10 @@ class NumInstancesFilter(BaseHostFilter):
             return None
         return self.reject(host_state, REASON_TOO_MANY_INSTANCES, used=host_state.num_instances,
                            limit=maximum)
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        maximum = self.maximum(host_state, spec)
+        return lambda count: host_state.num_instances + count < maximum
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         return [(REASON_TOO_MANY_INSTANCES, None, None,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -51,6 +51,14 @@ class RamFilter(BaseHostFilter):
 
         host_state.limits["memory_mb"] = memory_mb_limit
         return None
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        """Whether the host still passes after `count` more instances (for capacity)."""
+        requested = spec.flavor.memory_mb
+        total = host_state.total_usable_ram_mb
+        limit = total * self.allocation_ratio(host_state)
+        return lambda count: total >= requested and (
+            limit - (total - (host_state.free_ram_mb - count * requested)) >= requested)
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         requested = spec.flavor.memory_mb

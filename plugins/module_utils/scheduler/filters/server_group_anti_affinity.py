@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -35,6 +35,13 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
             return None
         return self.reject(host_state, REASON_ANTI_AFFINITY, used=members,
                            limit=group.max_server_per_host, detail=f"group {group.name}")
+
+    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
+        group = spec.server_group
+        if group is None or group.policy != "anti-affinity":
+            return None
+        members = group.member_count(host_state.host)
+        return lambda count: members + count < group.max_server_per_host
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         group = spec.server_group

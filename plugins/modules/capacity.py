@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# The work is done on the controller by the action plugin of the same name
+# (plugins/action/capacity.py); this file carries the documentation.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: capacity
+short_description: How many more instances of a flavor fit, per hypervisor and in total
+version_added: 0.1.0
+description:
+  - Answers "how many more of flavor X fit, per host and in total, under the current filters?"
+    for the inventory's hypervisors (or explicit O(hosts)), with the same filters, options and
+    usage as M(berth.fleet.schedule).
+  - Each host is counted as if it took every instance - the count is the largest number that
+    M(berth.fleet.schedule) would place on that host alone, each instance consumed before the
+    next is filtered (RAM, vCPUs and disk with their allocation ratios, instance and io-ops
+    limits, anti-affinity C(max_server_per_host)). A filter that consumption cannot change (host
+    down, zone, capabilities, image) makes the count 0 or leaves it alone.
+  - The total is the sum over the hosts; with an C(affinity) O(server_group), whose instances
+    must all share one host, it is the best host's count. A host that no enabled filter limits
+    (for instance a flavor of zero size with only C(ComputeFilter)) counts as unlimited and the
+    total is then null.
+  - With the ledger on, the usage counted is the ledger's (claims plus unmanaged domains), as
+    M(berth.fleet.schedule) sees it. Nothing is written.
+  - A module rather than a Jinja filter, because it needs the ledger's usage and the hypervisor
+    inventory, which a filter cannot reach without being handed them.
+options:
+  flavor:
+    description: A flavor name from O(flavors_file), or an inline dict of sizes, as for M(berth.fleet.schedule).
+    type: raw
+    required: true
+  flavors_file:
+    description: A YAML file with a mapping C(berth_flavors) of name to sizes.
+    type: path
+    default: the collection's playbooks/vars/flavors.yml
+  hosts:
+    description: Explicit host states instead of the inventory's hypervisors, in the schema
+      M(berth.fleet.schedule) documents for its O(berth.fleet.schedule#module:hosts).
+    type: list
+    elements: dict
+  hypervisor_group:
+    description: The inventory group whose hosts carry C(berth_host_state).
+    type: str
+    default: hypervisors
+  enabled_filters:
+    description: Filters to count under; the same names and default as M(berth.fleet.schedule).
+    type: list
+    elements: str
+  ignore_hosts:
+    description: Hosts to count as 0.
+    type: list
+    elements: str
+    default: []
+  availability_zone:
+    description: As for M(berth.fleet.schedule).
+    type: str
+  default_availability_zone:
+    description: As for M(berth.fleet.schedule).
+    type: str
+    default: nova
+  image_id:
+    description: As for M(berth.fleet.schedule).
+    type: str
+  image_properties:
+    description: As for M(berth.fleet.schedule).
+    type: dict
+    default: {}
+  scheduler_hints:
+    description: As for M(berth.fleet.schedule).
+    type: dict
+    default: {}
+  server_group:
+    description: As for M(berth.fleet.schedule) (the dict form); anti-affinity limits each
+      host to C(max_server_per_host) minus the members it holds.
+    type: raw
+  max_instances_per_host:
+    description: As for M(berth.fleet.schedule).
+    type: int
+    default: 50
+  max_io_ops_per_host:
+    description: As for M(berth.fleet.schedule); every instance placed counts as one io op while it builds.
+    type: int
+    default: 8
+  isolated_hosts:
+    description: As for M(berth.fleet.schedule).
+    type: list
+    elements: str
+    default: []
+  isolated_images:
+    description: As for M(berth.fleet.schedule).
+    type: list
+    elements: str
+    default: []
+  restrict_isolated_hosts_to_isolated_images:
+    description: As for M(berth.fleet.schedule).
+    type: bool
+    default: true
+  ledger:
+    description: Count against the ledger's usage. Off, the host states' own usage is used.
+    type: bool
+    default: true
+  ledger_url:
+    description: SQLAlchemy URL of the ledger, as for M(berth.fleet.schedule). Never printed.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
+author:
+  - Berth developers
+"""
+
+EXAMPLES = r"""
+- name: How many more m1.large fit in zone az1?
+  berth.fleet.capacity:
+    flavor: m1.large
+    availability_zone: az1
+  register: room
+
+- name: Say it
+  ansible.builtin.debug:
+    msg: "{{ room.total }} more m1.large fit; per host {{ room.hosts | map(attribute='fits') | list }}"
+"""
+
+RETURN = r"""
+total:
+  description: How many fit in all (null when some host is not limited by any filter).
+  returned: always
+  type: int
+hosts:
+  description: Per host, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    host: {description: The host's name., type: str}
+    fits: {description: How many more fit on it alone (null - no limit)., type: int}
+    limited_by: {description: The filter that stops one more (or rejects the host outright)., type: str}
+    reason: {description: Why one more does not fit, with the numbers., type: str}
+    rejection: {description: The same as data (filter, reason, requested, used, limit, free)., type: dict}
+summary:
+  description: One line, e.g. C(14 more m1.small fit on 3 hosts).
+  returned: always
+  type: str
+flavor:
+  description: The resolved flavor.
+  returned: always
+  type: dict
+"""
