@@ -115,6 +115,9 @@ class Rejection:
             return f"ignored: listed in {self.filter}"
         if self.reason == REASON_NOT_FORCED:
             return f"not forced: not listed in {self.filter}"
+        if self.reason == REASON_ANTI_AFFINITY:
+            return (f"anti-affinity {self.detail}: {_amount(self.used)} member(s) here, "
+                    f"max_server_per_host {_amount(self.limit)}")
         if self.reason in (REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS):
             what = "instances" if self.reason == REASON_TOO_MANY_INSTANCES else "io ops"
             return f"too many {what}: {_amount(self.used)}, limit {_amount(self.limit)}"

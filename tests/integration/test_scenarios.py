@@ -1,0 +1,120 @@
+"""The shipped scenario files, decided by berth.fleet.schedule through a real ansible-playbook.
+
+Each file under scenarios/ holds one or more YAML documents: a request, host states, and the
+expected answer worked out by hand in the file's comments (which filter removes which host,
+the weights arithmetic). No ledger and no lab are involved: `hosts:` and `ledger: false`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = Path(__file__).with_name("scenarios")
+# Weights in the files are written to 6 decimals.
+TOLERANCE = 1e-6
+
+
+def load_cases() -> list[dict]:
+    cases = []
+    for path in sorted(SCENARIOS.glob("*.yml")):
+        if path.name == "run.yml":
+            continue
+        with open(path, encoding="utf-8") as handle:
+            for number, document in enumerate(yaml.safe_load_all(handle)):
+                cases.append({**document, "file": f"{path.stem}#{number}"})
+    return cases
+
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, dict]:
+    """Run the playbook once for every case; the results keyed by case."""
+    directory = tmp_path_factory.mktemp("scenarios")
+    variables = directory / "cases.json"
+    variables.write_text(json.dumps({"berth_scenario_cases": CASES}))
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).with_name("callback_plugins")),
+        ANSIBLE_STDOUT_CALLBACK="berth_test_json",
+        PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
+    )
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         str(SCENARIOS / "run.yml"), "-e", f"@{variables}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    try:
+        output = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON from ansible-playbook (rc {proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}") from None
+    task = output["plays"][0]["tasks"][0]
+    loop_results = task["hosts"]["localhost"]["results"]
+    assert len(loop_results) == len(CASES)
+    return {case["file"]: result for case, result in zip(CASES, loop_results)}
+
+
+def close(actual, expected) -> bool:
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        return abs(actual - expected) <= TOLERANCE
+    return actual == expected
+
+
+def check_subset(actual: dict, expected: dict, where: str) -> None:
+    for key, value in expected.items():
+        assert key in actual, f"{where}: no {key!r} in {actual}"
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            assert len(actual[key]) == len(value), f"{where}.{key}: {actual[key]}"
+            for number, (item, wanted) in enumerate(zip(actual[key], value)):
+                check_subset(item, wanted, f"{where}.{key}[{number}]")
+        else:
+            assert close(actual[key], value), f"{where}.{key}: {actual[key]!r} != {value!r}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
+def test_scenario_gives_the_hand_worked_answer(case, results):
+    result = results[case["file"]]
+    expect = case["expect"]
+    decision = result["decision"]
+    assert decision["ok"] is expect["ok"]
+    assert result["summary"] == expect["summary"]
+    assert bool(result.get("failed")) is (not expect["ok"])
+    if not expect["ok"]:
+        assert result["msg"].startswith(f"no valid host: {expect['summary']}")
+    if "failed_index" in expect:
+        assert decision["failed_index"] == expect["failed_index"]
+    for number, wanted in enumerate(expect.get("placements", [])):
+        placement = decision["placements"][number]
+        where = f"placements[{number}]"
+        assert placement["host"] == wanted["host"], where
+        assert result["placements"][number]["host"] == wanted["host"]
+        if "weight" in wanted:
+            assert close(placement["weight"], wanted["weight"]), (where, placement["weight"])
+        for key in ("alternates", "limits"):
+            if key in wanted:
+                assert placement[key] == wanted[key], (where, key, placement[key])
+        if "runners_up" in wanted:
+            check_subset(placement, {"runners_up": wanted["runners_up"]}, where)
+        if "weights" in wanted:
+            weights = {detail["name"]: detail for detail in placement["weights"]}
+            if not wanted["weights"]:
+                assert weights == {}, where
+            for name, numbers in wanted["weights"].items():
+                check_subset(weights[name], numbers, f"{where}.weights.{name}")
+                assert close(weights[name]["weighted"],
+                             numbers["normalized"] * numbers["multiplier"])
+    if "rejections" in expect:
+        check_subset(decision, {"rejections": expect["rejections"]}, "decision")
+    if "reasons" in expect:
+        check_subset(decision, {"reasons": expect["reasons"]}, "decision")
+    if "closest_misses" in expect:
+        assert [miss["host"] for miss in decision["closest_misses"]] == expect["closest_misses"]
