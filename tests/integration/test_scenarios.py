@@ -27,7 +27,11 @@ def load_cases() -> list[dict]:
             continue
         with open(path, encoding="utf-8") as handle:
             for number, document in enumerate(yaml.safe_load_all(handle)):
-                cases.append({**document, "file": f"{path.stem}#{number}"})
+                # Each case on both of the engine's paths: small fleets would only ever take
+                # the plain one.
+                for engine in ("plain", "vectorized"):
+                    cases.append({**document, "request": {**document["request"], "engine": engine},
+                                  "file": f"{path.stem}#{number}-{engine}"})
     return cases
 
 
