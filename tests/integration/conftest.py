@@ -18,6 +18,18 @@ sys.path.insert(0, str(REPO / "lab"))
 import fleet  # noqa: E402  (lab/fleet.py)
 
 
+def ansible_env() -> dict:
+    """The environment for a real ansible-playbook run of this checkout, JSON output."""
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).with_name("callback_plugins")),
+        ANSIBLE_STDOUT_CALLBACK="berth_test_json",
+        PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
+    )
+    return env
+
+
 class Lab:
     def __init__(self, directory: str, hosts: list[dict]) -> None:
         self.dir = directory
@@ -27,13 +39,7 @@ class Lab:
 
     def playbook(self, playbook: str, *extra: str, check: bool = False) -> dict:
         """Run a playbook with the JSON callback; returns its parsed output plus rc."""
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-            ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).with_name("callback_plugins")),
-            ANSIBLE_STDOUT_CALLBACK="berth_test_json",
-            PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
-        )
+        env = ansible_env()
         command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", self.inventory,
                    str(REPO / "playbooks" / playbook), *extra]
         if check:

@@ -7,12 +7,12 @@ the weights arithmetic). No ledger and no lab are involved: `hosts:` and `ledger
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).with_name("scenarios")
@@ -44,13 +44,7 @@ def results(tmp_path_factory) -> dict[str, dict]:
     directory = tmp_path_factory.mktemp("scenarios")
     variables = directory / "cases.json"
     variables.write_text(json.dumps({"berth_scenario_cases": CASES}))
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).with_name("callback_plugins")),
-        ANSIBLE_STDOUT_CALLBACK="berth_test_json",
-        PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
-    )
+    env = ansible_env()
     proc = subprocess.run(
         [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
          str(SCENARIOS / "run.yml"), "-e", f"@{variables}"],

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,16 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation i
     check_positive_number,
     check_string_list,
 )
+
+# The facts a flavor extra spec ("capabilities:cpu_info:vendor") or a JSON query hint
+# ("$free_ram_mb") may read: never methods, limits or private attributes.
+FACT_FIELDS = frozenset({
+    "host", "nodename", "uuid", "service_up", "disabled", "vcpus_total", "vcpus_used",
+    "total_usable_ram_mb", "free_ram_mb", "total_usable_disk_gb", "free_disk_mb",
+    "num_instances", "num_io_ops", "cpu_allocation_ratio", "ram_allocation_ratio",
+    "disk_allocation_ratio", "hypervisor_type", "hypervisor_version", "supported_instances",
+    "cpu_info", "availability_zone", "metrics", "instances", "failed_builds",
+})
 
 # Today's Nova defaults (DESIGN.md "Scheduling semantics").
 DEFAULT_RATIOS = {
@@ -216,6 +227,26 @@ class HostState:
                 )
         known = {f.name for f in dataclasses.fields(cls)} - {"limits"}
         return cls(**{key: value for key, value in data.items() if key in known})
+
+    def fact(self, path: list[str]) -> Any:
+        """The value at a path of names, as Nova's ComputeCapabilitiesFilter and JsonFilter
+        walk it: the first name is a host fact, the rest walk mappings (a JSON string, such as
+        Nova's cpu_info, is parsed first); None when anything is missing."""
+        if path[0] not in FACT_FIELDS:
+            return None
+        value: Any = getattr(self, path[0])
+        for name in path[1:]:
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    return None
+            if not isinstance(value, dict):
+                return None
+            value = value.get(name)
+            if value is None:
+                return None
+        return value
 
     def aggregate_values(self, key: str) -> list[str]:
         """The values of metadata `key` across the host's aggregates, as strings, in order.

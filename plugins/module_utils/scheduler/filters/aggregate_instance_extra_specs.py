@@ -4,7 +4,6 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
-    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (

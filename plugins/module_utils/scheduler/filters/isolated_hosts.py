@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
-    VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_ISOLATED,

@@ -4,7 +4,6 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
-    VectorReject,
 )
 import json
 import operator
@@ -78,19 +77,7 @@ def _variable(text: str, host_state: HostState) -> Any:
         return None
     if not text.startswith("$"):
         return text
-    path = text[1:].split(".")
-    if path[0].startswith("_") or path[0] == "limits":
-        return None
-    value = getattr(host_state, path[0], None)
-    if callable(value):
-        return None
-    for name in path[1:]:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(name)
-        if value is None:
-            return None
-    return value
+    return host_state.fact(text[1:].split("."))
 
 
 def evaluate(query: list[Any], host_state: HostState) -> Any:
