@@ -36,6 +36,15 @@ def load_cases() -> list[dict]:
 
 
 CASES = load_cases()
+# The hosts of spread_default_weighers.yml, asked how many more 2 vCPU / 2048 MB / 10 GB fit:
+#   hv1 disabled -> 0 (ComputeFilter); hv2 1536 MB usable < 2048 -> 0 (RamFilter)
+#   hv3 RAM 8192 / 2048 = 4; vCPUs (8 x 4.0 - 4) / 2 = 14; disk 51200 / 10240 = 5  -> 4 (RAM)
+#   hv4 RAM 12288 / 2048 = 6; vCPUs 32 / 2 = 16; disk 102400 / 10240 = 10          -> 6 (RAM)
+#   total 10
+CAPACITY_CASE = {"request": {"flavor": {"name": "small", "vcpus": 2, "memory_mb": 2048,
+                                        "root_gb": 10}},
+                 "hosts": next(case["hosts"] for case in CASES
+                               if case["file"].startswith("spread_default_weighers"))}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +52,8 @@ def results(tmp_path_factory) -> dict[str, dict]:
     """Run the playbook once for every case; the results keyed by case."""
     directory = tmp_path_factory.mktemp("scenarios")
     variables = directory / "cases.json"
-    variables.write_text(json.dumps({"berth_scenario_cases": CASES}))
+    variables.write_text(json.dumps({"berth_scenario_cases": CASES,
+                                     "berth_capacity_case": CAPACITY_CASE}))
     env = ansible_env()
     proc = subprocess.run(
         [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
@@ -55,10 +65,12 @@ def results(tmp_path_factory) -> dict[str, dict]:
     except ValueError:
         raise AssertionError(f"no JSON from ansible-playbook (rc {proc.returncode}):\n"
                              f"{proc.stdout}\n{proc.stderr}") from None
-    task = output["plays"][0]["tasks"][0]
-    loop_results = task["hosts"]["localhost"]["results"]
+    tasks = output["plays"][0]["tasks"]
+    loop_results = tasks[0]["hosts"]["localhost"]["results"]
     assert len(loop_results) == len(CASES)
-    return {case["file"]: result for case, result in zip(CASES, loop_results)}
+    answers = {case["file"]: result for case, result in zip(CASES, loop_results)}
+    answers["capacity"] = tasks[1]["hosts"]["localhost"]
+    return answers
 
 
 def close(actual, expected) -> bool:
@@ -116,3 +128,14 @@ def test_scenario_gives_the_hand_worked_answer(case, results):
         check_subset(decision, {"reasons": expect["reasons"]}, "decision")
     if "closest_misses" in expect:
         assert [miss["host"] for miss in decision["closest_misses"]] == expect["closest_misses"]
+
+
+def test_capacity_module_counts_by_hand(results):
+    answer = results["capacity"]
+    assert not answer.get("failed"), answer
+    assert answer["changed"] is False
+    assert [(host["host"], host["fits"], host["limited_by"]) for host in answer["hosts"]] == [
+        ("hv1", 0, "ComputeFilter"), ("hv2", 0, "RamFilter"), ("hv3", 4, "RamFilter"),
+        ("hv4", 6, "RamFilter")]
+    assert answer["total"] == 10
+    assert answer["summary"] == "10 more small fit on 4 hosts"
