@@ -119,7 +119,8 @@ class ActionModule(BerthAction):
                  "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb}
                 for name, p in zip(missing, decision.placements)
             ]
-            result["changed"] = True
+            # Without the ledger nothing is claimed: a "what if" changes nothing.
+            result["changed"] = ledger is not None
             if self._task.check_mode or ledger is None:
                 result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
                 return result
