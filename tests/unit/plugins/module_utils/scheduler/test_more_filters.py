@@ -376,3 +376,33 @@ def test_run_once_per_request_as_nova_marks_it(name):
 def test_rejection_kind(filter_name, fields, spec_fields, kind):
     rejection = FILTERS[filter_name]().host_passes(make_host(**fields), make_spec(**spec_fields))
     assert rejection.kind == kind
+
+
+# --- host state fields of DESIGN.md's schema: bad input names the field -------------------------
+
+@pytest.mark.parametrize("fields, field", [
+    ({"aggregates": {"name": "a"}}, "hosts[hv1].aggregates"),
+    ({"aggregates": [{"metadata": {}}]}, "hosts[hv1].aggregates"),
+    ({"aggregates": [{"name": "a", "metadata": ["x"]}]}, "hosts[hv1].aggregates"),
+    ({"supported_instances": [["x86_64", 1, "hvm"]]}, "hosts[hv1].supported_instances"),
+    ({"metrics": [1]}, "hosts[hv1].metrics"),
+    ({"cpu_info": "Intel"}, "hosts[hv1].cpu_info"),
+    ({"instances": "uuid-1"}, "hosts[hv1].instances"),
+    ({"hypervisor_version": "9.0"}, "hosts[hv1].hypervisor_version"),
+    ({"failed_builds": -1}, "hosts[hv1].failed_builds"),
+    ({"availability_zone": 3}, "hosts[hv1].availability_zone"),
+])
+def test_host_state_schema_errors_name_the_field(fields, field):
+    with pytest.raises(SchedulerInputError) as error:
+        make_host("hv1", **fields)
+    assert error.value.field == field
+
+
+def test_aggregate_values_keep_order_and_numbers_take_the_minimum():
+    host = make_host(aggregates=[aggregate("a", ratio="2.0", zone="az1"),
+                                 aggregate("b", ratio="1.5", zone="az1"),
+                                 aggregate("c", ratio="lots")])
+    assert host.aggregate_values("zone") == ["az1"]
+    assert host.aggregate_values("ratio") == ["2.0", "1.5", "lots"]
+    assert host.aggregate_number("ratio", 4.0) == 1.5
+    assert host.aggregate_number("missing", 4.0) == 4.0
