@@ -322,10 +322,10 @@ class Ranked:
     weight: float
 
 
-class PlainBackend:
-    """The reference implementation: every filter and weigher called per host, as Nova does."""
+class Backend:
+    """What the driver asks of an implementation; PlainBackend and fast.VectorBackend."""
 
-    name = "plain"
+    name = ""
 
     def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
                  filters: Sequence[BaseHostFilter], weighers: Sequence[BaseWeigher]) -> None:
@@ -333,7 +333,18 @@ class PlainBackend:
         self.spec = spec
         self.filters = filters
         self.weighers = weighers
+        # Whether to keep every rejected host's Rejection (explain "full"); set by schedule().
         self.full_explain = False
+
+
+class PlainBackend(Backend):
+    """The reference implementation: every filter and weigher called per host, as Nova does."""
+
+    name = "plain"
+
+    def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
+                 filters: Sequence[BaseHostFilter], weighers: Sequence[BaseWeigher]) -> None:
+        super().__init__(hosts, spec, filters, weighers)
         self.candidates: list[tuple[int, HostState]] = []
         self.rejections: dict[int, Rejection] = {}
         self._weighed: list[WeighedHost] = []

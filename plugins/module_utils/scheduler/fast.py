@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    PlainBackend,
+    Backend,
     Ranked,
     RequestSpec,
     first_rejection,
@@ -162,18 +162,14 @@ class _WeigherState:
                             normalized * multiplier)
 
 
-class VectorBackend:
+class VectorBackend(Backend):
     """The driver's backend over NumPy arrays; see the module docstring for why it agrees."""
 
     name = "vectorized"
 
     def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
                  filters: Sequence[BaseHostFilter], weighers: Sequence[BaseWeigher]) -> None:
-        self.hosts = hosts
-        self.spec = spec
-        self.filters = filters
-        self.weighers = weighers
-        self.full_explain = False
+        super().__init__(hosts, spec, filters, weighers)
         self.run_filters = True
         self.columns = Columns(hosts, spec, filters)
         count = len(hosts)
@@ -459,5 +455,3 @@ def _top_slots(total: np.ndarray, wanted: int | None) -> np.ndarray:
     chosen = np.sort(np.concatenate((above, equal)))
     return chosen[np.argsort(-total[chosen], kind="stable")]
 
-
-__all__ = ["VectorBackend", "PlainBackend"]
