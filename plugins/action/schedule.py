@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -11,7 +12,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names, resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import (
+    LEDGER_ARGS,
+    BerthAction,
+    inventory_host_states,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ERROR,
     ClaimConflict,
@@ -22,7 +28,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
 # A claim that finds a host already taken decides again with fresh usage, this many times.
-CLAIM_ATTEMPTS = 3
+CLAIM_ATTEMPTS = 5
 
 
 class ActionModule(BerthAction):
@@ -43,6 +49,7 @@ class ActionModule(BerthAction):
         "force_hosts": {"type": "list", "elements": "str", "default": []},
         "force_nodes": {"type": "list", "elements": "str", "default": []},
         "lease_seconds": {"type": "int", "default": 3600},
+        "server_group": {"type": "raw"},
         **LEDGER_ARGS,
     }
 
@@ -60,6 +67,7 @@ class ActionModule(BerthAction):
             spec_args["weight_multipliers"] = {"ram_weight_multiplier": args["ram_weight_multiplier"]}
 
         ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
+        group_name = _ledger_group_name(args["server_group"], ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.
         missing = [name for name in names if name not in existing or existing[name]["state"] == ERROR]
@@ -73,34 +81,53 @@ class ActionModule(BerthAction):
         if ledger and not self._task.check_mode:
             ledger.sync_hypervisors(states)
 
+        owner = run_owner()
         for attempt in range(1, CLAIM_ATTEMPTS + 1):
             views = ledger.tracker_states(states) if ledger else states
-            spec = RequestSpec(flavor=flavor, count=len(missing), **spec_args)
+            if group_name:
+                # Read again on every attempt: a lost race may have been to this very group.
+                spec_args["server_group"] = ledger.server_groups(group_name)[0]
+            spec = RequestSpec(flavor=flavor, count=len(missing), **_engine_args(spec_args))
             decision = schedule([HostState.from_dict(view) for view in views], spec)
             result["decision"] = decision.to_dict()
             result["summary"] = decision.summary
+
+            def record(outcome: str) -> None:
+                # What the engine needs to replay this decision: request, host states, answer.
+                if ledger and not self._task.check_mode:
+                    request = {**_engine_args(spec_args), "flavor": flavor.to_dict(), "count": len(missing)}
+                    result["decision_id"] = ledger.record_decision(
+                        args["name"], owner, request, views, result["decision"], outcome)
+
             if not decision.ok:
+                record("no_valid_host")
                 reasons = "; ".join(f"{r.host}: {r.message()}" for r in decision.rejections)
                 result.update(failed=True, msg=f"no valid host: {decision.summary}. {reasons}")
                 return result
+            generations = {view.get("uuid"): view.get("generation") for view in views}
             placements = [
                 {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
                  "uri": uris.get(p.host), "alternates": p.alternates, "flavor": flavor.to_dict(),
-                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb}
+                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "generation": generations.get(p.uuid)}
                 for name, p in zip(missing, decision.placements)
             ]
             result["changed"] = True
             if self._task.check_mode or ledger is None:
                 result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
                 return result
+            if attempt == 1:
+                race_barrier.wait(race_barrier.BEFORE_CLAIM)
             try:
-                rows = ledger.claim(placements, flavor, run_owner(), args["lease_seconds"])
+                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group_name)
             except ClaimConflict as conflict:
+                record("claim_conflict")
                 result.setdefault("conflicts", []).append(str(conflict))
                 if attempt == CLAIM_ATTEMPTS:
                     result.update(failed=True, msg=f"no valid host: every claim lost a race ({conflict})")
                     return result
                 continue
+            record("claimed")
+            race_barrier.wait(race_barrier.AFTER_CLAIM)
             result["placements"] = [
                 {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
             ]
@@ -124,23 +151,25 @@ def _host_states(args: dict[str, Any], task_vars: dict[str, Any]) -> tuple[list[
     """The explicit ``hosts`` list, else the berth_host_state of each inventory hypervisor."""
     if args["hosts"] is not None:
         return [dict(state) for state in args["hosts"]], {}
-    group = args["hypervisor_group"]
-    members = task_vars.get("groups", {}).get(group)
-    if not members:
-        raise InputError(
-            "hypervisor_group",
-            f"the inventory has no hosts in group {group!r}: point -i at a berth.fleet.hypervisors "
-            "source, or pass hosts",
-        )
-    hostvars = task_vars["hostvars"]
-    states, uris = [], {}
-    for host in members:
-        variables = hostvars[host]
-        if "berth_host_state" not in variables:
-            raise InputError(
-                "hypervisor_group",
-                f"host {host} in group {group!r} has no berth_host_state (not from berth.fleet.hypervisors)",
-            )
-        states.append(dict(variables["berth_host_state"]))
-        uris[host] = variables.get("berth_libvirt_uri")
-    return states, uris
+    return inventory_host_states(task_vars, args["hypervisor_group"])
+
+
+def _ledger_group_name(server_group: Any, ledger: Ledger | None) -> str | None:
+    """A server group given by name lives in the ledger: check it exists before deciding."""
+    if server_group is None or isinstance(server_group, dict):
+        return None
+    if not isinstance(server_group, str) or not server_group:
+        raise InputError("server_group", f"server_group must be a group name or a dict, got {server_group!r}")
+    if ledger is None:
+        raise InputError("server_group", "a server_group given by name needs the ledger (ledger=true); "
+                                         "without it pass the group as a dict")
+    if not ledger.server_groups(server_group):
+        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+                                         f"with berth.fleet.server_group first")
+    return server_group
+
+
+def _engine_args(spec_args: dict[str, Any]) -> dict[str, Any]:
+    """The request options this engine knows (server-group filters may not have landed yet)."""
+    known = {field.name for field in dataclasses.fields(RequestSpec)}
+    return {key: value for key, value in spec_args.items() if key in known}

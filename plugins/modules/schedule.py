@@ -97,6 +97,15 @@ options:
     description: How long a BUILDING claim is held for its run before a sync may release it.
     type: int
     default: 3600
+  server_group:
+    description:
+      - The server group the instances join. A name is a group of the ledger (made with
+        M(berth.fleet.server_group)); its members' hosts are read from the ledger, and the
+        group is locked while the instances are claimed, so concurrent runs cannot break a hard
+        C(affinity) or C(anti-affinity) policy.
+      - A dict (C(name), C(policy), C(hosts), C(members), C(rules)) describes a group by hand for
+        "what if" decisions; nothing is locked or written for it.
+    type: raw
   ledger:
     description: Use the ledger (claims, identity). Off, the module only decides.
     type: bool
@@ -159,6 +168,11 @@ summary:
   description: One line saying what was decided, or why nothing fits (kube-scheduler style).
   returned: always
   type: str
+decision_id:
+  description: The id under which the ledger keeps this decision with its request and host states
+    (see M(berth.fleet.ledger_info) with C(what=decisions)), so it can be replayed.
+  returned: when the ledger is used, outside check mode
+  type: int
 decision:
   description: The engine's whole decision - per placement the weights (raw, normalised, multiplier),
     limits, alternates and runners-up; the hosts rejected, each with the first filter that rejected

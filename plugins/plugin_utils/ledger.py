@@ -422,6 +422,7 @@ class Ledger:
                       "released_claims": [], "kept_expired_claims": []}
             answered = {s["uuid"]: s for s in states if s.get("service_up") and s.get("uuid")}
             named = {s["host"] for s in states}
+            changed = any(entry["changed"] for entry in report["hypervisors"])
             rows = session.scalars(select(HypervisorRow).order_by(HypervisorRow.name)).all()
             names = {row.uuid: row.name for row in rows}
             for row in rows:
@@ -429,13 +430,14 @@ class Ledger:
                     continue
                 entry = {"host": row.name, "uuid": row.uuid, "last_seen_at": _iso(row.last_seen_at)}
                 if row.name in named:
-                    row.sync_status = HV_DOWN
-                    report["down"].append(entry)
+                    status, key = HV_DOWN, "down"
                 elif limited:
-                    report["not_in_limited_run"].append(entry)
+                    status, key = row.sync_status, "not_in_limited_run"
                 else:
-                    row.sync_status = HV_MISSING
-                    report["missing_hypervisors"].append(entry)
+                    status, key = HV_MISSING, "missing_hypervisors"
+                changed = changed or row.sync_status != status
+                row.sync_status = status
+                report[key].append(entry)
             domains = {hv: {d["uuid"] for d in s.get("domains", [])} for hv, s in answered.items()}
             for instance in session.scalars(select(InstanceRow).where(InstanceRow.state == ACTIVE)):
                 if instance.hypervisor_uuid not in domains:
@@ -444,9 +446,11 @@ class Ledger:
                 if instance.uuid not in domains[instance.hypervisor_uuid]:
                     if instance.missing_since is None:
                         instance.missing_since = now
+                        changed = True
                     report["missing_instances"].append({**entry, "missing_since": _iso(instance.missing_since)})
                 elif instance.missing_since is not None:
                     instance.missing_since = None
+                    changed = True
                     report["found_again"].append(entry)
             expired = session.scalars(
                 select(ClaimRow).where(ClaimRow.lease_expires_at < now).order_by(ClaimRow.id)
@@ -462,6 +466,8 @@ class Ledger:
                                               f"{_iso(claim.lease_expires_at)} and no domain on "
                                               f"{names.get(claim.hypervisor_uuid)}", now)
                     report["released_claims"].append(entry)
+                    changed = True
+            report["changed"] = changed
             if dry_run:
                 session.rollback()
             return report
@@ -914,6 +920,7 @@ def _sync(session: Session, states: Iterable[Mapping[str, Any]], now: dt.datetim
                     unmanaged.domain_name, unmanaged.vcpus, unmanaged.memory_mb, unmanaged.disk_mb = usage
                     changed = True
                 unmanaged.seen_at = now
+        changed = changed or row.sync_status != HV_UP
         if changed:
             row.generation += 1
         row.synced_at = now
