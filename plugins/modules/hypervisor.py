@@ -28,9 +28,8 @@ options:
   reason:
     description: Why it is disabled; required with O(state=disabled), shown in every rejection.
     type: str
-  ledger_url:
-    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
-    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
 attributes:
   check_mode:
     support: full

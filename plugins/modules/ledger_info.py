@@ -27,9 +27,8 @@ options:
     description: How many decisions, newest first.
     type: int
     default: 20
-  ledger_url:
-    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
-    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
 attributes:
   check_mode:
     support: full

@@ -31,9 +31,8 @@ options:
   max_server_per_host:
     description: Rule of the C(anti-affinity) policy - how many members may share a host (default 1).
     type: int
-  ledger_url:
-    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
-    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
 attributes:
   check_mode:
     support: full

@@ -39,9 +39,8 @@ options:
     description: This run covers only part of the fleet; hypervisors not in it are reported, never marked missing.
     type: bool
     default: false
-  ledger_url:
-    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
-    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
 attributes:
   check_mode:
     support: full

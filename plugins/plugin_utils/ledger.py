@@ -43,7 +43,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
@@ -639,6 +639,11 @@ class Ledger:
             # Another run inserted one of these names between our read and our write.
             raise ClaimConflict(placements[0]["host"] if placements else "-",
                                 f"an instance of this launch was created meanwhile ({exc.orig})") from exc
+        except OperationalError as exc:
+            # PostgreSQL broke a lock cycle with another transaction: a lost race like any other.
+            if "deadlock detected" not in str(exc.orig):
+                raise
+            raise ClaimConflict(placements[0]["host"] if placements else "-", "deadlock, decide again") from exc
 
     @_database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
@@ -735,10 +740,11 @@ class Ledger:
             instance = session.get(InstanceRow, instance_uuid)
             if instance is None:
                 return False
+            # The group first, then hypervisors: the order a claim takes its locks in.
+            session.execute(delete(MemberRow).where(MemberRow.instance_uuid == instance_uuid))
             for claim in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
                 _bump(session, claim.hypervisor_uuid)
                 session.delete(claim)
-            session.execute(delete(MemberRow).where(MemberRow.instance_uuid == instance_uuid))
             session.delete(instance)
             return True
 
@@ -1042,25 +1048,20 @@ def _check_group(session: Session, group: ServerGroupRow, new_hosts: Sequence[st
         raise ClaimConflict(new_hosts[0], f"affinity group {group.name} would span {', '.join(sorted(set(hosts)))}")
 
 
+def _sums(session: Session, model: Any, hv_uuid: str) -> tuple[int, int, int, int]:
+    """vCPUs, memory, disk and rows of the claims or unmanaged usage on one hypervisor."""
+    return tuple(session.execute(
+        select(func.coalesce(func.sum(model.vcpus), 0), func.coalesce(func.sum(model.memory_mb), 0),
+               func.coalesce(func.sum(model.disk_mb), 0), func.count())
+        .select_from(model).where(model.hypervisor_uuid == hv_uuid)
+    ).one())
+
+
 def _usage_fields(session: Session, row: HypervisorRow) -> dict[str, Any]:
     """Usage from the ledger: reserved + claims + unmanaged, in host-state field names."""
     inventories = _inventories(session, row.uuid)
-    vcpus, memory_mb, disk_mb, count = session.execute(
-        select(
-            func.coalesce(func.sum(ClaimRow.vcpus), 0),
-            func.coalesce(func.sum(ClaimRow.memory_mb), 0),
-            func.coalesce(func.sum(ClaimRow.disk_mb), 0),
-            func.count(ClaimRow.id),
-        ).where(ClaimRow.hypervisor_uuid == row.uuid)
-    ).one()
-    o_vcpus, o_memory_mb, o_disk_mb, o_count = session.execute(
-        select(
-            func.coalesce(func.sum(UnmanagedRow.vcpus), 0),
-            func.coalesce(func.sum(UnmanagedRow.memory_mb), 0),
-            func.coalesce(func.sum(UnmanagedRow.disk_mb), 0),
-            func.count(UnmanagedRow.domain_uuid),
-        ).where(UnmanagedRow.hypervisor_uuid == row.uuid)
-    ).one()
+    vcpus, memory_mb, disk_mb, count = _sums(session, ClaimRow, row.uuid)
+    o_vcpus, o_memory_mb, o_disk_mb, o_count = _sums(session, UnmanagedRow, row.uuid)
     cpu, ram, disk = inventories[VCPU], inventories[MEMORY_MB], inventories[DISK_MB]
     return {
         "vcpus_total": cpu.total,
