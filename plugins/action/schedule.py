@@ -86,7 +86,7 @@ class ActionModule(BerthAction):
             views = ledger.tracker_states(states) if ledger else states
             if group_name:
                 # Read again on every attempt: a lost race may have been to this very group.
-                spec_args["server_group"] = ledger.server_groups(group_name)[0]
+                spec_args["server_group"] = ledger.scheduler_group(group_name)
             spec = RequestSpec(flavor=flavor, count=len(missing), **_engine_args(spec_args))
             decision = schedule([HostState.from_dict(view) for view in views], spec)
             result["decision"] = decision.to_dict()
@@ -163,7 +163,7 @@ def _ledger_group_name(server_group: Any, ledger: Ledger | None) -> str | None:
     if ledger is None:
         raise InputError("server_group", "a server_group given by name needs the ledger (ledger=true); "
                                          "without it pass the group as a dict")
-    if not ledger.server_groups(server_group):
+    if ledger.scheduler_group(server_group) is None:
         raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
                                          f"with berth.fleet.server_group first")
     return server_group

@@ -15,6 +15,7 @@ SELECT ... FOR UPDATE, hypervisors in UUID order so that two claims never deadlo
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import functools
 import os
@@ -793,6 +794,19 @@ class Ledger:
             if name is not None:
                 query = query.where(ServerGroupRow.name == name)
             return [_group_view(session, row) for row in session.scalars(query)]
+
+    @_database_errors
+    def scheduler_group(self, name: str) -> dict[str, Any] | None:
+        """A group in the placement engine's form: {name, policy, rules, hosts, members}, where
+        members counts the group's claims per host; None if there is no such group."""
+        with self._read() as session:
+            row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+            if row is None:
+                return None
+            per_host = collections.Counter(_member_hosts(session, row))
+            return {"name": row.name, "policy": row.policy,
+                    "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
+                    "hosts": sorted(per_host), "members": dict(sorted(per_host.items()))}
 
     # ---- decisions -----------------------------------------------------------------------------
 

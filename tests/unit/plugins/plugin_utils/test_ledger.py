@@ -475,3 +475,15 @@ def test_a_recorded_decision_replays_to_the_same_answer(ledger):
     replayed = schedule([HostState.from_dict(s) for s in stored["host_states"]],
                         RequestSpec.from_dict(stored["request"]))
     assert replayed.to_dict() == stored["decision"]
+
+
+def test_scheduler_group_counts_members_per_host_for_the_engine(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity", max_server_per_host=2)
+    assert ledger.scheduler_group("db") == {"name": "db", "policy": "anti-affinity",
+                                            "rules": {"max_server_per_host": 2}, "hosts": [], "members": {}}
+    ledger.claim([placement("db-1", HV1), placement("db-2", HV1), placement("db-3", HV2)], TINY, "a",
+                 server_group="db")
+    group = ledger.scheduler_group("db")
+    assert (group["hosts"], group["members"]) == (["hv1", "hv2"], {"hv1": 2, "hv2": 1})
+    assert ledger.scheduler_group("nope") is None
