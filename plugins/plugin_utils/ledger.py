@@ -43,6 +43,8 @@ from sqlalchemy import (
     func,
     select,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -892,17 +894,23 @@ def _sync(session: Session, states: Iterable[Mapping[str, Any]], now: dt.datetim
     (the domain UUID is the instance UUID); anything else there is unmanaged usage.
     """
     answering = sorted((s for s in states if s.get("service_up") and s.get("uuid")), key=lambda s: s["uuid"])
+    known = set(session.scalars(select(HypervisorRow.uuid).where(
+        HypervisorRow.uuid.in_([s["uuid"] for s in answering]))))
+    new = set()
+    for state in answering:
+        if state["uuid"] not in known:
+            # Several first launches may sync a new hypervisor at once: on PostgreSQL nothing is
+            # locked yet, so the row is inserted unless another run just did, then locked below.
+            insert = _insert(session)(HypervisorRow).values(
+                uuid=state["uuid"], name=state["host"], nodename=state.get("nodename") or state["host"],
+                generation=0, synced_at=now, disabled=False, sync_status=HV_UP)
+            if session.execute(insert.on_conflict_do_nothing(index_elements=["uuid"])).rowcount == 1:
+                new.add(state["uuid"])
     rows = _lock_hypervisors(session, {s["uuid"] for s in answering}, unsafe=False)
     result = []
     for state in answering:
-        row = rows.get(state["uuid"])
-        changed = False
-        if row is None:
-            row = HypervisorRow(uuid=state["uuid"], name=state["host"], nodename=state.get("nodename") or state["host"],
-                                generation=0, synced_at=now, disabled=False, sync_status=HV_UP)
-            session.add(row)
-            session.flush()
-            changed = True
+        row = rows[state["uuid"]]
+        changed = state["uuid"] in new
         if (row.name, row.nodename) != (state["host"], state.get("nodename") or state["host"]):
             row.name, row.nodename = state["host"], state.get("nodename") or state["host"]
             changed = True
@@ -949,6 +957,11 @@ def _sync(session: Session, states: Iterable[Mapping[str, Any]], now: dt.datetim
         result.append({"host": row.name, "uuid": row.uuid, "generation": row.generation, "changed": changed,
                        "orphans": sorted(dom["name"] for dom in orphans.values())})
     return result
+
+
+def _insert(session: Session) -> Any:
+    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING (SQLite and PostgreSQL both do)."""
+    return postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
 
 
 def _lock_hypervisors(session: Session, uuids: Iterable[str], unsafe: bool) -> dict[str, HypervisorRow]:

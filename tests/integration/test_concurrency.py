@@ -184,7 +184,7 @@ def violations(lab, ledger_url: str, outputs: list[dict]) -> list[str]:
         own = [c for c in claims if c["instance_uuid"] == uuid]
         host = instance["host"]
         if instance["state"] != "ACTIVE":
-            found.append(f"{instance['name']} is {instance['state']}, not ACTIVE")
+            found.append(f"{instance['name']} is {instance['state']}, not ACTIVE: {instance['failure_reason']}")
         elif [hypervisors[c["hypervisor_uuid"]] for c in own] != [host]:
             found.append(f"{instance['name']} on {host} holds claims on "
                          f"{[hypervisors[c['hypervisor_uuid']] for c in own]}")
@@ -228,9 +228,9 @@ def test_without_the_claims_recheck_the_race_breaks_the_rules(clean_lab, tmp_pat
     assert any("affinity group together spans" in v for v in found), found
 
 
-def test_a_launch_killed_after_its_claim_is_released_by_gather_once_its_lease_expired(clean_lab, tmp_path):
+def test_a_launch_killed_after_its_claim_is_released_by_gather_once_its_lease_expired(clean_lab, tmp_path,
+                                                                                    ledger_url):
     lab = clean_lab
-    ledger_url = f"sqlite:///{tmp_path}/crash.sqlite3"
     inventory = write_inventory(lab, tmp_path, ledger_url, {host: 1 for host in lab.hosts})
     barrier = tmp_path / "barrier"
     barrier.mkdir()

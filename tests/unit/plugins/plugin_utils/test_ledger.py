@@ -487,3 +487,30 @@ def test_scheduler_group_counts_members_per_host_for_the_engine(ledger):
     group = ledger.scheduler_group("db")
     assert (group["hosts"], group["members"]) == (["hv1", "hv2"], {"hv1": 2, "hv2": 1})
     assert ledger.scheduler_group("nope") is None
+
+
+def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
+    """Eight first launches sync the same new hypervisors at the same moment."""
+    Ledger(ledger_url).open().close()
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def run():
+        ledger = Ledger(ledger_url).open()
+        barrier.wait()
+        try:
+            ledger.sync_hypervisors([HV1, HV2])
+        except LedgerError as exc:
+            errors.append(exc)
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    check = Ledger(ledger_url).open()
+    assert [(h["host"], h["generation"]) for h in check.hypervisors()] == [("hv1", 1), ("hv2", 1)]
+    check.close()
