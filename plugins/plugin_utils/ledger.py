@@ -657,30 +657,24 @@ class Ledger:
         server group with the destination added); raises ClaimConflict if it does not fit.
         Complete the move with ``finish_move``, or give the destination back with ``release_claim``.
         """
-        now = utcnow()
         with self.session() as session, session.begin():
+            return _claim_instance_on(session, instance_uuid, hypervisor_uuid, owner, lease_s, keep_others=True)
+
+    @_database_errors
+    def claim_alternate(self, instance_uuid: str, host: str, hypervisor_uuid: str, owner: str,
+                        lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+        """Retry a failed build on an alternate host, in one transaction: the instance gives back
+        every claim it holds, claims ``hypervisor_uuid`` (``host``) - locked and re-checked for
+        room and its group's hard policy, as ``claim`` does - and moves there, BUILDING, keeping
+        its uuid and name. Returns the instance with ``claim_id``; raises ClaimConflict, changing
+        nothing, if the alternate has no room."""
+        with self.session() as session, session.begin():
+            claim = _claim_instance_on(session, instance_uuid, hypervisor_uuid, owner, lease_s, keep_others=False,
+                                       host=host)
             instance = _instance(session, instance_uuid)
-            membership = session.scalars(select(MemberRow).where(MemberRow.instance_uuid == instance_uuid)).first()
-            group = None
-            if membership is not None:
-                group = session.scalars(select(ServerGroupRow).where(ServerGroupRow.uuid == membership.group_uuid)
-                                        .with_for_update()).one()
-            rows = _lock_hypervisors(session, {hypervisor_uuid}, unsafe=False)
-            row = rows.get(hypervisor_uuid)
-            if row is None:
-                raise ClaimConflict(hypervisor_uuid, "not in the ledger (no facts synced)")
-            if row.uuid == instance.hypervisor_uuid:
-                raise InputError("host", f"instance {instance.name} already runs on {row.name}")
-            flavor = Flavor(name=instance.flavor_name, vcpus=instance.vcpus, memory_mb=instance.memory_mb,
-                            root_gb=instance.root_gb, ephemeral_gb=instance.ephemeral_gb, swap=instance.swap)
-            _check_room(_host_view(session, row), flavor, row.name)
-            if group is not None:
-                _check_group(session, group, [row.name], moving=instance_uuid)
-            claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, lease_s, now)
-            session.add(claim)
-            row.generation += 1
-            session.flush()
-            return claim.to_dict(row.name)
+            instance.hypervisor_uuid, instance.host = hypervisor_uuid, claim["host"]
+            instance.state, instance.failure_reason, instance.updated_at = BUILDING, None, utcnow()
+            return {**instance.to_dict(), "claim_id": claim["id"]}
 
     @_database_errors
     def finish_move(self, instance_uuid: str, claim_id: int) -> dict[str, Any]:
@@ -706,6 +700,9 @@ class Ledger:
     @_database_errors
     def release_claim(self, claim_id: int) -> bool:
         """Give one claim back (a move that did not happen); False if it was not there."""
+        if isinstance(claim_id, bool) or not isinstance(claim_id, int):
+            # Claims have ids of their own since schema 0002; an instance UUID here is a bug.
+            raise LedgerError(f"release_claim takes a claim id (an integer), got {claim_id!r}")
         with self.session() as session, session.begin():
             claim = session.get(ClaimRow, claim_id)
             if claim is None:
@@ -971,6 +968,39 @@ def _lock_hypervisors(session: Session, uuids: Iterable[str], unsafe: bool) -> d
     if not unsafe:
         query = query.with_for_update()
     return {row.uuid: row for row in session.scalars(query)}
+
+
+def _claim_instance_on(session: Session, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
+                       keep_others: bool, host: str | None = None) -> dict[str, Any]:
+    """A new claim for an existing instance, locked (its group, then the hypervisor) and
+    re-checked as ``claim`` does; unless ``keep_others``, its other claims are given back first."""
+    now = utcnow()
+    instance = _instance(session, instance_uuid)
+    membership = session.scalars(select(MemberRow).where(MemberRow.instance_uuid == instance_uuid)).first()
+    group = None
+    if membership is not None:
+        group = session.scalars(select(ServerGroupRow).where(ServerGroupRow.uuid == membership.group_uuid)
+                                .with_for_update()).one()
+    row = _lock_hypervisors(session, {hv_uuid}, unsafe=False).get(hv_uuid)
+    if row is None:
+        raise ClaimConflict(host or hv_uuid, "not in the ledger (no facts synced)")
+    if keep_others and row.uuid == instance.hypervisor_uuid:
+        raise InputError("host", f"instance {instance.name} already runs on {row.name}")
+    if not keep_others:
+        for old in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
+            _bump(session, old.hypervisor_uuid)
+            session.delete(old)
+        session.flush()
+    flavor = Flavor(name=instance.flavor_name, vcpus=instance.vcpus, memory_mb=instance.memory_mb,
+                    root_gb=instance.root_gb, ephemeral_gb=instance.ephemeral_gb, swap=instance.swap)
+    _check_room(_host_view(session, row), flavor, row.name)
+    if group is not None:
+        _check_group(session, group, [row.name], moving=instance_uuid)
+    claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, lease_s, now)
+    session.add(claim)
+    row.generation += 1
+    session.flush()
+    return claim.to_dict(row.name)
 
 
 def _lock_group(session: Session, name: str) -> ServerGroupRow:

@@ -514,3 +514,27 @@ def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
     check = Ledger(ledger_url).open()
     assert [(h["host"], h["generation"]) for h in check.hypervisors()] == [("hv1", 1), ("hv2", 1)]
     check.close()
+
+
+def test_a_retry_on_an_alternate_moves_the_claim_in_one_step(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    retried = ledger.claim_alternate(row["uuid"], "hv2", "hv-2", "a", lease_s=60)
+    assert (retried["uuid"], retried["name"], retried["host"], retried["state"]) == (row["uuid"], "vm-1", "hv2", BUILDING)
+    [claim] = ledger.claims(row["uuid"])
+    assert (claim["id"], claim["host"]) == (retried["claim_id"], "hv2")
+
+
+def test_a_retry_on_a_full_alternate_changes_nothing(ledger):
+    small = host("hv2", "hv-2", vcpus_total=1)
+    ledger.sync_hypervisors([HV1, small])
+    ledger.claim([placement("other-1", small)], TINY, "b")
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    with pytest.raises(ClaimConflict, match="vCPU"):
+        ledger.claim_alternate(row["uuid"], "hv2", "hv-2", "a")
+    assert [c["host"] for c in ledger.claims(row["uuid"])] == ["hv1"]
+
+
+def test_release_claim_refuses_an_instance_uuid(ledger):
+    with pytest.raises(LedgerError, match="release_claim takes a claim id"):
+        ledger.release_claim("6f1c-not-a-claim-id")
