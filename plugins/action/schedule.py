@@ -23,7 +23,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import (
+    LEDGER_ARGS,
+    BerthAction,
+    inventory_host_states,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ERROR,
     ClaimConflict,
@@ -34,7 +39,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
 # A claim that finds a host already taken decides again with fresh usage, this many times.
-CLAIM_ATTEMPTS = 3
+CLAIM_ATTEMPTS = 5
 # Nova's option names, passed to the engine's RequestSpec as they are.
 REQUEST_OPTIONS = (
     "enabled_filters", "weighers", "host_subset_size", "seed", "max_attempts", "ignore_hosts",
@@ -92,6 +97,7 @@ class ActionModule(BerthAction):
         spec_args = request_options(args)
 
         ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
+        group_name = _ledger_group_name(args["server_group"], ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.
         missing = [name for name in names if name not in existing or existing[name]["state"] == ERROR]
@@ -105,18 +111,34 @@ class ActionModule(BerthAction):
         if ledger and not self._task.check_mode:
             ledger.sync_hypervisors(states)
 
+        owner = run_owner()
         for attempt in range(1, CLAIM_ATTEMPTS + 1):
             views = ledger.tracker_states(states) if ledger else states
+            if group_name:
+                # Read again on every attempt: a lost race may have been to this very group.
+                spec_args["server_group"] = server_group_from_dict(ledger.scheduler_group(group_name))
             decision = decide(views, flavor, len(missing), spec_args)
             result["decision"] = decision.to_dict()
             result["summary"] = decision.summary
+
+            def record(outcome: str) -> None:
+                # What the engine needs to replay this decision: request, host states, answer.
+                if ledger and not self._task.check_mode:
+                    request = {**spec_args, "flavor": flavor.to_dict(), "count": len(missing)}
+                    if isinstance(request.get("server_group"), ServerGroup):
+                        request["server_group"] = request["server_group"].to_dict()
+                    result["decision_id"] = ledger.record_decision(
+                        args["name"], owner, request, views, result["decision"], outcome)
+
             if not decision.ok:
+                record("no_valid_host")
                 result.update(failed=True, msg=failure_message(decision))
                 return result
+            generations = {view.get("uuid"): view.get("generation") for view in views}
             placements = [
                 {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
                  "uri": uris.get(p.host), "alternates": p.alternates, "flavor": flavor.to_dict(),
-                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb}
+                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "generation": generations.get(p.uuid)}
                 for name, p in zip(missing, decision.placements)
             ]
             # Without the ledger nothing is claimed: a "what if" changes nothing.
@@ -124,14 +146,19 @@ class ActionModule(BerthAction):
             if self._task.check_mode or ledger is None:
                 result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
                 return result
+            if attempt == 1:
+                race_barrier.wait(race_barrier.BEFORE_CLAIM)
             try:
-                rows = ledger.claim(placements, flavor, run_owner(), args["lease_seconds"])
+                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group_name)
             except ClaimConflict as conflict:
+                record("claim_conflict")
                 result.setdefault("conflicts", []).append(str(conflict))
                 if attempt == CLAIM_ATTEMPTS:
                     result.update(failed=True, msg=f"no valid host: every claim lost a race ({conflict})")
                     return result
                 continue
+            record("claimed")
+            race_barrier.wait(race_barrier.AFTER_CLAIM)
             result["placements"] = [
                 {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
             ]
@@ -154,11 +181,11 @@ def request_options(args: dict[str, Any]) -> dict[str, Any]:
 def server_group_option(value: Any) -> ServerGroup | None:
     """The `server_group` option in its dict form ({name, policy, rules, hosts, members}),
     for "what if" runs and explicit use; null means no group."""
-    if value is None:
-        return None
+    if value is None or isinstance(value, str):
+        return None  # a name is the ledger's group: _ledger_group_name looks it up
     if isinstance(value, dict):
         return server_group_from_dict(value)
-    raise InputError("server_group", f"server_group must be a mapping {{name, policy, rules, hosts, members}}, "
+    raise InputError("server_group", f"server_group must be a ledger group name or a mapping {{name, policy, rules, hosts, members}}, "
                                      f"got {type(value).__name__}")
 
 
@@ -197,23 +224,19 @@ def _host_states(args: dict[str, Any], task_vars: dict[str, Any]) -> tuple[list[
     """The explicit ``hosts`` list, else the berth_host_state of each inventory hypervisor."""
     if args["hosts"] is not None:
         return [dict(state) for state in args["hosts"]], {}
-    group = args["hypervisor_group"]
-    members = task_vars.get("groups", {}).get(group)
-    if not members:
-        raise InputError(
-            "hypervisor_group",
-            f"the inventory has no hosts in group {group!r}: point -i at a berth.fleet.hypervisors "
-            "source, or pass hosts",
-        )
-    hostvars = task_vars["hostvars"]
-    states, uris = [], {}
-    for host in members:
-        variables = hostvars[host]
-        if "berth_host_state" not in variables:
-            raise InputError(
-                "hypervisor_group",
-                f"host {host} in group {group!r} has no berth_host_state (not from berth.fleet.hypervisors)",
-            )
-        states.append(dict(variables["berth_host_state"]))
-        uris[host] = variables.get("berth_libvirt_uri")
-    return states, uris
+    return inventory_host_states(task_vars, args["hypervisor_group"])
+
+
+def _ledger_group_name(server_group: Any, ledger: Ledger | None) -> str | None:
+    """A server group given by name lives in the ledger: check it exists before deciding."""
+    if server_group is None or isinstance(server_group, dict):
+        return None
+    if not isinstance(server_group, str) or not server_group:
+        raise InputError("server_group", f"server_group must be a group name or a dict, got {server_group!r}")
+    if ledger is None:
+        raise InputError("server_group", "a server_group given by name needs the ledger (ledger=true); "
+                                         "without it pass the group as a dict")
+    if ledger.scheduler_group(server_group) is None:
+        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+                                         f"with berth.fleet.server_group first")
+    return server_group

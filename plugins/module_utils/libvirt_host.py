@@ -276,7 +276,8 @@ class Hypervisor:
     def delete_volume(self, pool_name: str, name: str) -> bool:
         """Delete a volume if it exists; True if one was deleted."""
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        self._call(pool.refresh, 0)
+        # No pool refresh here: libvirt refuses it while another run creates a volume in the pool
+        # ("asynchronous jobs running"), and the daemon knows the volumes Berth made through it.
         if name not in self._call(pool.listVolumes):
             return False
         vol = self._call(pool.storageVolLookupByName, name)

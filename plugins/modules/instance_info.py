@@ -12,9 +12,8 @@ options:
   name:
     description: Only the instances of this launch name (C(<name>-<index>)), in index order.
     type: str
-  ledger_url:
-    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
-    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
 attributes:
   check_mode:
     support: full

@@ -199,15 +199,6 @@ options:
         must match O(server_group)).
     type: dict
     default: {}
-  server_group:
-    description:
-      - The instances' server group, as a dict - C(name), C(policy) (C(affinity),
-        C(anti-affinity), C(soft-affinity), C(soft-anti-affinity)), C(rules)
-        (C({max_server_per_host}), anti-affinity only, default 1), C(hosts) (hosts that already
-        hold members; each counts one member unless C(members) says otherwise), C(members)
-        (mapping of host to its number of members).
-      - Each placed instance joins the group on its host before the next one is placed.
-    type: raw
   retry_hosts:
     description: Hosts this instance was already tried on, for C(RetryFilter).
     type: list
@@ -254,6 +245,19 @@ options:
     description: How long a BUILDING claim is held for its run before a sync may release it.
     type: int
     default: 3600
+  server_group:
+    description:
+      - The server group the instances join. A name is a group of the ledger (made with
+        M(berth.fleet.server_group)); its members' hosts are read from the ledger, and the
+        group is locked while the instances are claimed, so concurrent runs cannot break a hard
+        C(affinity) or C(anti-affinity) policy.
+      - A dict describes a group by hand for "what if" decisions; nothing is locked or written
+        for it - C(name), C(policy) (C(affinity), C(anti-affinity), C(soft-affinity),
+        C(soft-anti-affinity)), C(rules) (C({max_server_per_host}), anti-affinity only, default 1),
+        C(hosts) (hosts that already hold members; each counts one member unless C(members) says
+        otherwise), C(members) (mapping of host to its number of members).
+      - Each placed instance joins the group on its host before the next one is placed.
+    type: raw
   ledger:
     description: Use the ledger (claims, identity). Off, the module only decides.
     type: bool
@@ -325,6 +329,11 @@ summary:
   description: One line saying what was decided, or why nothing fits (kube-scheduler style).
   returned: always
   type: str
+decision_id:
+  description: The id under which the ledger keeps this decision with its request and host states
+    (see M(berth.fleet.ledger_info) with C(what=decisions)), so it can be replayed.
+  returned: when the ledger is used, outside check mode
+  type: int
 decision:
   description:
     - The engine's whole decision - per placement the weights (each weigher's raw value,

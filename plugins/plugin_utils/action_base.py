@@ -34,3 +34,29 @@ class BerthAction(ActionBase):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+
+def inventory_host_states(task_vars: dict[str, Any], group: str,
+                          only: list[str] | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The berth_host_state of each host of ``group`` (or of those in ``only``), and their URIs."""
+    members = task_vars.get("groups", {}).get(group)
+    if not members:
+        raise InputError(
+            "hypervisor_group",
+            f"the inventory has no hosts in group {group!r}: point -i at a berth.fleet.hypervisors "
+            "source, or pass hosts",
+        )
+    hostvars = task_vars["hostvars"]
+    states, uris = [], {}
+    for host in members:
+        if only is not None and host not in only:
+            continue
+        variables = hostvars[host]
+        if "berth_host_state" not in variables:
+            raise InputError(
+                "hypervisor_group",
+                f"host {host} in group {group!r} has no berth_host_state (not from berth.fleet.hypervisors)",
+            )
+        states.append(dict(variables["berth_host_state"]))
+        uris[host] = variables.get("berth_libvirt_uri")
+    return states, uris

@@ -39,18 +39,26 @@ class Lab:
 
     def playbook(self, playbook: str, *extra: str, check: bool = False) -> dict:
         """Run a playbook with the JSON callback; returns its parsed output plus rc."""
-        env = ansible_env()
-        command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", self.inventory,
+        return self.finish(self.start_playbook(playbook, *extra, *(["--check"] if check else [])))
+
+    def start_playbook(self, playbook: str, *extra: str, inventory: str | None = None,
+                       env: dict | None = None, **popen) -> subprocess.Popen:
+        """Start ansible-playbook (JSON callback) without waiting; ``finish`` collects it."""
+        full_env = {**ansible_env(), **(env or {})}
+        command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", inventory or self.inventory,
                    str(REPO / "playbooks" / playbook), *extra]
-        if check:
-            command.append("--check")
-        proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.Popen(command, cwd=REPO, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, **popen)
+
+    @staticmethod
+    def finish(proc: subprocess.Popen) -> dict:
+        stdout, stderr = proc.communicate(timeout=600)
         try:
-            output = json.loads(proc.stdout)
+            output = json.loads(stdout)
         except ValueError:
-            raise AssertionError(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{stdout}\n{stderr}")
         output["rc"] = proc.returncode
-        output["stderr"] = proc.stderr
+        output["stderr"] = stderr
         return output
 
     def virsh(self, host: str, *args: str) -> str:

@@ -1,15 +1,21 @@
-"""The ledger on a real SQLite file: migration, sync, tracker view, the claim's re-check."""
+"""The ledger on a real SQLite file and a real PostgreSQL server: migration, sync, tracker view,
+claims and their re-check, server groups, tracker sync, decisions, errors."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
+import threading
 
 import pytest
+from sqlalchemy import create_engine, text
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
+    BUILDING,
     ERROR,
     ClaimConflict,
     Ledger,
@@ -19,9 +25,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 
 
-def host(name="hv1", uuid="hv-1", total_ram_mb=2048, vcpus_total=2, domains=()):
+def host(name="hv1", uuid="hv-1", total_ram_mb=2048, vcpus_total=2, domains=(), up=True):
     return {
-        "host": name, "nodename": name, "uuid": uuid, "service_up": True, "disabled": False,
+        "host": name, "nodename": name, "uuid": uuid, "service_up": up, "disabled": False,
         "vcpus_total": vcpus_total, "vcpus_used": 0, "total_usable_ram_mb": total_ram_mb,
         "free_ram_mb": total_ram_mb - 512, "total_usable_disk_gb": 100, "free_disk_mb": 100 * 1024,
         "num_instances": 0, "num_io_ops": 0, "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0,
@@ -30,9 +36,15 @@ def host(name="hv1", uuid="hv-1", total_ram_mb=2048, vcpus_total=2, domains=()):
     }
 
 
+def domain(uuid, name="dom", vcpus=1, memory_mb=512):
+    return {"name": name, "uuid": uuid, "vcpus": vcpus, "memory_mb": memory_mb, "disks": [], "berth": None}
+
+
 @pytest.fixture
-def ledger(tmp_path):
-    return Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+def ledger(ledger_url):
+    opened = Ledger(ledger_url).open()
+    yield opened
+    opened.close()
 
 
 def placement(name, state=None):
@@ -40,24 +52,82 @@ def placement(name, state=None):
     return {"name": name, "host": state["host"], "hypervisor_uuid": state["uuid"]}
 
 
-def test_open_migrates_to_head_and_records_the_revision(ledger, tmp_path):
-    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        revision = db.execute("SELECT version_num FROM alembic_version").fetchone()[0]
-    assert {"hypervisors", "instances", "claims"} <= tables
-    assert revision == "0001"
+def revision(url):
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    engine.dispose()
+    return found
+
+
+def test_open_migrates_to_head_and_records_the_revision(ledger, ledger_url):
+    assert revision(ledger_url) == "0002"
+    assert ledger.hypervisors() == [] and ledger.server_groups() == [] and ledger.decisions() == []
 
 
 def test_newer_schema_is_refused_with_the_url(tmp_path):
-    Ledger(f"sqlite:///{tmp_path}/l.sqlite3").open()
+    Ledger(f"sqlite:///{tmp_path}/l.sqlite3").open().close()
     with sqlite3.connect(tmp_path / "l.sqlite3") as db:
         db.execute("UPDATE alembic_version SET version_num = '9999'")
-    with pytest.raises(LedgerError, match=r"l\.sqlite3 has schema revision 9999, newer than this Berth knows"):
+    with pytest.raises(LedgerError, match=r"l\.sqlite3 has schema revision 9999, newer than this Berth knows"
+                                          r".*upgrade the berth.fleet collection"):
         Ledger(f"sqlite:///{tmp_path}/l.sqlite3").open()
+
+
+def test_corrupt_file_says_so_and_what_to_do(tmp_path):
+    (tmp_path / "bad.sqlite3").write_bytes(b"this is not a database, just text " * 200)
+    with pytest.raises(LedgerError, match=r"bad\.sqlite3 is corrupt .*Restore it from a backup"):
+        Ledger(f"sqlite:///{tmp_path}/bad.sqlite3").open()
+
+
+def test_locked_file_says_another_process_holds_it(tmp_path):
+    url = f"sqlite:///{tmp_path}/l.sqlite3"
+    Ledger(url).open().close()
+    holder = sqlite3.connect(tmp_path / "l.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(LedgerError, match=r"l\.sqlite3\?timeout=0\.2 is locked by another process .*wait for it"):
+            Ledger(url + "?timeout=0.2").open().sync_hypervisors([host()])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_missing_postgres_database_and_unreachable_server_name_the_url_not_the_password(postgres):
+    url = postgres.create_database("exists").replace("/exists", "/nowhere")
+    with pytest.raises(LedgerError, match=r"database at postgresql\+psycopg://berth:\*\*\*@.*/nowhere does not "
+                                          r"exist.*createdb") as caught:
+        Ledger(url).open()
+    assert postgres.password not in str(caught.value)
+    unreachable = f"postgresql+psycopg://berth:{postgres.password}@127.0.0.1:1/berth"
+    with pytest.raises(LedgerError, match="cannot reach the ledger .*is the PostgreSQL server running") as caught:
+        Ledger(unreachable).open()
+    assert postgres.password not in str(caught.value)
+
+
+def test_unwritable_directory_is_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(LedgerError, match="cannot create the directory of the ledger"):
+        Ledger(f"sqlite:///{blocker}/sub/l.sqlite3").open()
 
 
 def test_password_never_shown():
     assert "s3cret" not in safe_url("postgresql+psycopg://berth:s3cret@db.example/berth")
+
+
+def test_sync_writes_inventories_per_resource_and_moves_the_generation_only_on_change(ledger):
+    [first] = ledger.sync_hypervisors([host()])
+    [again] = ledger.sync_hypervisors([host()])
+    [changed] = ledger.sync_hypervisors([host(total_ram_mb=4096)])
+    assert (first["changed"], again["changed"], changed["changed"]) == (True, False, True)
+    assert again["generation"] == first["generation"] and changed["generation"] == first["generation"] + 1
+    [row] = ledger.hypervisors()
+    assert row["inventories"] == {
+        "VCPU": {"total": 2, "reserved": 0, "allocation_ratio": 1.0},
+        "MEMORY_MB": {"total": 4096, "reserved": 512, "allocation_ratio": 1.0},
+        "DISK_MB": {"total": 100 * 1024, "reserved": 0, "allocation_ratio": 1.0},
+    }
 
 
 def test_claim_fills_a_host_then_conflicts_without_writing(ledger):
@@ -77,17 +147,36 @@ def test_one_request_is_all_or_nothing(ledger):
     assert ledger.instances() == [] and ledger.claims() == []
 
 
+def test_claim_carries_owner_and_lease_and_reports_a_moved_generation(ledger):
+    [synced] = ledger.sync_hypervisors([host(vcpus_total=8)])
+    [row] = ledger.claim([{**placement("web-1"), "generation": synced["generation"]}], TINY, "run-a", lease_s=60)
+    [claim] = ledger.claims()
+    assert (claim["owner"], claim["instance_uuid"], claim["host"]) == ("run-a", row["uuid"], "hv1")
+    lease = dt.datetime.fromisoformat(claim["lease_expires_at"]) - dt.datetime.fromisoformat(claim["created_at"])
+    assert lease == dt.timedelta(seconds=60)
+    assert row["generation_moved"] is False and row["state"] == BUILDING
+    # The first claim moved the generation: a second decision made on the old one is told so.
+    [second] = ledger.claim([{**placement("web-2"), "generation": synced["generation"]}], TINY, "run-b")
+    assert second["generation_moved"] is True
+    ledger.mark_active(row["uuid"])
+    assert [c["lease_expires_at"] for c in ledger.claims()][0] is None
+
+
 def test_tracker_view_counts_claims_and_orphans_not_berth_domains_twice(ledger):
     ledger.sync_hypervisors([host()])
     [row] = ledger.claim([placement("web-1")], TINY, "test")
-    orphan = {"name": "handmade", "uuid": "x", "vcpus": 1, "memory_mb": 256, "disks": [], "berth": None}
-    ours = {"name": "web-1", "uuid": row["uuid"], "vcpus": 1, "memory_mb": 512, "disks": [],
-            "berth": {"instance_uuid": row["uuid"]}}
-    ledger.sync_hypervisors([host(domains=[orphan, ours])])
+    orphan = domain("x", "handmade", memory_mb=256)
+    ours = {**domain(row["uuid"], "web-1"), "berth": {"instance_uuid": row["uuid"]}}
+    [synced] = ledger.sync_hypervisors([host(domains=[orphan, ours])])
+    assert synced["orphans"] == ["handmade"]
     [view] = ledger.tracker_states([host(domains=[orphan, ours])])
     assert view["vcpus_used"] == 1 + 1
     assert view["free_ram_mb"] == 2048 - 512 - 512 - 256
     assert view["num_instances"] == 2
+    # The orphan goes away: so does its usage.
+    ledger.sync_hypervisors([host(domains=[ours])])
+    [view] = ledger.tracker_states([host(domains=[ours])])
+    assert view["free_ram_mb"] == 2048 - 512 - 512
 
 
 def test_failed_build_releases_the_claim_and_a_relaunch_replaces_it(ledger):
@@ -116,3 +205,336 @@ def test_delete_forgets_instance_and_claim(ledger):
     assert ledger.delete_instance(row["uuid"]) is True
     assert ledger.delete_instance(row["uuid"]) is False
     assert ledger.instances() == [] and ledger.claims() == []
+
+
+# ---- server groups ----------------------------------------------------------------------------
+
+HV1, HV2 = host("hv1", "hv-1", vcpus_total=8, total_ram_mb=8192), host("hv2", "hv-2", vcpus_total=8,
+                                                                          total_ram_mb=8192)
+
+
+def test_server_group_create_is_idempotent_and_its_rules_never_change(ledger):
+    group, changed = ledger.create_server_group("web", "anti-affinity", max_server_per_host=2)
+    assert changed is True and group["rules"] == {"max_server_per_host": 2} and group["members"] == []
+    again, changed = ledger.create_server_group("web", "anti-affinity", max_server_per_host=2)
+    assert changed is False and again["uuid"] == group["uuid"]
+    with pytest.raises(InputError, match="rules cannot change"):
+        ledger.create_server_group("web", "affinity")
+
+
+@pytest.mark.parametrize(("policy", "rule", "field"), [
+    ("spread", None, "policy"),
+    ("affinity", 2, "max_server_per_host"),
+    ("anti-affinity", 0, "max_server_per_host"),
+], ids=["unknown-policy", "rule-on-affinity", "rule-below-one"])
+def test_server_group_bad_input_names_the_field(ledger, policy, rule, field):
+    with pytest.raises(InputError) as caught:
+        ledger.create_server_group("g", policy, max_server_per_host=rule)
+    assert caught.value.field == field
+    assert ledger.server_groups() == []
+
+
+def test_server_group_dry_run_writes_nothing(ledger):
+    _, changed = ledger.create_server_group("web", "affinity", dry_run=True)
+    assert changed is True and ledger.server_groups() == []
+    ledger.create_server_group("web", "affinity")
+    assert ledger.delete_server_group("web", dry_run=True) is True
+    assert [g["name"] for g in ledger.server_groups()] == ["web"]
+    assert ledger.delete_server_group("web") is True and ledger.delete_server_group("web") is False
+
+
+def test_anti_affinity_claim_refuses_a_second_member_on_a_host(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity")
+    [first] = ledger.claim([placement("db-1", HV1)], TINY, "a", server_group="db")
+    with pytest.raises(ClaimConflict, match="anti-affinity group db would have 2 members on it"):
+        ledger.claim([placement("db-2", HV1)], TINY, "b", server_group="db")
+    ledger.claim([placement("db-2", HV2)], TINY, "b", server_group="db")
+    [group] = ledger.server_groups("db")
+    assert group["hosts"] == ["hv1", "hv2"] and first["uuid"] in group["members"]
+
+
+def test_anti_affinity_with_max_server_per_host(ledger):
+    ledger.sync_hypervisors([HV1])
+    ledger.create_server_group("db", "anti-affinity", max_server_per_host=2)
+    ledger.claim([placement("db-1", HV1), placement("db-2", HV1)], TINY, "a", server_group="db")
+    with pytest.raises(ClaimConflict, match="at most 2"):
+        ledger.claim([placement("db-3", HV1)], TINY, "a", server_group="db")
+
+
+def test_affinity_claim_refuses_a_second_host_even_within_one_request(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("app", "affinity")
+    with pytest.raises(ClaimConflict, match="affinity group app would span hv1, hv2"):
+        ledger.claim([placement("app-1", HV1), placement("app-2", HV2)], TINY, "a", server_group="app")
+    ledger.claim([placement("app-1", HV1)], TINY, "a", server_group="app")
+    with pytest.raises(ClaimConflict, match="would span"):
+        ledger.claim([placement("app-2", HV2)], TINY, "b", server_group="app")
+
+
+def test_an_errored_member_no_longer_pins_the_group(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("app", "affinity")
+    [row] = ledger.claim([placement("app-1", HV1)], TINY, "a", server_group="app")
+    ledger.mark_error(row["uuid"], "failed")
+    ledger.claim([placement("app-2", HV2)], TINY, "b", server_group="app")
+    assert ledger.server_groups("app")[0]["hosts"] == ["hv2"]
+
+
+def test_claim_into_an_unknown_group_is_bad_input(ledger):
+    ledger.sync_hypervisors([HV1])
+    with pytest.raises(InputError, match="no server group named 'nope'"):
+        ledger.claim([placement("x-1", HV1)], TINY, "a", server_group="nope")
+    assert ledger.instances() == []
+
+
+def test_two_concurrent_claims_seeding_an_empty_affinity_group_cannot_split_it(ledger_url):
+    """Two ledgers (two connections) claim into the same empty group at the same moment, on two
+    different hosts: the group lock lets exactly one win."""
+    setup = Ledger(ledger_url).open()
+    setup.sync_hypervisors([HV1, HV2])
+    setup.create_server_group("app", "affinity")
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def run(name, hv):
+        ledger = Ledger(ledger_url).open()
+        barrier.wait()
+        try:
+            outcomes[name] = ledger.claim([placement(name, hv)], TINY, name, server_group="app")
+        except ClaimConflict as exc:
+            outcomes[name] = exc
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=run, args=("app-1", HV1)), threading.Thread(target=run, args=("app-2", HV2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    conflicts = [o for o in outcomes.values() if isinstance(o, ClaimConflict)]
+    assert len(outcomes) == 2 and len(conflicts) == 1, outcomes
+    assert "would span" in str(conflicts[0])
+    assert len(setup.server_groups("app")[0]["hosts"]) == 1
+    setup.close()
+
+
+def test_concurrent_claims_never_oversubscribe_a_host(ledger_url):
+    """Eight claimers race for a host with room for three; exactly three win."""
+    setup = Ledger(ledger_url).open()
+    setup.sync_hypervisors([host(vcpus_total=3, total_ram_mb=8192)])
+    barrier = threading.Barrier(8)
+    won = []
+
+    def run(index):
+        ledger = Ledger(ledger_url).open()
+        barrier.wait()
+        try:
+            won.extend(ledger.claim([placement(f"c{index}-1")], TINY, str(index)))
+        except ClaimConflict:
+            pass
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(won) == 3 and len(setup.claims()) == 3
+    setup.close()
+
+
+# ---- moves: two claims for one instance ------------------------------------------------------
+
+def test_a_move_claims_the_destination_first_and_releases_the_source_after(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    ledger.mark_active(row["uuid"])
+    destination = ledger.claim_move(row["uuid"], "hv-2", "mover", lease_s=60)
+    assert sorted(c["host"] for c in ledger.claims(row["uuid"])) == ["hv1", "hv2"]
+    moved = ledger.finish_move(row["uuid"], destination["id"])
+    assert moved["host"] == "hv2"
+    [only] = ledger.claims(row["uuid"])
+    assert (only["id"], only["lease_expires_at"]) == (destination["id"], None)
+
+
+def test_a_move_that_does_not_happen_gives_the_destination_back(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    destination = ledger.claim_move(row["uuid"], "hv-2", "mover")
+    assert ledger.release_claim(destination["id"]) is True
+    assert [c["host"] for c in ledger.claims()] == ["hv1"]
+    assert ledger.instances()[0]["state"] == BUILDING
+
+
+def test_a_move_keeps_anti_affinity(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity")
+    [one] = ledger.claim([placement("db-1", HV1)], TINY, "a", server_group="db")
+    ledger.claim([placement("db-2", HV2)], TINY, "a", server_group="db")
+    with pytest.raises(ClaimConflict, match="anti-affinity"):
+        ledger.claim_move(one["uuid"], "hv-2", "mover")
+
+
+# ---- operators: disable, retire ----------------------------------------------------------------
+
+def test_disabled_hypervisor_shows_in_the_tracker_view_with_its_reason(ledger):
+    ledger.sync_hypervisors([HV1])
+    assert ledger.set_disabled("hv1", True, "disk swap", dry_run=True)["changed"] is True
+    assert ledger.tracker_states([HV1])[0]["disabled"] is False
+    assert ledger.set_disabled("hv1", True, "disk swap")["changed"] is True
+    assert ledger.set_disabled("hv1", True, "disk swap")["changed"] is False
+    [view] = ledger.tracker_states([HV1])
+    assert (view["disabled"], view["disabled_reason"]) == (True, "disk swap")
+    decision = schedule([HostState.from_dict(view)], RequestSpec(flavor=TINY))
+    assert not decision.ok and "disk swap" in decision.rejections[0].message()
+    assert ledger.set_disabled("hv-1", False)["changed"] is True
+    assert ledger.tracker_states([HV1])[0]["disabled"] is False
+
+
+def test_unknown_hypervisor_is_bad_input_listing_the_known(ledger):
+    ledger.sync_hypervisors([HV1])
+    with pytest.raises(InputError, match=r"no hypervisor 'hv9' in the ledger \(known: hv1\)"):
+        ledger.set_disabled("hv9", True, "x")
+
+
+def test_retire_drops_the_claims_and_errors_their_instances(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    ledger.claim([placement("vm-2", HV2)], TINY, "a")
+    report = ledger.retire_hypervisor("hv1", dry_run=True)
+    assert report["changed"] and len(ledger.claims()) == 2
+    report = ledger.retire_hypervisor("hv1")
+    assert [c["instance_uuid"] for c in report["released_claims"]] == [row["uuid"]]
+    assert [h["host"] for h in ledger.hypervisors()] == ["hv2"]
+    vm1 = ledger.instances(["vm-1"])[0]
+    assert (vm1["state"], vm1["failure_reason"]) == (ERROR, "hypervisor hv1 was retired")
+    assert ledger.retire_hypervisor("hv1")["changed"] is False
+
+
+# ---- the tracker sync ----------------------------------------------------------------------------
+
+def test_tracker_sync_releases_only_expired_claims_without_a_domain(ledger):
+    ledger.sync_hypervisors([HV1])
+    [expired_gone] = ledger.claim([placement("a-1", HV1)], TINY, "dead-run", lease_s=-1)
+    [expired_there] = ledger.claim([placement("b-1", HV1)], TINY, "slow-run", lease_s=-1)
+    [live] = ledger.claim([placement("c-1", HV1)], TINY, "live-run", lease_s=3600)
+    state = host("hv1", "hv-1", vcpus_total=8, total_ram_mb=8192, domains=[domain(expired_there["uuid"], "b-1")])
+
+    dry = ledger.tracker_sync([state], dry_run=True)
+    assert [c["instance_uuid"] for c in dry["released_claims"]] == [expired_gone["uuid"]]
+    assert len(ledger.claims()) == 3
+
+    report = ledger.tracker_sync([state])
+    assert [c["instance_uuid"] for c in report["released_claims"]] == [expired_gone["uuid"]]
+    assert [(c["instance_uuid"], c["why"]) for c in report["kept_expired_claims"]] == [
+        (expired_there["uuid"], "its domain exists")]
+    assert sorted(c["instance_uuid"] for c in ledger.claims()) == sorted([expired_there["uuid"], live["uuid"]])
+    gone = ledger.instances(["a-1"])[0]
+    assert gone["state"] == ERROR and "lease expired" in gone["failure_reason"]
+
+
+def test_tracker_sync_never_releases_on_a_hypervisor_that_did_not_answer(ledger):
+    ledger.sync_hypervisors([HV1])
+    ledger.claim([placement("a-1", HV1)], TINY, "dead-run", lease_s=-1)
+    report = ledger.tracker_sync([host("hv1", "hv-1", up=False)])
+    assert report["released_claims"] == [] and report["kept_expired_claims"][0]["why"] == "its hypervisor did not answer"
+    assert [h["host"] for h in report["down"]] == ["hv1"]
+
+
+def test_tracker_sync_flags_missing_instances_and_missing_hypervisors_but_not_on_a_limited_run(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    ledger.mark_active(row["uuid"])
+
+    limited = ledger.tracker_sync([HV1], limited=True)
+    assert [i["name"] for i in limited["missing_instances"]] == ["vm-1"]
+    assert [h["host"] for h in limited["not_in_limited_run"]] == ["hv2"] and limited["missing_hypervisors"] == []
+    assert {h["host"]: h["sync_status"] for h in ledger.hypervisors()} == {"hv1": "up", "hv2": "up"}
+    assert ledger.instances()[0]["missing_since"] is not None
+
+    full = ledger.tracker_sync([{**HV1, "domains": [domain(row["uuid"], "vm-1")]}])
+    assert [h["host"] for h in full["missing_hypervisors"]] == ["hv2"]
+    assert [i["name"] for i in full["found_again"]] == ["vm-1"]
+    assert {h["host"]: h["sync_status"] for h in ledger.hypervisors()} == {"hv1": "up", "hv2": "missing"}
+    # Missing is not retired: its inventories stay until an operator retires it.
+    assert len(ledger.hypervisors()) == 2
+
+
+# ---- decisions ----------------------------------------------------------------------------------
+
+def test_a_recorded_decision_replays_to_the_same_answer(ledger):
+    states = [host("hv1", "hv-1", total_ram_mb=4096), host("hv2", "hv-2", total_ram_mb=8192)]
+    spec = RequestSpec(flavor=TINY, count=2)
+    decision = schedule([HostState.from_dict(s) for s in states], spec)
+    request = {"flavor": TINY.to_dict(), "count": 2}
+    ledger.record_decision("web", "run", request, states, decision.to_dict(), "claimed")
+    [stored] = ledger.decisions("web")
+    assert stored["choice"] == ["hv2", "hv2"] and stored["alternates"] == [["hv1"], ["hv1"]]
+    replayed = schedule([HostState.from_dict(s) for s in stored["host_states"]],
+                        RequestSpec.from_dict(stored["request"]))
+    assert replayed.to_dict() == stored["decision"]
+
+
+def test_scheduler_group_counts_members_per_host_for_the_engine(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity", max_server_per_host=2)
+    assert ledger.scheduler_group("db") == {"name": "db", "policy": "anti-affinity",
+                                            "rules": {"max_server_per_host": 2}, "hosts": [], "members": {}}
+    ledger.claim([placement("db-1", HV1), placement("db-2", HV1), placement("db-3", HV2)], TINY, "a",
+                 server_group="db")
+    group = ledger.scheduler_group("db")
+    assert (group["hosts"], group["members"]) == (["hv1", "hv2"], {"hv1": 2, "hv2": 1})
+    assert ledger.scheduler_group("nope") is None
+
+
+def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
+    """Eight first launches sync the same new hypervisors at the same moment."""
+    Ledger(ledger_url).open().close()
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def run():
+        ledger = Ledger(ledger_url).open()
+        barrier.wait()
+        try:
+            ledger.sync_hypervisors([HV1, HV2])
+        except LedgerError as exc:
+            errors.append(exc)
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    check = Ledger(ledger_url).open()
+    assert [(h["host"], h["generation"]) for h in check.hypervisors()] == [("hv1", 1), ("hv2", 1)]
+    check.close()
+
+
+def test_a_retry_on_an_alternate_moves_the_claim_in_one_step(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    retried = ledger.claim_alternate(row["uuid"], "hv2", "hv-2", "a", lease_s=60)
+    assert (retried["uuid"], retried["name"], retried["host"], retried["state"]) == (row["uuid"], "vm-1", "hv2", BUILDING)
+    [claim] = ledger.claims(row["uuid"])
+    assert (claim["id"], claim["host"]) == (retried["claim_id"], "hv2")
+
+
+def test_a_retry_on_a_full_alternate_changes_nothing(ledger):
+    small = host("hv2", "hv-2", vcpus_total=1)
+    ledger.sync_hypervisors([HV1, small])
+    ledger.claim([placement("other-1", small)], TINY, "b")
+    [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
+    with pytest.raises(ClaimConflict, match="vCPU"):
+        ledger.claim_alternate(row["uuid"], "hv2", "hv-2", "a")
+    assert [c["host"] for c in ledger.claims(row["uuid"])] == ["hv1"]
+
+
+def test_release_claim_refuses_an_instance_uuid(ledger):
+    with pytest.raises(LedgerError, match="release_claim takes a claim id"):
+        ledger.release_claim("6f1c-not-a-claim-id")

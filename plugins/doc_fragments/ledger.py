@@ -1,0 +1,14 @@
+# The documentation twin of LEDGER_ARGS["ledger_url"] (plugins/plugin_utils/action_base.py).
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  ledger_url:
+    description:
+      - SQLAlchemy URL of the ledger, C(sqlite:///PATH) or C(postgresql+psycopg://USER:PASSWORD@HOST/DB).
+        Default C($BERTH_LEDGER_URL), else C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
+      - Never printed; its password is hidden in every message.
+    type: str
+"""

@@ -1,0 +1,83 @@
+#!/usr/bin/python
+# Runs on the controller as the action plugin of the same name; this file carries the documentation.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: hypervisor
+short_description: Disable, enable or retire a hypervisor in Berth's ledger
+version_added: 0.1.0
+description:
+  - C(disabled) keeps the hypervisor and its instances but the scheduler skips it from then on
+    (ComputeFilter rejects it as disabled, with the reason), as Nova's C(openstack compute
+    service set --disable --disable-reason) does. C(enabled) lets it take instances again.
+  - C(retired) is the operator saying the hypervisor is gone for good. Its claims are dropped
+    (their instances become ERROR, with the reason), and so are its inventories and unmanaged
+    usage. A tracker sync never does this by itself - it only marks a hypervisor missing.
+  - The hypervisor is named by its inventory name or its libvirt host UUID, and must have been
+    recorded by a sync (M(berth.fleet.tracker_sync), or a launch).
+options:
+  host:
+    description: Inventory name or libvirt host UUID of the hypervisor.
+    type: str
+    required: true
+  state:
+    description: What the hypervisor should be.
+    type: str
+    choices: [enabled, disabled, retired]
+    required: true
+  reason:
+    description: Why it is disabled; required with O(state=disabled), shown in every rejection.
+    type: str
+extends_documentation_fragment:
+  - berth.fleet.ledger
+attributes:
+  check_mode:
+    support: full
+    description: Says what would change (and, for C(retired), which claims would be dropped); writes nothing.
+  diff_mode:
+    support: none
+author:
+  - Berth developers
+"""
+
+EXAMPLES = r"""
+- name: Take kvm02 out of scheduling for a disk swap
+  berth.fleet.hypervisor:
+    host: kvm02
+    state: disabled
+    reason: disk swap, ticket OPS-1234
+
+- name: Back in service
+  berth.fleet.hypervisor:
+    host: kvm02
+    state: enabled
+
+- name: kvm07 was decommissioned - give its claims back
+  berth.fleet.hypervisor:
+    host: kvm07
+    state: retired
+"""
+
+RETURN = r"""
+host:
+  description: The hypervisor's inventory name.
+  returned: always
+  type: str
+uuid:
+  description: Its libvirt host UUID.
+  returned: when it is in the ledger
+  type: str
+disabled:
+  description: Whether it is disabled now.
+  returned: with state enabled or disabled
+  type: bool
+disabled_reason:
+  description: Why.
+  returned: with state enabled or disabled
+  type: str
+released_claims:
+  description: The claims dropped by retiring it (id, instance_uuid, host, sizes, owner).
+  returned: with state retired
+  type: list
+  elements: dict
+"""

@@ -1,0 +1,95 @@
+#!/usr/bin/python
+# Runs on the controller as the action plugin of the same name; this file carries the documentation.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ledger_info
+short_description: Read Berth's ledger - instances, claims, decisions, hypervisors, server groups
+version_added: 0.1.0
+description:
+  - Reads the ledger; changes nothing. One kind of record per call, chosen by O(what).
+  - Decisions come with the request and the host states they were made on, so that
+    M(berth.fleet.schedule) can replay one (pass C(host_states) as O(berth.fleet.schedule#module:hosts)
+    with O(berth.fleet.schedule#module:ledger=false)).
+options:
+  what:
+    description: Which records to return.
+    type: str
+    choices: [instances, claims, decisions, hypervisors, server_groups]
+    default: instances
+  name:
+    description:
+      - Narrows the answer - an instance name (C(instances)), a hypervisor's inventory name
+        (C(claims), C(hypervisors); also its UUID for C(hypervisors)), a launch name (C(decisions)),
+        a group name (C(server_groups)).
+    type: str
+  limit:
+    description: How many decisions, newest first.
+    type: int
+    default: 20
+extends_documentation_fragment:
+  - berth.fleet.ledger
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author:
+  - Berth developers
+"""
+
+EXAMPLES = r"""
+- name: Who holds claims on hv1, and until when?
+  berth.fleet.ledger_info:
+    what: claims
+    name: hv1
+  register: claims
+
+- name: The last three decisions for the launch "web"
+  berth.fleet.ledger_info:
+    what: decisions
+    name: web
+    limit: 3
+  register: decisions
+
+- name: Replay the newest one
+  berth.fleet.schedule:
+    name: web
+    flavor: "{{ decisions.decisions[0].request.flavor }}"
+    count: "{{ decisions.decisions[0].request.count }}"
+    hosts: "{{ decisions.decisions[0].host_states }}"
+    ledger: false
+"""
+
+RETURN = r"""
+instances:
+  description: Instances (uuid, name, flavor, sizes, image, host, hypervisor_uuid, state, failure_reason,
+    missing_since, created_at, updated_at).
+  returned: when what=instances
+  type: list
+  elements: dict
+claims:
+  description: Claims (id, instance_uuid, hypervisor_uuid, host, vcpus, memory_mb, disk_mb, owner,
+    lease_expires_at - null once the instance runs, created_at).
+  returned: when what=claims
+  type: list
+  elements: dict
+decisions:
+  description: Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed,
+    claim_conflict or no_valid_host -, summary, choice, alternates, request, host_states, decision).
+  returned: when what=decisions
+  type: list
+  elements: dict
+hypervisors:
+  description: Hypervisors (uuid, host, nodename, generation, disabled, disabled_reason, sync_status -
+    up, down or missing -, last_seen_at, inventories per resource with total, reserved and
+    allocation_ratio, unmanaged domains, usage as the scheduler sees it).
+  returned: when what=hypervisors
+  type: list
+  elements: dict
+server_groups:
+  description: Server groups (uuid, name, policy, rules, members, hosts).
+  returned: when what=server_groups
+  type: list
+  elements: dict
+"""

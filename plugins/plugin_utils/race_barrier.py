@@ -1,0 +1,33 @@
+"""TEST ONLY: a pause that lets tests make concurrent launches race for real.
+
+Inert unless BERTH_TEST_BARRIER_DIR is set, which nothing but Berth's own tests does. Then a
+run that reaches the stage named by BERTH_TEST_BARRIER_STAGE (``before-claim``: decided, not
+yet claimed; ``after-claim``: claimed, nothing built yet) writes a file named after its PID into
+the directory and waits until BERTH_TEST_BARRIER_PARTIES runs have arrived, or until the file
+``release`` appears there, or BERTH_TEST_BARRIER_TIMEOUT seconds (300) have passed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+BEFORE_CLAIM = "before-claim"
+AFTER_CLAIM = "after-claim"
+_POLL_S = 0.05
+
+
+def wait(stage: str) -> None:
+    directory = os.environ.get("BERTH_TEST_BARRIER_DIR")
+    if not directory or os.environ.get("BERTH_TEST_BARRIER_STAGE") != stage:
+        return
+    parties = int(os.environ.get("BERTH_TEST_BARRIER_PARTIES", "1"))
+    deadline = time.monotonic() + float(os.environ.get("BERTH_TEST_BARRIER_TIMEOUT", "300"))
+    arrived = os.path.join(directory, "arrived")
+    os.makedirs(arrived, exist_ok=True)
+    with open(os.path.join(arrived, str(os.getpid())), "w", encoding="utf-8"):
+        pass
+    while time.monotonic() < deadline:
+        if len(os.listdir(arrived)) >= parties or os.path.exists(os.path.join(directory, "release")):
+            return
+        time.sleep(_POLL_S)

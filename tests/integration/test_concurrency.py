@@ -1,0 +1,278 @@
+"""Concurrent launches race for a small fleet, for real; a launch killed after its claim.
+
+Eight separate ansible-playbook launch processes start together against the lab fleet, made
+small by per-host allocation ratios and reserved memory in a test inventory, and ask for more
+than it has room for. Each is held at a barrier between its decision and its claim (the
+test-only pause of plugins/plugin_utils/race_barrier.py), so all decide on the same state and
+then claim at once. Afterwards the ledger (read with plain SQL, not Berth's code) and libvirt
+(read with virsh) must show no host above its limits, no hard server-group policy broken, and
+every instance either running where its claim says or its launch failed with no valid host.
+The same race with the claim's re-check switched off must break those rules.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import REPO, failed_messages
+from sqlalchemy.engine import make_url
+
+pytestmark = pytest.mark.integration
+
+FLAVOR_1 = {"name": "race.1", "vcpus": 1, "memory_mb": 128, "root_gb": 1}
+FLAVOR_2 = {"name": "race.2", "vcpus": 2, "memory_mb": 128, "root_gb": 1}
+# Per host: vCPU slots (the CPU allocation ratio is slots / the host's CPUs) and reserved memory,
+# which orders the hosts for the RAM weigher: hv1 has the most free memory but one slot.
+SLOTS = {"hv1": 1, "hv2": 2, "hv3": 2}
+RESERVED_MB = {"hv1": 512, "hv2": 1024, "hv3": 1536}
+# Eight launches asking for 12 vCPUs where there are 5: four plain launches of two instances,
+# two into an anti-affinity group, two seeding an empty affinity group - one of these with the
+# two-vCPU flavor, which only hv2/hv3 can take, so the two really pick different hosts.
+LAUNCHES = [
+    *[(f"plain{i}", 2, FLAVOR_1, None) for i in range(1, 5)],
+    ("anti1", 1, FLAVOR_1, "spread"),
+    ("anti2", 1, FLAVOR_1, "spread"),
+    ("aff1", 1, FLAVOR_1, "together"),
+    ("aff2", 1, FLAVOR_2, "together"),
+]
+GROUPS = {"spread": "anti-affinity", "together": "affinity"}
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def host_cpus(lab) -> dict[str, int]:
+    """Each lab host's CPU count as virsh reports it."""
+    cpus = {}
+    for host in lab.hosts:
+        info = lab.virsh(host, "nodeinfo")
+        cpus[host] = int(next(line.split(":")[1] for line in info.splitlines() if line.startswith("CPU(s)")))
+    return cpus
+
+
+def write_inventory(lab, directory: Path, ledger_url: str, slots: dict[str, int]) -> str:
+    """A copy of the lab inventory with small per-host capacity and its own ledger."""
+    cpus = host_cpus(lab)
+    inventory = directory / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    lines = ["plugin: berth.fleet.hypervisors", "storage_pool: default", "hypervisors:"]
+    for host, record in sorted(lab.hosts.items()):
+        lines += [f"  {host}:", f"    uri: {json.dumps(record['uri'])}",
+                  f"    cpu_allocation_ratio: {slots[host] / cpus[host]}",
+                  f"    reserved_host_memory_mb: {RESERVED_MB[host]}"]
+    (inventory / "race.berth.yml").write_text("\n".join(lines) + "\n")
+    lab_vars = (Path(lab.inventory) / "group_vars" / "all.yml").read_text().splitlines()
+    own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")]
+    own.append(f"berth_ledger_url: {json.dumps(ledger_url)}")
+    (inventory / "group_vars" / "all.yml").write_text("\n".join(own) + "\n")
+    return str(inventory)
+
+
+def rows(url: str, table: str) -> list[dict]:
+    """A ledger table read with the database's own driver, not through Berth's ledger code."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        with sqlite3.connect(parsed.database) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(f"SELECT * FROM {table}")]
+    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        return list(cur.fetchall())
+
+
+def running_domains(lab) -> dict[str, dict[str, dict]]:
+    """{host: {uuid: {name, vcpus}}} for the running domains, from virsh."""
+    found = {}
+    for host in lab.hosts:
+        found[host] = {}
+        for name in lab.virsh(host, "list", "--name").split():
+            uuid = lab.virsh(host, "domuuid", name).strip()
+            vcpus = int(lab.virsh(host, "vcpucount", name, "--current", "--live").strip())
+            found[host][uuid] = {"name": name, "vcpus": vcpus}
+    return found
+
+
+def remove_all_domains(lab) -> None:
+    """Leave the lab as the other tests expect it: no domains, no Berth volumes."""
+    for host in lab.hosts:
+        for name in lab.virsh(host, "list", "--all", "--name").split():
+            subprocess.run(["virsh", "-c", lab.hosts[host]["uri"], "destroy", name], capture_output=True)
+            lab.virsh(host, "undefine", name)
+        lab.virsh(host, "pool-refresh", "default")
+        for line in lab.virsh(host, "vol-list", "default").splitlines():
+            if line.strip().startswith("berth-"):
+                lab.virsh(host, "vol-delete", "--pool", "default", line.split()[0])
+
+
+def create_groups(lab, inventory: str) -> None:
+    for name, policy in GROUPS.items():
+        proc = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "ansible"), "-i", inventory, "localhost", "-m", "berth.fleet.server_group",
+             "-a", f"name={name} policy={policy} ledger_url={{{{ berth_ledger_url }}}}"],
+            cwd=REPO, env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool) -> tuple[list[dict], str]:
+    """Run the eight launches through the barrier; returns their outputs and the inventory."""
+    inventory = write_inventory(lab, tmp_path, ledger_url, SLOTS)
+    create_groups(lab, inventory)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "before-claim",
+           "BERTH_TEST_BARRIER_PARTIES": str(len(LAUNCHES)), "BERTH_TEST_BARRIER_TIMEOUT": "240"}
+    if unsafe:
+        env["BERTH_TEST_UNSAFE_CLAIMS"] = "1"
+    procs = []
+    for name, count, flavor, group in LAUNCHES:
+        extra = {"name": name, "count": count, "flavor": flavor, **({"server_group": group} if group else {})}
+        procs.append(lab.start_playbook("launch.yml", "-e", json.dumps(extra), inventory=inventory, env=env))
+    outputs = [lab.finish(proc) for proc in procs]
+    # Every run got to the barrier: the race happened with all eight decisions made first.
+    assert len(os.listdir(barrier / "arrived")) == len(LAUNCHES)
+    return outputs, inventory
+
+
+def violations(lab, ledger_url: str, outputs: list[dict]) -> list[str]:
+    """Every rule the race may not break, checked from the ledger and from libvirt."""
+    found = []
+    hypervisors = {row["uuid"]: row["name"] for row in rows(ledger_url, "hypervisors")}
+    inventories = {(row["hypervisor_uuid"], row["resource_class"]): row for row in rows(ledger_url, "inventories")}
+    instances = {row["uuid"]: row for row in rows(ledger_url, "instances")}
+    claims = rows(ledger_url, "claims")
+    domains = running_domains(lab)
+
+    for hv_uuid, host in hypervisors.items():
+        cpu, ram = inventories[(hv_uuid, "VCPU")], inventories[(hv_uuid, "MEMORY_MB")]
+        vcpu_limit = cpu["total"] * cpu["allocation_ratio"]
+        ram_limit = ram["total"] * ram["allocation_ratio"]
+        on_host = [c for c in claims if c["hypervisor_uuid"] == hv_uuid]
+        claimed_vcpus = sum(c["vcpus"] for c in on_host)
+        claimed_ram = ram["reserved"] + sum(c["memory_mb"] for c in on_host)
+        if claimed_vcpus > vcpu_limit + 1e-9:
+            found.append(f"{host}: claims hold {claimed_vcpus} vCPUs, limit {vcpu_limit}")
+        if claimed_ram > ram_limit:
+            found.append(f"{host}: claims hold {claimed_ram} MB with reserved, limit {ram_limit}")
+        running_vcpus = sum(d["vcpus"] for d in domains[host].values())
+        if running_vcpus > vcpu_limit + 1e-9:
+            found.append(f"{host}: libvirt runs {running_vcpus} vCPUs, limit {vcpu_limit}")
+
+    members = collections.defaultdict(list)
+    groups = {row["uuid"]: row for row in rows(ledger_url, "server_groups")}
+    for member in rows(ledger_url, "server_group_members"):
+        members[groups[member["group_uuid"]]["name"]].append(instances[member["instance_uuid"]]["host"])
+    for host, count in collections.Counter(members["spread"]).items():
+        if count > 1:
+            found.append(f"anti-affinity group spread has {count} members on {host}")
+    if len(set(members["together"])) > 1:
+        found.append(f"affinity group together spans {sorted(set(members['together']))}")
+
+    for claim in claims:
+        if claim["instance_uuid"] not in instances:
+            found.append(f"claim {claim['id']} has no instance")
+    for uuid, instance in instances.items():
+        own = [c for c in claims if c["instance_uuid"] == uuid]
+        host = instance["host"]
+        if instance["state"] != "ACTIVE":
+            found.append(f"{instance['name']} is {instance['state']}, not ACTIVE: {instance['failure_reason']}")
+        elif [hypervisors[c["hypervisor_uuid"]] for c in own] != [host]:
+            found.append(f"{instance['name']} on {host} holds claims on "
+                         f"{[hypervisors[c['hypervisor_uuid']] for c in own]}")
+        elif uuid not in domains[host]:
+            found.append(f"{instance['name']} is not running on {host}, where its claim is")
+    for output in outputs:
+        if output["rc"] != 0:
+            messages = failed_messages(output)
+            if not messages or not all(m.startswith("no valid host") for m in messages):
+                found.append(f"a launch failed otherwise than with no valid host: {messages or output['stderr']}")
+    return found
+
+
+@pytest.fixture
+def clean_lab(lab):
+    remove_all_domains(lab)
+    yield lab
+    remove_all_domains(lab)
+
+
+# ---- the tests ---------------------------------------------------------------------------------
+
+def test_concurrent_launches_never_oversubscribe_nor_break_groups(clean_lab, tmp_path, ledger_url):
+    outputs, _inventory = race(clean_lab, tmp_path, ledger_url, unsafe=False)
+    assert violations(clean_lab, ledger_url, outputs) == []
+    # Room for 5 vCPUs, 12 asked for: some launches won, the others said no valid host.
+    assert any(output["rc"] == 0 for output in outputs) and any(output["rc"] != 0 for output in outputs)
+    assert 0 < sum(row["vcpus"] for row in rows(ledger_url, "instances")) <= sum(SLOTS.values())
+    # Lost races were decided again, and every decision was kept for replay.
+    decisions = rows(ledger_url, "decisions")
+    assert {d["outcome"] for d in decisions} >= {"claimed", "claim_conflict"}
+
+
+def test_without_the_claims_recheck_the_race_breaks_the_rules(clean_lab, tmp_path):
+    """Proof that the test above can fail: the same race with the re-check and locks off."""
+    ledger_url = f"sqlite:///{tmp_path}/unsafe.sqlite3"
+    outputs, _inventory = race(clean_lab, tmp_path, ledger_url, unsafe=True)
+    found = violations(clean_lab, ledger_url, outputs)
+    assert any("hv1: claims hold" in v for v in found), found
+    assert any("anti-affinity group spread has 2 members" in v for v in found), found
+    assert any("affinity group together spans" in v for v in found), found
+
+
+def test_a_launch_killed_after_its_claim_is_released_by_gather_once_its_lease_expired(clean_lab, tmp_path,
+                                                                                    ledger_url):
+    lab = clean_lab
+    inventory = write_inventory(lab, tmp_path, ledger_url, {host: 1 for host in lab.hosts})
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    lease_s = 15
+    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "after-claim",
+           "BERTH_TEST_BARRIER_PARTIES": "2", "BERTH_TEST_BARRIER_TIMEOUT": "120"}
+    extra = json.dumps({"name": "doomed", "count": 1, "flavor": FLAVOR_1, "berth_lease_seconds": lease_s})
+    proc = lab.start_playbook("launch.yml", "-e", extra, inventory=inventory, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (barrier / "arrived").exists() or not os.listdir(barrier / "arrived"):
+        assert proc.poll() is None and time.monotonic() < deadline, "the launch never reached its claim"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    proc.stderr.close()
+
+    [instance] = rows(ledger_url, "instances")
+    [claim] = rows(ledger_url, "claims")
+    assert instance["state"] == "BUILDING" and claim["instance_uuid"] == instance["uuid"]
+    assert all(domains == {} for domains in running_domains(lab).values())
+
+    # Within the lease, a sync leaves the claim alone: a launch in progress is never robbed.
+    early = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
+    assert early["rc"] == 0, failed_messages(early)
+    assert [c["id"] for c in rows(ledger_url, "claims")] == [claim["id"]]
+
+    expires = time.time() + max(0.0, lease_s - (time.time() - os.path.getmtime(barrier / "arrived"))) + 1
+    time.sleep(max(0.0, expires - time.time()))
+    late = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
+    assert late["rc"] == 0, failed_messages(late)
+    assert rows(ledger_url, "claims") == []
+    [instance] = rows(ledger_url, "instances")
+    assert instance["state"] == "ERROR" and "lease expired" in instance["failure_reason"]
+    drift = [line for play in late["plays"] for task in play["tasks"] for result in task["hosts"].values()
+             for line in (result.get("msg") if isinstance(result.get("msg"), list) else [])]
+    assert any(f"claim {claim['id']} of instance {instance['uuid']}" in line and "released" in line
+               for line in drift), drift
+
+    # Capacity is whole again: one instance per host fits on every host.
+    refill = lab.finish(lab.start_playbook("launch.yml", "-e", json.dumps(
+        {"name": "refill", "count": len(lab.hosts), "flavor": FLAVOR_1}), inventory=inventory))
+    assert refill["rc"] == 0, failed_messages(refill)
+    active = [row for row in rows(ledger_url, "instances") if row["state"] == "ACTIVE"]
+    assert sorted(row["host"] for row in active) == sorted(lab.hosts)
