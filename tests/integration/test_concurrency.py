@@ -68,6 +68,11 @@ def write_inventory(lab, directory: Path, ledger_url: str, slots: dict[str, int]
         lines += [f"  {host}:", f"    uri: {json.dumps(record['uri'])}",
                   f"    cpu_allocation_ratio: {slots[host] / cpus[host]}",
                   f"    reserved_host_memory_mb: {RESERVED_MB[host]}"]
+    # The race is laid out for the RAM weigher's order (hv1 first); the CPU weigher would rank by
+    # free vCPU slots instead, so this fleet turns it off through aggregate metadata, as a Nova
+    # operator would.
+    lines += ["aggregates:", "  race:", f"    hosts: {json.dumps(sorted(lab.hosts))}",
+              "    metadata: {cpu_weight_multiplier: 0.0}"]
     (inventory / "race.berth.yml").write_text("\n".join(lines) + "\n")
     lab_vars = (Path(lab.inventory) / "group_vars" / "all.yml").read_text().splitlines()
     own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")]
