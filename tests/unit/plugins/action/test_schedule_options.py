@@ -7,6 +7,7 @@ from ansible_collections.berth.fleet.plugins.action.schedule import (
     decide,
     failure_message,
     request_options,
+    _ledger_group_name,
     server_group_option,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
@@ -45,13 +46,20 @@ def test_request_options_pass_set_options_and_gather_multipliers():
 
 
 @pytest.mark.parametrize("value, field", [
-    ("web", "server_group"),              # the name form needs the ledger (not this helper)
     ({"name": "web"}, "server_group.policy"),
+    (["web"], "server_group"),
 ])
 def test_server_group_option_errors_name_the_field(value, field):
     with pytest.raises(InputError) as error:
         server_group_option(value)
     assert error.value.field == field
+
+
+def test_a_group_name_is_left_to_the_ledger_and_refused_without_it():
+    assert server_group_option("web") is None
+    with pytest.raises(InputError, match="needs the ledger") as error:
+        _ledger_group_name("web", None)
+    assert error.value.field == "server_group"
 
 
 def test_failure_message_names_every_host_on_a_small_fleet():

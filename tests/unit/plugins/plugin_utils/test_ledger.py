@@ -471,7 +471,11 @@ def test_a_recorded_decision_replays_to_the_same_answer(ledger):
     request = {"flavor": TINY.to_dict(), "count": 2}
     ledger.record_decision("web", "run", request, states, decision.to_dict(), "claimed")
     [stored] = ledger.decisions("web")
-    assert stored["choice"] == ["hv2", "hv2"] and stored["alternates"] == [["hv1"], ["hv1"]]
+    # By hand, with the default weighers (RAM and CPU count; the rest are equal or 0 here):
+    # 1st: RAM free 3584 / 7680 -> 0.467 / 1.0, CPU free 2 / 2 -> 1.0 / 1.0: hv2 (2.0 > 1.467).
+    # 2nd: RAM 3584 / 7168 -> 0.5 / 1.0, CPU 2 / 1 -> 1.0 / 0.5: a tie at 1.5, kept in input
+    # order, so hv1.
+    assert stored["choice"] == ["hv2", "hv1"] and stored["alternates"] == [["hv1"], ["hv2"]]
     replayed = schedule([HostState.from_dict(s) for s in stored["host_states"]],
                         RequestSpec.from_dict(stored["request"]))
     assert replayed.to_dict() == stored["decision"]
