@@ -836,6 +836,12 @@ class Ledger:
 # ---- transaction helpers (all take the caller's session) -------------------------------------
 
 
+def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
+    """The flavor an instance row (``to_dict()``) was built with."""
+    return Flavor(name=instance["flavor"], vcpus=instance["vcpus"], memory_mb=instance["memory_mb"],
+                  root_gb=instance["root_gb"], ephemeral_gb=instance["ephemeral_gb"], swap=instance["swap"])
+
+
 def _engine(url: Any) -> Engine:
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
