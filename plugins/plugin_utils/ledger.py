@@ -466,8 +466,8 @@ class Ledger:
                     report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
                 else:
                     _release(session, claim, f"build abandoned by {claim.owner}: lease expired at "
-                                              f"{_iso(claim.lease_expires_at)} and no domain on "
-                                              f"{names.get(claim.hypervisor_uuid)}", now)
+                                             f"{_iso(claim.lease_expires_at)} and no domain on "
+                                             f"{names.get(claim.hypervisor_uuid)}", now)
                     report["released_claims"].append(entry)
                     changed = True
             report["changed"] = changed
