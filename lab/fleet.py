@@ -603,6 +603,7 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         f"berth_boot_initrd: {_yaml_scalar(boot['initrd'])}",
         'berth_boot_cmdline: "console=ttyS0"',
         f"berth_serial_log_dir: {QEMU_LOG_DIR}",
+        "berth_migration_address: 127.0.0.1  # every lab hypervisor is this machine",
         f"berth_ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)

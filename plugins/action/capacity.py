@@ -34,7 +34,7 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         flavor = resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
-        states, _ = _host_states(args, task_vars)
+        states, _uris = _host_states(args, task_vars)
         if args["ledger"]:
             states = Ledger(args["ledger_url"]).open().tracker_states(states)
         spec = RequestSpec(flavor=flavor, count=1, **request_options(args))

@@ -36,9 +36,19 @@ _value:
 """
 
 
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_cell(item) for item in value) or "-"
+    return str(value)
+
+
 def table(rows, columns):
     headings = [str(heading) for heading, _key in columns]
-    cells = [[("" if row.get(key) is None else str(row.get(key))) for _heading, key in columns] for row in rows]
+    cells = [[_cell(row.get(key)) for _heading, key in columns] for row in rows]
     widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, h in enumerate(headings)]
 
     def line(values):

@@ -1,3 +1,4 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""

@@ -201,10 +201,14 @@ class Hypervisor:
             "cpu_times": self._cpu_times(),
             "pools": pools,
             "storage_pool": pool_name,
-            # Sorted, so that two gatherings of the same host compare equal.
-            "domains": sorted((self._domain(dom) for dom in self._call(conn.listAllDomains, 0)),
-                              key=lambda dom: dom["name"]),
+            "domains": self.facts_domains(),
         }
+
+    def facts_domains(self) -> list[dict[str, Any]]:
+        """Every domain of the host, as facts() reports them."""
+        # Sorted, so that two gatherings of the same host compare equal.
+        return sorted((self._domain(dom) for dom in self._call(self.conn.listAllDomains, 0)),
+                      key=lambda dom: dom["name"])
 
     def _memory_stats(self, info: list[Any]) -> dict[str, int | None]:
         """Node memory in MiB from the node's statistics over all cells.
@@ -266,12 +270,169 @@ class Hypervisor:
 
     # ---- building and removing instances ---------------------------------------------------
 
-    def create_volume(self, pool_name: str, name: str, capacity_gb: int) -> str:
-        """Create a sparse qcow2 volume through the storage API and return its path."""
+    def create_volume(self, pool_name: str, name: str, capacity_gb: int,
+                      backing: dict[str, str] | None = None) -> str:
+        """Create a sparse qcow2 volume through the storage API and return its path.
+
+        With ``backing`` ({path, format}) the volume is a copy-on-write overlay of that base
+        volume, as Nova's qcow2 image backend makes one per instance.
+        """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        vol_xml = _volume_xml(name, capacity_gb)
+        vol_xml = _volume_xml(name, capacity_gb, backing)
         vol = self._call(pool.createXML, vol_xml, 0)
         return vol.path()
+
+    def volume(self, pool_name: str, name: str) -> dict[str, Any] | None:
+        """{name, path, format, capacity_mb} of a volume in a pool, or None if it is not there.
+
+        Only volumes the pool lists count: a name can never reach outside the pool this way.
+        """
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        self._call(pool.refresh, 0)
+        if name not in self._call(pool.listVolumes):
+            return None
+        vol = self._call(pool.storageVolLookupByName, name)
+        root = ET.fromstring(self._call(vol.XMLDesc, 0))
+        fmt = root.find("target/format")
+        return {
+            "name": name,
+            "path": self._call(vol.path),
+            "format": fmt.get("type", "raw") if fmt is not None else "raw",
+            "capacity_mb": int(self._call(vol.info)[1]) // _BYTES_PER_MIB,
+        }
+
+    def pool_path(self, pool_name: str) -> str:
+        """Where a directory pool keeps its volumes (its target path)."""
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        root = ET.fromstring(self._call(pool.XMLDesc, 0))
+        return root.findtext("target/path") or ""
+
+    def network_names(self) -> list[str]:
+        return sorted(self._call(self.conn.listNetworks) + self._call(self.conn.listDefinedNetworks))
+
+    def domain_xml(self, uuid: str, inactive: bool = False) -> str | None:
+        """The domain's XML (its persistent definition with ``inactive``), or None if it is not there."""
+        try:
+            dom = self._call(self.conn.lookupByUUIDString, uuid)
+        except HypervisorError:
+            return None
+        return self._call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE if inactive else 0)
+
+    def volume_names(self, pool_name: str) -> list[str]:
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        self._call(pool.refresh, 0)
+        return sorted(self._call(pool.listVolumes))
+
+    def upload_volume(self, pool_name: str, name: str, data: bytes, fmt: str) -> str:
+        """Create a volume of exactly ``len(data)`` bytes and fill it through a libvirt stream.
+
+        Works over any libvirt connection (qemu+ssh too): nothing is copied with scp.
+        """
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        vol = self._call(pool.createXML, _volume_xml(name, 0, None, fmt=fmt, size_bytes=len(data)), 0)
+        try:
+            stream = self._call(self.conn.newStream, 0)
+            self._call(vol.upload, stream, 0, len(data), 0)
+            view = memoryview(data)
+
+            def send_all() -> None:
+                offset = 0
+                while offset < len(view):
+                    offset += stream.send(view[offset:offset + 1024 * 1024].tobytes())
+                stream.finish()
+
+            self._call(send_all)
+        except HypervisorError:
+            self._call(vol.delete, 0)
+            raise
+        return vol.path()
+
+    def copy_volume_to(self, target: Hypervisor, pool_name: str, name: str) -> str:
+        """Copy a volume into the same-named pool of another hypervisor through libvirt streams.
+
+        The target volume gets the source's format, capacity and backing image (a qcow2 overlay
+        stays an overlay: its base image must already be in the target pool); returns its path.
+        """
+        src_pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        src_vol = self._call(src_pool.storageVolLookupByName, name)
+        path = target.create_volume_like(self, pool_name, name)
+        dst_pool = target._call(target.conn.storagePoolLookupByName, pool_name)
+        dst_vol = target._call(dst_pool.storageVolLookupByName, name)
+        try:
+            download = self._call(self.conn.newStream, 0)
+            upload = target._call(target.conn.newStream, 0)
+            self._call(src_vol.download, download, 0, 0, 0)
+            target._call(dst_vol.upload, upload, 0, 0, 0)
+
+            def pump() -> None:
+                while True:
+                    chunk = download.recv(1024 * 1024)
+                    if not chunk:
+                        break
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[upload.send(view.tobytes()):]
+                download.finish()
+                upload.finish()
+
+            self._call(pump)
+        except HypervisorError:
+            target._call(dst_vol.delete, 0)
+            raise
+        return path
+
+    def volume_xml(self, pool_name: str, name: str) -> str:
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        vol = self._call(pool.storageVolLookupByName, name)
+        return self._call(vol.XMLDesc, 0)
+
+    def create_volume_like(self, source: Hypervisor, pool_name: str, name: str) -> str:
+        """An empty volume here with the format, capacity and backing image of ``source``'s volume."""
+        src_xml = ET.fromstring(source.volume_xml(pool_name, name))
+        fmt = src_xml.find("target/format")
+        backing = None
+        base_path = src_xml.findtext("backingStore/path")
+        if base_path:
+            base = self.volume(pool_name, base_path.rsplit("/", 1)[-1])
+            if base is None:
+                raise HypervisorError(self.host, f"base image of {name} is not in pool {pool_name}")
+            backing = {"path": base["path"], "format": base["format"]}
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        vol_xml = _volume_xml(name, 0, backing, fmt=fmt.get("type", "raw") if fmt is not None else "raw",
+                              size_bytes=int(src_xml.findtext("capacity") or 0))
+        return self._call(self._call(pool.createXML, vol_xml, 0).path)
+
+    def autostart(self, uuid: str) -> bool:
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        return bool(self._call(dom.autostart))
+
+    def stop(self, uuid: str) -> bool:
+        """Power a domain off (destroy); True if it was running."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        if not self._call(dom.isActive):
+            return False
+        self._call(dom.destroy)
+        return True
+
+    def can_live_migrate(self) -> bool:
+        """Whether this host's capabilities offer live migration."""
+        caps = ET.fromstring(self._call(self.conn.getCapabilities))
+        return caps.find("host/migration_features/live") is not None
+
+    def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None) -> None:
+        """Live migration, peer to peer, copying the non-shared disks; the target's volumes exist.
+
+        ``address``: where the source's QEMU reaches the target's for memory and disks; by default
+        libvirt uses the target's hostname, which must then resolve from the source.
+        """
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER | libvirt.VIR_MIGRATE_PERSIST_DEST
+                 | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE | libvirt.VIR_MIGRATE_NON_SHARED_INC)
+        params = {}
+        if address:
+            uri = f"tcp://{address}"
+            params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
+        self._call(dom.migrateToURI3, target.uri, params, flags)
 
     def delete_volume(self, pool_name: str, name: str) -> bool:
         """Delete a volume if it exists; True if one was deleted."""
@@ -284,11 +445,15 @@ class Hypervisor:
         self._call(vol.delete, 0)
         return True
 
-    def define_and_start(self, domain_xml: str) -> str:
-        """Define a persistent domain and start it; returns its UUID."""
+    def define(self, domain_xml: str) -> str:
+        """Define a persistent domain (not started); returns its UUID."""
         dom = self._call(self.conn.defineXML, domain_xml)
-        self._call(dom.create)
         return dom.UUIDString()
+
+    def start(self, uuid: str, autostart: bool = False) -> None:
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        self._call(dom.setAutostart, 1 if autostart else 0)
+        self._call(dom.create)
 
     def find_domain(self, uuid: str) -> dict[str, Any] | None:
         try:
@@ -310,13 +475,21 @@ class Hypervisor:
         return True
 
 
-def _volume_xml(name: str, capacity_gb: int) -> str:
+def _volume_xml(name: str, capacity_gb: int, backing: dict[str, str] | None, fmt: str = "qcow2",
+                size_bytes: int | None = None) -> str:
     vol = ET.Element("volume")
     ET.SubElement(vol, "name").text = name
-    ET.SubElement(vol, "capacity", unit="G").text = str(int(capacity_gb))
-    ET.SubElement(vol, "allocation", unit="G").text = "0"
+    if size_bytes is None:
+        ET.SubElement(vol, "capacity", unit="G").text = str(int(capacity_gb))
+    else:
+        ET.SubElement(vol, "capacity", unit="bytes").text = str(int(size_bytes))
+    ET.SubElement(vol, "allocation", unit="bytes").text = "0"
     target = ET.SubElement(vol, "target")
-    ET.SubElement(target, "format", type="qcow2")
+    ET.SubElement(target, "format", type=fmt)
+    if backing:
+        store = ET.SubElement(vol, "backingStore")
+        ET.SubElement(store, "path").text = backing["path"]
+        ET.SubElement(store, "format", type=backing["format"])
     return ET.tostring(vol, encoding="unicode")
 
 
@@ -337,6 +510,10 @@ def _berth_metadata(root: ET.Element) -> dict[str, Any] | None:
         "instance_uuid": node.findtext(f"{{{METADATA_NAMESPACE}}}uuid") or "",
         "name": node.findtext(f"{{{METADATA_NAMESPACE}}}name") or "",
         "flavor": node.findtext(f"{{{METADATA_NAMESPACE}}}flavor") or "",
+        "metadata": {
+            item.get("key", ""): item.text or ""
+            for item in node.findall(f"{{{METADATA_NAMESPACE}}}meta")
+        },
     }
 
 

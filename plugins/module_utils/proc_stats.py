@@ -20,7 +20,7 @@ def meminfo(path: str = "/proc/meminfo") -> Dict[str, Optional[int]]:
     values: Dict[str, int] = {}
     with open(path, encoding="ascii") as handle:
         for line in handle:
-            key, _, rest = line.partition(":")
+            key, _separator, rest = line.partition(":")
             fields = rest.split()
             if fields and fields[0].isdigit():
                 values[key] = int(fields[0])

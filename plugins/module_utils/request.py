@@ -30,6 +30,14 @@ def instance_names(name: Any, count: Any) -> list[str]:
     return [f"{name}-{index}" for index in range(1, count + 1)]
 
 
+def dns_label(field: str, value: Any) -> str:
+    """One DNS label (instance names become domain names and guest hostnames)."""
+    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+        raise InputError(field, f"{field} must be a DNS label (lower-case letters, digits and '-', starting "
+                         f"and ending with a letter or digit, at most 63 characters), got {value!r}")
+    return value
+
+
 def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
     """A flavor by name from ``flavors``, or an inline dict (with an optional ``name``)."""
     if isinstance(flavor, str):
@@ -40,3 +48,112 @@ def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
     if isinstance(flavor, Mapping):
         return Flavor.from_dict(flavor, name=str(flavor.get("name", "custom")))
     raise InputError("flavor", f"flavor must be a flavor name or a dict of sizes, got {type(flavor).__name__}")
+
+
+# A volume name inside a storage pool: one path component, never "." or "..", no leading dot.
+_VOLUME_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}$")
+IMAGE_FORMATS = ("qcow2", "raw")
+NETWORK_TYPES = ("none", "user", "network", "bridge")
+# Interface names of Linux bridges and libvirt network names.
+_NETWORK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+MAX_METADATA_VALUE = 1024
+MAX_USER_DATA_BYTES = 64 * 1024
+
+
+def volume_name(field: str, name: Any) -> str:
+    """A name of a volume in a storage pool; refuses anything that could leave the pool."""
+    if not isinstance(name, str) or not _VOLUME_NAME.match(name) or ".." in name:
+        raise InputError(
+            field,
+            f"{field} must name a volume inside the storage pool (letters, digits, '.', '_', '+', '-'; "
+            f"no '/', no '..', not starting with '.'), got {name!r}",
+        )
+    return name
+
+
+def image_spec(image: Any) -> dict[str, Any] | None:
+    """``image``: a volume name, or {name, format, source}; None for no image (empty disk)."""
+    if image in (None, ""):
+        return None
+    if isinstance(image, str):
+        image = {"name": image}
+    if not isinstance(image, Mapping):
+        raise InputError("image", f"image must be a volume name or a dict with name, format, source, got {image!r}")
+    unknown = set(image) - {"name", "format", "source"}
+    if unknown:
+        raise InputError("image", f"image has unknown keys {sorted(unknown)} (allowed: name, format, source)")
+    fmt = image.get("format") or "qcow2"
+    if fmt not in IMAGE_FORMATS:
+        raise InputError("image.format", f"image.format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}")
+    source = image.get("source")
+    if source is not None and (not isinstance(source, str) or not source.startswith("/")):
+        raise InputError("image.source", f"image.source must be an absolute path on the controller, got {source!r}")
+    return {"name": volume_name("image.name", image.get("name")), "format": fmt, "source": source}
+
+
+def network_specs(networks: Any) -> list[dict[str, str]]:
+    """``networks``: a list of {type: none|user|network|bridge, name}; [] and [{type: none}] mean none."""
+    if networks in (None, ""):
+        return []
+    if not isinstance(networks, list):
+        raise InputError("networks", f"networks must be a list of {{type, name}}, got {networks!r}")
+    specs = []
+    for index, network in enumerate(networks):
+        field = f"networks[{index}]"
+        if isinstance(network, str):
+            network = {"type": network}
+        if not isinstance(network, Mapping) or network.get("type") not in NETWORK_TYPES:
+            raise InputError(f"{field}.type", f"{field}.type must be one of {', '.join(NETWORK_TYPES)}, got {network!r}")
+        kind = network["type"]
+        if kind == "none":
+            continue
+        name = network.get("name")
+        if kind in ("network", "bridge"):
+            if not isinstance(name, str) or not _NETWORK_NAME.match(name):
+                raise InputError(f"{field}.name", f"{field}.name must name the libvirt {kind} "
+                                 f"(letters, digits, '.', '_', '-'), got {name!r}")
+        specs.append({"type": kind, "name": name or ""})
+    return specs
+
+
+def metadata_spec(metadata: Any) -> dict[str, str]:
+    """User metadata kept in the domain's Berth metadata: string keys and short string values."""
+    if metadata in (None, ""):
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InputError("metadata", f"metadata must be a dict of strings, got {metadata!r}")
+    result = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not _METADATA_KEY.match(key):
+            raise InputError("metadata", f"metadata keys must be identifiers (letters, digits, '_', '.', '-'), got {key!r}")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"metadata.{key}", f"metadata.{key} must be a string or number, got {value!r}")
+        text = str(value)
+        if len(text) > MAX_METADATA_VALUE or any(ord(ch) < 32 and ch not in "\t\n" for ch in text):
+            raise InputError(f"metadata.{key}", f"metadata.{key} must be printable text of at most "
+                             f"{MAX_METADATA_VALUE} characters")
+        result[key] = text
+    return result
+
+
+def user_data_spec(user_data: Any) -> str | None:
+    if user_data in (None, ""):
+        return None
+    if not isinstance(user_data, str) or len(user_data.encode("utf-8")) > MAX_USER_DATA_BYTES:
+        raise InputError("user_data", f"user_data must be text of at most {MAX_USER_DATA_BYTES} bytes "
+                         "(a cloud-config or a script)")
+    return user_data
+
+
+def boot_spec(boot: Any) -> dict[str, str]:
+    """Direct kernel boot: absolute kernel and initrd paths on the hypervisor, and a command line."""
+    boot = boot or {}
+    if not isinstance(boot, Mapping):
+        raise InputError("boot", f"boot must be a dict with kernel, initrd, cmdline, got {boot!r}")
+    spec = {key: str(boot.get(key) or "") for key in ("kernel", "initrd", "cmdline")}
+    for key in ("kernel", "initrd"):
+        path = spec[key]
+        if path and (not path.startswith("/") or ".." in path.split("/")):
+            raise InputError(f"boot.{key}", f"boot.{key} must be an absolute path on the hypervisor, got {path!r}")
+    return spec

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # The work is done on the controller by the action plugin of the same name
 # (plugins/action/capacity.py); this file carries the documentation.
 from __future__ import annotations
@@ -108,8 +109,9 @@ attributes:
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing to show.
 author:
-  - Berth developers
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""
@@ -138,8 +140,8 @@ hosts:
     host: {description: The host's name., type: str}
     fits: {description: How many more fit on it alone (null - no limit)., type: int}
     limited_by: {description: The filter that stops one more (or rejects the host outright)., type: str}
-    reason: {description: Why one more does not fit, with the numbers., type: str}
-    rejection: {description: The same as data (filter, reason, requested, used, limit, free)., type: dict}
+    reason: {description: 'Why one more does not fit, with the numbers.', type: str}
+    rejection: {description: 'The same as data (filter, reason, requested, used, limit, free).', type: dict}
 summary:
   description: One line, e.g. C(14 more m1.small fit on 3 hosts).
   returned: always

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -62,9 +63,12 @@ attributes:
     description: It only reads; check mode changes nothing and returns the facts.
   diff_mode:
     support: none
+    description: Nothing to show.
   facts:
     support: full
-author: Berth developers
+    description: Returns the host state as the fact C(berth_host_state).
+author:
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""

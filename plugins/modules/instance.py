@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # The work is done on the controller by the action plugin of the same name
 # (plugins/action/instance.py), which reaches the hypervisor through its libvirt URI; this file
 # carries the documentation.
@@ -10,7 +11,10 @@ short_description: Build or remove the libvirt domain of one placed Berth instan
 version_added: 0.1.0
 description:
   - With O(state=active), on the hypervisor O(host) reached through O(uri), creates the
-    instance's root volume in O(storage_pool) through libvirt's storage API, renders the domain
+    instance's root volume in O(storage_pool) through libvirt's storage API (a qcow2 overlay of
+    the O(image)'s base volume when an image is given; an image missing from that pool is
+    uploaded through a libvirt stream from C(image.source), or refused), a NoCloud seed with
+    O(user_data) if given, renders the domain
     XML from O(template) with Jinja2 autoescaping (every value is XML-escaped), defines the
     domain and starts it, then marks the instance ACTIVE in the ledger.
   - If any step fails, the domain and the volume are removed again, the claim is released and
@@ -27,21 +31,25 @@ options:
     choices: [active, absent]
     default: active
   name:
-    description: Instance name; also the domain name.
+    description: Instance name; also the domain name. Required without O(placements).
     type: str
-    required: true
   uuid:
-    description: Instance UUID from the ledger; also the domain UUID.
+    description: Instance UUID from the ledger; also the domain UUID. Required except in check mode.
     type: str
-    required: true
   host:
-    description: Inventory name of the hypervisor (for messages).
+    description: Inventory name of the hypervisor. Required without O(placements).
     type: str
-    required: true
   uri:
-    description: libvirt URI of the hypervisor.
+    description: libvirt URI of the hypervisor. Required without O(placements).
     type: str
-    required: true
+  placements:
+    description:
+      - Several instances at once, each a dict with C(name), C(uuid), C(host), C(uri), C(flavor)
+        and C(alternates) (the C(placements) of M(berth.fleet.schedule), or ledger rows to remove).
+      - Hosts are built in parallel, each host's instances one after the other; each instance's
+        result is in C(results). The task fails if any instance failed, after all were tried.
+    type: list
+    elements: dict
   flavor:
     description: The flavor (C(name), C(vcpus), C(memory_mb), C(root_gb) ...); required with O(state=active).
     type: dict
@@ -50,9 +58,53 @@ options:
     type: str
     default: domain.xml.j2
   domain_type:
-    description: libvirt domain type, V(kvm) or V(qemu) (plain emulation).
+    description:
+      - libvirt domain type, V(kvm) or V(qemu) (plain emulation).
+      - Empty means V(kvm) where the host's C(berth_host_state.supported_instances) offers it, else V(qemu).
     type: str
-    default: kvm
+    choices: [kvm, qemu, ""]
+    default: ""
+  image:
+    description:
+      - Base image, a volume name in O(storage_pool) or a dict with C(name), C(format)
+        (V(qcow2) or V(raw)) and C(source) (absolute path on the controller to upload from).
+      - Names with C(/) or C(..) are refused; only volumes the pool lists are used.
+      - Without an image the root disk is an empty qcow2 volume of the flavor's C(root_gb).
+    type: raw
+  networks:
+    description:
+      - Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name)
+        (the libvirt network or the bridge). MAC addresses are derived from the instance UUID.
+    type: raw
+    default: []
+  user_data:
+    description: cloud-init user data, given to the guest on a NoCloud seed ISO (label C(cidata)).
+    type: str
+  metadata:
+    description: Extra key/value pairs kept in the domain's Berth metadata (escaped).
+    type: dict
+    default: {}
+  alternates:
+    description:
+      - Inventory names of the hosts to retry on, best first (a placement's C(alternates) from
+        M(berth.fleet.schedule)). Each needs C(berth_libvirt_uri) and C(berth_host_state) hostvars.
+      - After a failed build on a host, everything made there is removed and the claim released;
+        the next alternate is claimed through the ledger (re-checked for room) and tried.
+    type: list
+    elements: str
+    default: []
+  max_attempts:
+    description: Hosts tried in all, O(host) first; after that the instance is ERROR with every reason.
+    type: int
+    default: 3
+  lease_seconds:
+    description: Lease of the claim taken on an alternate while it builds.
+    type: int
+    default: 3600
+  autostart:
+    description: Start the domain when its libvirtd starts.
+    type: bool
+    default: false
   boot:
     description: Direct kernel boot, with C(kernel), C(initrd) and C(cmdline) paths on the hypervisor.
     type: dict
@@ -79,11 +131,12 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reports what it would do and changes nothing.
+    description: Reports what it would do (with read-only calls to the hypervisor) and changes nothing.
   diff_mode:
-    support: none
+    support: full
+    description: Shows the domain XML libvirt has now and the one Berth would define.
 author:
-  - Berth developers
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""
@@ -107,6 +160,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+host:
+  description: The hypervisor the instance was built on (O(host) or an alternate).
+  returned: with state=active
+  type: str
+failed_attempts:
+  description: "Why each earlier host failed, each as C(<host>: <reason>)."
+  returned: with state=active
+  type: list
+  elements: str
 domain:
   description: The domain as libvirt reports it after the build (name, uuid, state, vcpus, memory_mb, disks).
   returned: with state=active

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Runs on the controller as the action plugin of the same name; this file carries the documentation.
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    description: Reads only, or reports what it would do and changes nothing.
   diff_mode:
     support: none
+    description: Nothing to show.
 author:
-  - Berth developers
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # The work is done on the controller by the action plugin of the same name
 # (plugins/action/schedule.py); this file carries the documentation.
 from __future__ import annotations
@@ -274,8 +275,9 @@ attributes:
     description: Decides and returns the plan; claims nothing.
   diff_mode:
     support: none
+    description: Nothing to show.
 author:
-  - Berth developers
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Runs on the controller as the action plugin of the same name; this file carries the documentation.
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ attributes:
     description: Works out the whole reconciliation and reports it; writes nothing.
   diff_mode:
     support: none
+    description: Nothing to show.
 author:
-  - Berth developers
+  - Berth developers (@berth)
 """
 
 EXAMPLES = r"""
@@ -83,5 +85,5 @@ report:
     missing_instances: {description: ACTIVE instances whose domain is not on their hypervisor., type: list, elements: dict}
     found_again: {description: Instances flagged missing before whose domain is back., type: list, elements: dict}
     released_claims: {description: Expired claims released (no domain)., type: list, elements: dict}
-    kept_expired_claims: {description: Expired claims kept, each with why., type: list, elements: dict}
+    kept_expired_claims: {description: 'Expired claims kept, each with why.', type: list, elements: dict}
 """

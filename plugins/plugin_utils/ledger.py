@@ -466,8 +466,8 @@ class Ledger:
                     report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
                 else:
                     _release(session, claim, f"build abandoned by {claim.owner}: lease expired at "
-                                              f"{_iso(claim.lease_expires_at)} and no domain on "
-                                              f"{names.get(claim.hypervisor_uuid)}", now)
+                                             f"{_iso(claim.lease_expires_at)} and no domain on "
+                                             f"{names.get(claim.hypervisor_uuid)}", now)
                     report["released_claims"].append(entry)
                     changed = True
             report["changed"] = changed
@@ -834,6 +834,12 @@ class Ledger:
 
 
 # ---- transaction helpers (all take the caller's session) -------------------------------------
+
+
+def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
+    """The flavor an instance row (``to_dict()``) was built with."""
+    return Flavor(name=instance["flavor"], vcpus=instance["vcpus"], memory_mb=instance["memory_mb"],
+                  root_gb=instance["root_gb"], ephemeral_gb=instance["ephemeral_gb"], swap=instance["swap"])
 
 
 def _engine(url: Any) -> Engine:

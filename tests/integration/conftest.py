@@ -37,9 +37,9 @@ class Lab:
         self.inventory = str(fleet.inventory_dir(directory))
         self.ledger_path = str(fleet.ledger_path(directory))
 
-    def playbook(self, playbook: str, *extra: str, check: bool = False) -> dict:
+    def playbook(self, playbook: str, *extra: str, check: bool = False, env_extra: dict | None = None) -> dict:
         """Run a playbook with the JSON callback; returns its parsed output plus rc."""
-        return self.finish(self.start_playbook(playbook, *extra, *(["--check"] if check else [])))
+        return self.finish(self.start_playbook(playbook, *extra, *(["--check"] if check else []), env=env_extra))
 
     def start_playbook(self, playbook: str, *extra: str, inventory: str | None = None,
                        env: dict | None = None, **popen) -> subprocess.Popen:

@@ -30,7 +30,7 @@ def run_inventory(source: str | Path, *args: str, env: dict[str, str] | None = N
         proc = subprocess.run(
             [str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i", str(source), "--list",
              "--output", str(output), *args],
-            cwd=REPO, env=env or ansible_env(), capture_output=True, text=True, timeout=300,
+            cwd=REPO, env=env or ansible_env(), capture_output=True, text=True, timeout=300, check=False,
         )
         assert proc.returncode == 0, proc.stderr
         text = output.read_text()
@@ -76,7 +76,7 @@ def run_playbook(playbook: str | Path, inventory: str | Path, *extra: str, env: 
                ANSIBLE_STDOUT_CALLBACK="berth_test_json")
     proc = subprocess.run(
         [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook), *extra],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     try:
         output = json.loads(proc.stdout)

@@ -97,7 +97,7 @@ def fleet_source(tmp_path_factory):
         lines.append(f"  hv{i}:")
         lines.append(f"    uri: test://{path}")
         lines += [f"    {key}: {value}" for key, value in s["settings"].items()]
-    lines += [f"  broken:", f"    uri: test://{directory}/missing.xml"]
+    lines += ["  broken:", f"    uri: test://{directory}/missing.xml"]
     lines += [
         "aggregates:",
         "  rack_a:",

@@ -74,7 +74,7 @@ def _host_capacity(host_state: HostState, filters: Sequence[Any],
         return HostCapacity(host_state.host, None, None, None)
     # Why the next one does not fit: the limiting filter on the host after `best` instances.
     after = host_state.copy()
-    for _ in range(min(best, 100000)):
+    for _attempt in range(min(best, 100000)):
         after.consume(spec.flavor)
     return HostCapacity(host_state.host, best, limiting.name, limiting.host_passes(after, spec))
 

@@ -370,7 +370,7 @@ class PlainBackend(Backend):
         return len(self.candidates)
 
     def rank(self, wanted: int | None) -> list[Ranked]:
-        self._weighed = weigh_hosts([state for _, state in self.candidates], self.weighers,
+        self._weighed = weigh_hosts([state for _position, state in self.candidates], self.weighers,
                                     self.spec)
         return [Ranked(item.position, item.weight) for item in self._weighed[:wanted]]
 
@@ -392,9 +392,9 @@ class PlainBackend(Backend):
     def explanation(self, full: bool
                     ) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         pairs = sorted(self.rejections.items())
-        misses = [rejection for _, rejection in closest_misses(pairs)]
+        misses = [rejection for _position, rejection in closest_misses(pairs)]
         return (len(pairs), count_reasons(pairs), misses,
-                [rejection for _, rejection in pairs] if full else None)
+                [rejection for _position, rejection in pairs] if full else None)
 
 
 def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
@@ -484,6 +484,8 @@ def _backend(hosts: Sequence[HostState], spec: RequestSpec,
     if use_vectorized:
         try:
             from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast
+            if fast.np is None:
+                raise ImportError("numpy")
         except ImportError:
             # NumPy is a controller dependency; without it the plain path decides the same.
             if spec.engine == "vectorized":
@@ -528,6 +530,3 @@ def first_rejection(
         if rejection is not None:
             return rejection
     return None
-
-
-

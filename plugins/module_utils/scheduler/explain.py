@@ -145,4 +145,4 @@ def closest_misses(rejections: Sequence[tuple[int, Rejection]]) -> list[tuple[in
     scored = [(rejection.shortfall(), position, rejection) for position, rejection in rejections]
     ranked = sorted((item for item in scored if item[0] is not None),
                     key=lambda item: (item[0], item[1]))
-    return [(position, rejection) for _, position, rejection in ranked[:CLOSEST_MISSES_SHOWN]]
+    return [(position, rejection) for _rank, position, rejection in ranked[:CLOSEST_MISSES_SHOWN]]

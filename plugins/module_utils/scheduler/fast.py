@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # the driver then takes the plain path (see driver._backend)
+    np = None
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     Backend,
@@ -144,12 +147,14 @@ class _WeigherState:
     def contributes(self) -> bool:
         # A part that is 0.0 for every host (multiplier 0, or all values equal) adds nothing
         # to any total, which is never -0.0, so it is left out of the sum.
-        assert self.bounds is not None
+        if not (self.bounds is not None):
+            raise AssertionError('internal state')
         return self.bounds[0] != self.bounds[1] and bool(np.any(self.multipliers != 0))
 
     def detail(self, host_state: HostState, spec: RequestSpec) -> WeightDetail:
         """The plain path's WeightDetail for one host, from the plain weigher's own numbers."""
-        assert self.bounds is not None
+        if not (self.bounds is not None):
+            raise AssertionError('internal state')
         raw = self.weigher.raw_value(host_state, spec)
         lower, upper = self.bounds
         if lower == upper:
@@ -237,7 +242,8 @@ class VectorBackend(Backend):
             self.weigher_states = None
             return [Ranked(0, 0.0)]
         self._weigh()
-        assert self.total is not None
+        if not (self.total is not None):
+            raise AssertionError('internal state')
         top = _top_slots(self.total, wanted)
         return [Ranked(int(slot), float(self.total[slot])) for slot in top]
 
@@ -280,7 +286,7 @@ class VectorBackend(Backend):
             free = free[~np.isnan(free)]
             counts.append(ReasonCount(reason, resource, len(members), requested,
                                       float(free.max()) if len(free) else None, int(members[0])))
-        misses = [rejection for _, _, rejection in self.misses]
+        misses = [rejection for _rank, _position, rejection in self.misses]
         rejections = None
         if full:
             rejections = [self.materialized[position] for position in sorted(self.materialized)]
@@ -336,7 +342,8 @@ class VectorBackend(Backend):
 
     def _materialize(self, position: int, index: int) -> Rejection:
         rejection = first_rejection(self.filters, self._peek(position).copy(), self.spec, index)
-        assert rejection is not None, "the vectorised and plain filters disagree"
+        if not (rejection is not None):
+            raise AssertionError("the vectorised and plain filters disagree")
         return rejection
 
     def _note_misses(self, positions: np.ndarray, shortfalls: np.ndarray, index: int) -> None:
@@ -415,7 +422,8 @@ class VectorBackend(Backend):
                 total += part
             self.total = total
         else:
-            assert self.total is not None and changed_slots is not None
+            if not (self.total is not None and changed_slots is not None):
+                raise AssertionError('internal state')
             for slot in changed_slots:
                 value = 0.0
                 for part in parts:
@@ -454,4 +462,3 @@ def _top_slots(total: np.ndarray, wanted: int | None) -> np.ndarray:
     equal = np.flatnonzero(total == threshold)[:wanted - len(above)]
     chosen = np.sort(np.concatenate((above, equal)))
     return chosen[np.argsort(-total[chosen], kind="stable")]
-

@@ -50,6 +50,7 @@ SHORTFALL_REASONS = frozenset({
 def reason_kind(reason: str) -> str:
     return KIND_NOT_NOW if reason in NOT_NOW_REASONS else KIND_NEVER
 
+
 RESOURCE_RAM = "ram"
 RESOURCE_VCPUS = "vcpus"
 RESOURCE_DISK = "disk"

@@ -18,7 +18,7 @@ class AggregateIoOpsFilter(IoOpsFilter):
 
     name = "AggregateIoOpsFilter"
     vector_columns = {
-        "max_io_ops": lambda host_state, spec: AggregateIoOpsFilter.maximum(host_state, spec),
+        "max_io_ops": lambda host_state, spec: AggregateIoOpsFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
     }
 
     @staticmethod

@@ -19,7 +19,7 @@ class AggregateNumInstancesFilter(NumInstancesFilter):
     name = "AggregateNumInstancesFilter"
     vector_columns = {
         "max_instances":
-            lambda host_state, spec: AggregateNumInstancesFilter.maximum(host_state, spec),
+            lambda host_state, spec: AggregateNumInstancesFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
     }
 
     @staticmethod

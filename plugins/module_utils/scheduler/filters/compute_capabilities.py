@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 SCOPE = "capabilities"
+
+
 class ComputeCapabilitiesFilter(BaseHostFilter):
     """The flavor's extra specs (unscoped or "capabilities:") must match the host's facts,
     with Nova's extra_specs_ops operators ("capabilities:cpu_info:arch": "x86_64")."""

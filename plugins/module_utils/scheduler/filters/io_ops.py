@@ -23,7 +23,7 @@ class IoOpsFilter(BaseHostFilter):
 
     name = "IoOpsFilter"
     vector_columns = {
-        "max_io_ops": lambda host_state, spec: IoOpsFilter.maximum(host_state, spec),
+        "max_io_ops": lambda host_state, spec: IoOpsFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
     }
 
     @staticmethod

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     )
 
 
-
 def _compare(args: list[Any], op: Any) -> bool:
     if len(args) < 2:
         return False

@@ -23,7 +23,7 @@ class NumInstancesFilter(BaseHostFilter):
 
     name = "NumInstancesFilter"
     vector_columns = {
-        "max_instances": lambda host_state, spec: NumInstancesFilter.maximum(host_state, spec),
+        "max_instances": lambda host_state, spec: NumInstancesFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
     }
 
     @staticmethod

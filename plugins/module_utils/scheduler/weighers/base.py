@@ -84,7 +84,7 @@ def weigh_hosts(
         # A lone candidate wins whatever its score; the weight would only mislead.
         return [WeighedHost(0, host_states[0], 0.0, [])]
 
-    details: list[list[WeightDetail]] = [[] for _ in host_states]
+    details: list[list[WeightDetail]] = [[] for _host in host_states]
     for weigher in weighers:
         raw_values = [weigher.raw_value(host_state, spec) for host_state in host_states]
         normalized = normalize(raw_values, minval=weigher.minval)

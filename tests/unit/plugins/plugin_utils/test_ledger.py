@@ -210,7 +210,7 @@ def test_delete_forgets_instance_and_claim(ledger):
 # ---- server groups ----------------------------------------------------------------------------
 
 HV1, HV2 = host("hv1", "hv-1", vcpus_total=8, total_ram_mb=8192), host("hv2", "hv-2", vcpus_total=8,
-                                                                          total_ram_mb=8192)
+                                                                       total_ram_mb=8192)
 
 
 def test_server_group_create_is_idempotent_and_its_rules_never_change(ledger):
@@ -235,7 +235,7 @@ def test_server_group_bad_input_names_the_field(ledger, policy, rule, field):
 
 
 def test_server_group_dry_run_writes_nothing(ledger):
-    _, changed = ledger.create_server_group("web", "affinity", dry_run=True)
+    _group, changed = ledger.create_server_group("web", "affinity", dry_run=True)
     assert changed is True and ledger.server_groups() == []
     ledger.create_server_group("web", "affinity")
     assert ledger.delete_server_group("web", dry_run=True) is True
@@ -509,7 +509,7 @@ def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
         finally:
             ledger.close()
 
-    threads = [threading.Thread(target=run) for _ in range(8)]
+    threads = [threading.Thread(target=run) for _thread in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -44,14 +44,14 @@ def test_chance_driver_is_random_among_passing_hosts_and_replayable():
     assert len(picks) > 1 and all("down" not in pick for pick in picks)
     first = schedule(hosts, make_spec(count=3, driver="chance", seed=7))
     assert hosts_of(first) == hosts_of(schedule(hosts, make_spec(count=3, driver="chance",
-                                                                  seed=7)))
+                                                                 seed=7)))
     assert first.placements[0].weights == [] and len(first.placements[0].alternates) == 2
 
 
 def test_host_subset_size_with_a_seed_replays():
     hosts = [make_host(f"hv{number}") for number in range(5)]
     runs = [hosts_of(schedule(hosts, make_spec(count=4, host_subset_size=3, seed=11)))
-            for _ in range(2)]
+            for _copy in range(2)]
     assert runs[0] == runs[1]
 
 

@@ -45,7 +45,7 @@ OPS_CASES = [
 
 
 @pytest.mark.parametrize("value, requirement, matches", OPS_CASES,
-                         ids=[f"{v}|{r}" for v, r, _ in OPS_CASES])
+                         ids=[f"{v}|{r}" for v, r, _expected in OPS_CASES])
 def test_extra_specs_ops(value, requirement, matches):
     assert extra_specs_ops.match(value, requirement) is matches
 

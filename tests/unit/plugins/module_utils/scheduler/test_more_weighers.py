@@ -104,7 +104,7 @@ def test_aggregate_multiplier_overrides_minimum_wins():
     hv2 = make_host("hv2", free_ram_mb=7936)
     weighed = weigh_hosts([hv1, hv2], [WEIGHERS["RAMWeigher"]()], make_spec())
     assert [(item.host_state.host, item.weight) for item in weighed] == [("hv2", 0.5),
-                                                                          ("hv1", 0.25)]
+                                                                         ("hv1", 0.25)]
     assert weighed[1].weights[0].multiplier == 0.25
 
 

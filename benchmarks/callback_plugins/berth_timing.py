@@ -1,0 +1,44 @@
+"""Benchmark-only stdout callback: wall time of each task, as JSON at the end of the run."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = r"""
+name: berth_timing
+type: stdout
+short_description: Task wall times as one JSON document, for Berth's benchmarks
+description: Prints each task's name and seconds, and whether the run failed, at the end.
+"""
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "stdout"
+    CALLBACK_NAME = "berth_timing"
+
+    def __init__(self):
+        super().__init__()
+        self.tasks = []
+        self.failed = []
+        self.started = time.monotonic()
+
+    def _close(self):
+        if self.tasks and "seconds" not in self.tasks[-1]:
+            self.tasks[-1]["seconds"] = time.monotonic() - self.tasks[-1]["start"]
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._close()
+        self.tasks.append({"task": task.get_name(), "start": time.monotonic()})
+
+    def v2_runner_on_failed(self, result, ignore_errors=False, **kwargs):
+        self.failed.append(str(result._result.get("msg", "")))
+
+    def v2_playbook_on_stats(self, stats):
+        self._close()
+        for task in self.tasks:
+            task["start"] -= self.started
+        self._display.display(json.dumps({"tasks": self.tasks, "failed": self.failed}))

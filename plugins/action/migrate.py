@@ -1,0 +1,185 @@
+"""berth.fleet.migrate: move an instance to another hypervisor (controller side)."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.action.instance import (
+    remove_instance,
+    root_volume_name,
+    seed_volume_name,
+)
+from ansible_collections.berth.fleet.plugins.action.schedule import _host_states
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    ACTIVE,
+    ClaimConflict,
+    Ledger,
+    instance_flavor,
+    run_owner,
+)
+
+
+class ActionModule(BerthAction):
+    ARGUMENT_SPEC = {
+        "name": {"type": "str", "required": True},
+        "to_host": {"type": "str"},
+        "mode": {"type": "str", "choices": ["auto", "cold", "live"], "default": "auto"},
+        "hypervisor_group": {"type": "str", "default": "hypervisors"},
+        "storage_pool": {"type": "str", "default": "default"},
+        "timeout": {"type": "float", "default": 120},
+        **LEDGER_ARGS,
+    }
+    _supports_check_mode = True
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        dns_label("name", args["name"])
+        ledger = Ledger(args["ledger_url"]).open()
+        rows = ledger.instances([args["name"]])
+        if not rows:
+            raise InputError("name", f"no instance named {args['name']} in the ledger")
+        instance = rows[0]
+        if instance["state"] != ACTIVE:
+            raise InputError("name", f"{args['name']} is {instance['state']}, only ACTIVE instances migrate")
+        source = instance["host"]
+        states, uris = _host_states({"hosts": None, "hypervisor_group": args["hypervisor_group"]}, task_vars)
+        by_host = {state["host"]: state for state in states}
+        target, why = self._destination(args, ledger, instance, states)
+        result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
+                                  "from_host": source, "to_host": target, "why": why}
+        if self._task.check_mode:
+            result["msg"] = f"would migrate {args['name']} from {source} to {target} ({why})"
+            return result
+        try:
+            claim = ledger.claim_move(instance["uuid"], by_host[target]["uuid"], run_owner())
+        except ClaimConflict as conflict:
+            raise BerthError(f"cannot claim {target} for {args['name']}: {conflict.reason}") from conflict
+        try:
+            with Hypervisor(source, uris[source], args["timeout"]) as src, \
+                    Hypervisor(target, uris[target], args["timeout"]) as dst:
+                address = task_vars["hostvars"][target].get("berth_migration_address")
+                result.update(self._move(src, dst, instance["uuid"], args, address))
+        except Exception:
+            # The domain runs on the source again: the destination's claim goes back.
+            ledger.release_claim(claim["id"])
+            raise
+        # The source is released only now that the domain is gone from it.
+        ledger.finish_move(instance["uuid"], claim["id"])
+        return result
+
+    def _destination(self, args: dict[str, Any], ledger: Ledger, instance: dict[str, Any],
+                     states: list[dict[str, Any]]) -> tuple[str, str]:
+        """The named host, checked; else the scheduler's pick among the others (never the source)."""
+        source = instance["host"]
+        hosts = {state["host"]: state for state in states}
+        if args["to_host"]:
+            target = args["to_host"]
+            if target == source:
+                raise InputError("to_host", f"{args['name']} already runs on {source}: name another host")
+            if target not in hosts:
+                raise InputError("to_host", f"unknown host {target} (hypervisors: {', '.join(sorted(hosts))})")
+            if not hosts[target].get("service_up"):
+                raise BerthError(f"{target} does not answer: {hosts[target].get('disabled_reason') or 'down'}")
+            return target, "named by to_host"
+        # No sync here: the facts are from the start of the run, and a drain moves instances
+        # within it; the ledger's claims (moved by each migration) are the usage that counts.
+        flavor = instance_flavor(instance)
+        views = ledger.tracker_states(states)
+        decision = schedule([HostState.from_dict(view) for view in views],
+                            RequestSpec(flavor=flavor, count=1, ignore_hosts=[source]))
+        if not decision.ok:
+            reasons = "; ".join(f"{r.host}: {r.message()}" for r in decision.rejections)
+            raise BerthError(f"no valid host to migrate {args['name']} to: {decision.summary}. {reasons}")
+        return decision.placements[0].host, f"chosen by the scheduler: {decision.summary}"
+
+    def _move(self, src: Hypervisor, dst: Hypervisor, uuid: str, args: dict[str, Any],
+              address: str | None) -> dict[str, Any]:
+        pool = args["storage_pool"]
+        domain = src.find_domain(uuid)
+        if domain is None:
+            raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
+        running = domain["state"] == "running"
+        volumes = [name for name in (root_volume_name(uuid), seed_volume_name(uuid)) if src.volume(pool, name)]
+        self._ensure_base_images(src, dst, pool, volumes)
+        live_refused = None
+        if args["mode"] in ("auto", "live"):
+            live_refused = self._live_refused(src, dst, running)
+            if live_refused is None:
+                try:
+                    for name in volumes:
+                        self._copy(src, dst, pool, name, empty=(name == root_volume_name(uuid)))
+                    src.live_migrate(uuid, dst, address)
+                except HypervisorError as exc:
+                    remove_instance(dst, uuid, pool)
+                    live_refused = f"live migration failed: {exc}"
+                else:
+                    for name in volumes:
+                        src.delete_volume(pool, name)
+                    return {"mode": "live"}
+            if args["mode"] == "live":
+                raise BerthError(f"cannot live-migrate {args['name']}: {live_refused}")
+        return {"mode": "cold", "live_refused": live_refused, **self._cold(src, dst, uuid, pool, volumes, running)}
+
+    @staticmethod
+    def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
+        if not running:
+            return "the domain is not running"
+        for hv in (src, dst):
+            if not hv.can_live_migrate():
+                return f"{hv.host} does not offer live migration in its capabilities"
+        return None
+
+    @staticmethod
+    def _ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: list[str]) -> None:
+        """An overlay needs its base image in the destination pool: copy it there if missing."""
+        for name in volumes:
+            info = ET.fromstring(src.volume_xml(pool, name))
+            base_path = info.findtext("backingStore/path")
+            if base_path:
+                base = os.path.basename(base_path)
+                if dst.volume(pool, base) is None:
+                    src.copy_volume_to(dst, pool, base)
+
+    @staticmethod
+    def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = False) -> None:
+        if empty:
+            # Live migration copies the disk's contents itself: the target needs an empty overlay.
+            dst.create_volume_like(src, pool, name)
+        else:
+            src.copy_volume_to(dst, pool, name)
+
+    @staticmethod
+    def _cold(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: list[str],
+              running: bool) -> dict[str, Any]:
+        xml = src.domain_xml(uuid, inactive=True)
+        src.stop(uuid)
+        try:
+            for name in volumes:
+                src.copy_volume_to(dst, pool, name)
+            dst.define(_repoint_disks(xml, src.pool_path(pool), dst.pool_path(pool)))
+            if running:
+                dst.start(uuid, src.autostart(uuid))
+        except Exception:
+            remove_instance(dst, uuid, pool)
+            if running:
+                src.start(uuid, src.autostart(uuid))
+            raise
+        remove_instance(src, uuid, pool)
+        return {"restarted": running}
+
+
+def _repoint_disks(domain_xml: str, source_pool_path: str, target_pool_path: str) -> str:
+    """The same definition with disk paths in the destination's pool directory."""
+    root = ET.fromstring(domain_xml)
+    for source in root.findall("devices/disk/source"):
+        path = source.get("file")
+        if path and os.path.dirname(path) == source_pool_path:
+            source.set("file", os.path.join(target_pool_path, os.path.basename(path)))
+    return ET.tostring(root, encoding="unicode")

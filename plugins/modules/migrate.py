@@ -1,0 +1,101 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done on the controller by the action plugin of the same name; this file carries
+# the documentation.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: migrate
+short_description: Move a Berth instance to another hypervisor
+version_added: 0.1.0
+description:
+  - Moves the ACTIVE instance O(name) to O(to_host), or to the host the scheduler picks among
+    the others (never the one it is on), with the instance's flavor and the ledger's usage.
+  - The destination is claimed through the ledger first (re-checked for room); the source keeps
+    the instance's amounts as held usage until the domain is gone from it, then releases them.
+  - Cold migration stops the domain, copies its volumes to the destination's pool through libvirt
+    streams (its base image too, if the destination lacks it), defines it there, starts it if it
+    ran, and removes it and its volumes from the source.
+  - Live migration (peer to peer, copying the disks) is used with O(mode=auto) where the domain
+    runs and both hosts offer it in their capabilities; if it fails, O(mode=auto) falls back to
+    cold migration and says why. The destination's hostvar C(berth_migration_address), if set,
+    is the address the source's QEMU sends memory and disks to (else its hostname).
+  - On any failure the destination is cleaned up, the domain runs on the source again and the
+    claim goes back to the source.
+options:
+  name:
+    description: The instance name (as in the ledger).
+    type: str
+    required: true
+  to_host:
+    description: Inventory name of the destination; omitted, the scheduler picks one.
+    type: str
+  mode:
+    description: V(auto), V(cold) or V(live).
+    type: str
+    choices: [auto, cold, live]
+    default: auto
+  hypervisor_group:
+    description: Inventory group of the hypervisors.
+    type: str
+    default: hypervisors
+  storage_pool:
+    description: The storage pool of the instance's volumes, the same name on both hosts.
+    type: str
+    default: default
+  timeout:
+    description: Seconds each libvirt call may take (a volume copy is one call).
+    type: float
+    default: 120
+  ledger:
+    description: Unused; the ledger is always needed to migrate.
+    type: bool
+    default: true
+  ledger_url:
+    description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Decides the destination and reports it; claims and moves nothing.
+  diff_mode:
+    support: none
+    description: Nothing to show.
+author:
+  - Berth developers (@berth)
+"""
+
+EXAMPLES = r"""
+- name: Move web-1 wherever the scheduler says
+  berth.fleet.migrate:
+    name: web-1
+
+- name: Move web-2 to kvm02, cold
+  berth.fleet.migrate:
+    name: web-2
+    to_host: kvm02
+    mode: cold
+"""
+
+RETURN = r"""
+from_host:
+  description: Where the instance ran.
+  returned: always
+  type: str
+to_host:
+  description: Where it runs now (or would, in check mode).
+  returned: always
+  type: str
+why:
+  description: Named by to_host, or the scheduler's summary.
+  returned: always
+  type: str
+mode:
+  description: V(cold) or V(live), the way it moved.
+  returned: changed and not check mode
+  type: str
+live_refused:
+  description: Why an O(mode=auto) migration was not live.
+  returned: when mode is cold
+  type: str
+"""

@@ -1,0 +1,38 @@
+"""cloud-init NoCloud seed images, built in memory on the controller.
+
+The seed is an ISO 9660 image labelled ``cidata`` holding ``user-data`` and ``meta-data``, as
+cloud-init's NoCloud datasource reads it. It is built with pycdlib (no genisoimage, no shell)
+and uploaded to the instance's storage pool through libvirt.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+
+try:
+    import pycdlib
+except ImportError:  # reported by seed_iso() where it is needed
+    pycdlib = None
+
+
+def meta_data(instance_uuid: str, hostname: str) -> str:
+    # JSON is valid YAML, and json.dumps quotes whatever the values hold.
+    return json.dumps({"instance-id": instance_uuid, "local-hostname": hostname}) + "\n"
+
+
+def seed_iso(instance_uuid: str, hostname: str, user_data: str) -> bytes:
+    if pycdlib is None:
+        raise BerthError("user_data needs the Python package pycdlib on the controller (pip install pycdlib)")
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
+    files = (("USERDATA.;1", "user-data", user_data), ("METADATA.;1", "meta-data", meta_data(instance_uuid, hostname)))
+    for iso_name, name, text in files:
+        data = text.encode("utf-8")
+        iso.add_fp(io.BytesIO(data), len(data), f"/{iso_name}", rr_name=name, joliet_path=f"/{name}")
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()

@@ -1,0 +1,173 @@
+"""Launch options on the real lab fleet: images and overlays, networks, NoCloud seeds, metadata,
+autostart, check mode's plan and diff, and bad input refused before anything changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import changed_count, failed_messages
+
+pytestmark = pytest.mark.integration
+
+BERTH = "{urn:berth:instance:1}"
+
+
+def task_result(output: dict, task: str) -> dict:
+    for play in output["plays"]:
+        for entry in play["tasks"]:
+            if entry["task"] == task or entry["task"].endswith(f" : {task}"):
+                return entry["hosts"]["localhost"]
+    raise AssertionError(f"no task {task!r} in the run")
+
+
+def fleet_snapshot(lab) -> dict:
+    """Everything a launch could change: domains and volumes on every host, ledger rows."""
+    return {
+        "domains": {host: lab.virsh(host, "list", "--all", "--name").split() for host in lab.hosts},
+        "volumes": {host: sorted(lab.virsh(host, "vol-list", "default").split()) for host in lab.hosts},
+        "instances": lab.ledger_rows("instances"),
+        "claims": lab.ledger_rows("claims"),
+    }
+
+
+@pytest.fixture(scope="module")
+def base_image(tmp_path_factory):
+    path = tmp_path_factory.mktemp("images") / "tiny.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(path), "64M"], check=True)
+    return str(path)
+
+
+def test_image_overlay_seed_metadata_autostart_then_unchanged_then_deleted(lab, base_image):
+    hostile = 'a"b\'c<d>&e]]>f'
+    request = {
+        "name": "img", "count": 2, "flavor": "m1.tiny",
+        "image": {"name": "tiny.qcow2", "source": base_image},
+        "networks": [{"type": "user"}],
+        "user_data": "#cloud-config\nhostname: img\n",
+        "metadata": {"team": hostile},
+        "autostart": True,
+    }
+    extra = ("-e", json.dumps(request))
+
+    first = lab.playbook("launch.yml", *extra)
+    assert first["rc"] == 0, failed_messages(first) or first["stderr"]
+    rows = {row["name"]: row for row in lab.ledger_rows("instances") if row["name"].startswith("img-")}
+    assert sorted(rows) == ["img-1", "img-2"]
+    assert {row["state"] for row in rows.values()} == {"ACTIVE"}
+
+    for row in rows.values():
+        host, uuid = row["host"], row["uuid"]
+        volumes = lab.virsh(host, "vol-list", "default")
+        # The image was uploaded to the chosen host through libvirt, once.
+        assert "tiny.qcow2" in volumes
+        overlay = ET.fromstring(lab.virsh(host, "vol-dumpxml", "--pool", "default", f"berth-{uuid}-root.qcow2"))
+        assert overlay.findtext("backingStore/path") == "/var/lib/libvirt/images/tiny.qcow2"
+        assert overlay.find("target/format").get("type") == "qcow2"
+        # 1 GiB from the flavor, larger than the 64 MiB image.
+        assert overlay.findtext("capacity") == str(1024 ** 3)
+        assert f"berth-{uuid}-seed.iso" in volumes
+        domain = ET.fromstring(lab.virsh(host, "dumpxml", row["name"]))
+        meta = domain.find(f"metadata/{BERTH}instance")
+        assert meta.findtext(f"{BERTH}uuid") == uuid
+        assert meta.find(f"{BERTH}meta").get("key") == "team"
+        assert meta.findtext(f"{BERTH}meta") == hostile  # escaped going in, the same text coming out
+        assert [i.get("type") for i in domain.findall("devices/interface")] == ["user"]
+        assert domain.find("devices/disk[@device='cdrom']/source").get("file").endswith("-seed.iso")
+        assert "Autostart:      enable" in lab.virsh(host, "dominfo", row["name"])
+        assert lab.virsh(host, "domstate", row["name"]).strip() == "running"
+
+    before = fleet_snapshot(lab)
+    second = lab.playbook("launch.yml", *extra)
+    assert second["rc"] == 0, failed_messages(second)
+    assert changed_count(second) == 0
+    assert fleet_snapshot(lab) == before
+
+    deleted = lab.playbook("delete.yml", "-e", "name=img")
+    assert deleted["rc"] == 0, failed_messages(deleted)
+    for row in rows.values():
+        volumes = lab.virsh(row["host"], "vol-list", "default")
+        assert row["uuid"] not in volumes
+        assert "tiny.qcow2" in volumes  # the image stays for the next instance
+    assert not [r for r in lab.ledger_rows("instances") if r["name"].startswith("img-")]
+
+
+def test_check_mode_plans_exactly_what_the_real_run_does_and_changes_nothing(lab):
+    extra = ("-e", "name=pred", "-e", "count=3", "-e", "flavor=m1.tiny")
+    before = fleet_snapshot(lab)
+
+    dry = lab.playbook("launch.yml", *extra, "--diff", check=True)
+    assert dry["rc"] == 0, failed_messages(dry)
+    assert fleet_snapshot(lab) == before
+    planned = {p["name"]: p["host"] for p in task_result(dry, "Schedule the instances")["placements"]}
+    assert sorted(planned) == ["pred-1", "pred-2", "pred-3"]
+    built = task_result(dry, "Build instances on their hypervisors")["results"]
+    # --diff shows each domain's XML as it would be defined.
+    for item in built:
+        after = ET.fromstring(item["diff"]["after"])
+        assert after.findtext("name") == item["item"]["name"]
+        assert after.get("type") == "qemu"
+
+    real = lab.playbook("launch.yml", *extra)
+    assert real["rc"] == 0, failed_messages(real)
+    done = {r["name"]: r["host"] for r in lab.ledger_rows("instances") if r["name"].startswith("pred-")}
+    assert done == planned
+
+    again = lab.playbook("launch.yml", *extra, check=True)
+    assert again["rc"] == 0 and changed_count(again) == 0
+
+    assert lab.playbook("delete.yml", "-e", "name=pred")["rc"] == 0
+
+
+BAD_INPUT = [
+    pytest.param({"name": "Web_1"}, "name", id="name-not-dns-label"),
+    pytest.param({"name": 'web"><x'}, "name", id="name-breaks-xml"),
+    pytest.param({"name": "web]]>"}, "name", id="name-cdata-end"),
+    pytest.param({"name": "x" * 70}, "name", id="name-too-long"),
+    pytest.param({"image": "../../etc/passwd"}, "image.name", id="image-dotdot"),
+    pytest.param({"image": "/etc/passwd"}, "image.name", id="image-absolute"),
+    pytest.param({"image": {"name": "a/b.qcow2"}}, "image.name", id="image-subdir"),
+    pytest.param({"image": {"name": "ok.qcow2", "source": "relative.qcow2"}}, "image.source", id="image-source-relative"),
+    pytest.param({"image": "no-such-image.qcow2"}, "unknown image no-such-image.qcow2", id="image-unknown"),
+    pytest.param({"flavor": {"vcpus": 0, "memory_mb": 512, "root_gb": 1}}, "flavor.vcpus", id="flavor-zero"),
+    pytest.param({"flavor": {"vcpus": 1, "memory_mb": -512, "root_gb": 1}}, "flavor.memory_mb", id="flavor-negative"),
+    pytest.param({"flavor": {"vcpus": 1.5, "memory_mb": 512, "root_gb": 1}}, "flavor.vcpus", id="flavor-fraction"),
+    pytest.param({"flavor": {"vcpus": 1, "memory_mb": "lots", "root_gb": 1}}, "flavor.memory_mb", id="flavor-string"),
+    pytest.param({"flavor": "m1.huge"}, "unknown flavor 'm1.huge'", id="flavor-unknown"),
+    pytest.param({"networks": [{"type": "network", "name": "nosuchnet"}]}, "network nosuchnet", id="network-unknown"),
+    pytest.param({"networks": [{"type": "wifi"}]}, "networks[0].type", id="network-type"),
+    pytest.param({"networks": [{"type": "bridge", "name": "br0'/><x"}]}, "networks[0].name", id="bridge-breaks-xml"),
+    pytest.param({"metadata": {"a b": "x"}}, "metadata keys", id="metadata-key"),
+    pytest.param({"metadata": {"k": "bell\x07"}}, "metadata.k", id="metadata-control-char"),
+    pytest.param({"count": 0}, "count", id="count-zero"),
+    pytest.param({"count": 100000}, "count", id="count-absurd"),
+]
+
+
+@pytest.mark.parametrize("override, expected", BAD_INPUT)
+def test_bad_input_is_refused_before_anything_changes(lab, override, expected):
+    request = {"name": "bad", "count": 1, "flavor": "m1.tiny", **override}
+    before = fleet_snapshot(lab)
+
+    result = lab.playbook("launch.yml", "-e", json.dumps(request))
+
+    assert result["rc"] != 0
+    message = " ".join(failed_messages(result))
+    assert expected in message, message
+    assert fleet_snapshot(lab) == before
+
+
+def test_ignore_and_force_hosts_reach_the_scheduler(lab):
+    ignored = lab.playbook("launch.yml", "-e", json.dumps(
+        {"name": "ign", "count": 2, "ignore_hosts": ["hv1", "hv2"]}))
+    assert ignored["rc"] == 0, failed_messages(ignored)
+    forced = lab.playbook("launch.yml", "-e", json.dumps({"name": "frc", "count": 2, "force_hosts": ["hv2"]}))
+    assert forced["rc"] == 0, failed_messages(forced)
+
+    hosts = {r["name"]: r["host"] for r in lab.ledger_rows("instances")}
+    assert [hosts["ign-1"], hosts["ign-2"]] == ["hv3", "hv3"]
+    assert [hosts["frc-1"], hosts["frc-2"]] == ["hv2", "hv2"]
+    for name in ("ign", "frc"):
+        assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0

@@ -1,0 +1,86 @@
+"""migrate.yml on the real lab fleet: a running instance moves, and the ledger and libvirt agree."""
+
+from __future__ import annotations
+
+import check
+import fleet
+import pytest
+from conftest import changed_count, failed_messages
+from test_launch_options import fleet_snapshot, task_result
+
+pytestmark = pytest.mark.integration
+
+BOOT_TIMEOUT_S = 120
+
+
+def where(lab, name: str) -> tuple[dict, list[str]]:
+    """The ledger row of an instance and the hosts whose libvirt has a domain of its UUID."""
+    row = next(r for r in lab.ledger_rows("instances") if r["name"] == name)
+    hosts = [host for host in lab.hosts if row["uuid"] in lab.virsh(host, "list", "--all", "--uuid")]
+    return row, hosts
+
+
+def assert_ledger_and_libvirt_agree(lab, name: str) -> dict:
+    row, hosts = where(lab, name)
+    assert hosts == [row["host"]]
+    assert lab.virsh(row["host"], "domstate", row["uuid"]).strip() == "running"
+    claims = [c for c in lab.ledger_rows("claims") if c["instance_uuid"] == row["uuid"]]
+    assert [c["hypervisor_uuid"] for c in claims] == [fleet.host_uuid(lab.dir, row["host"])]
+    for host in set(lab.hosts) - {row["host"]}:
+        assert row["uuid"] not in lab.virsh(host, "vol-list", "default")
+    return row
+
+
+def test_running_instance_migrates_live_then_cold_and_ledger_agrees_with_libvirt(lab):
+    launched = lab.playbook("launch.yml", "-e", "name=mig", "-e", "count=1")
+    assert launched["rc"] == 0, failed_messages(launched)
+    start = assert_ledger_and_libvirt_agree(lab, "mig-1")
+    log = fleet.log_dir(lab.dir, start["host"]) / "mig-1.serial.log"
+    assert check.wait_for_marker(log, start["uuid"], BOOT_TIMEOUT_S), "the guest did not boot"
+
+    before = fleet_snapshot(lab)
+    dry = lab.playbook("migrate.yml", "-e", "instance=mig-1", check=True)
+    assert dry["rc"] == 0, failed_messages(dry)
+    assert fleet_snapshot(lab) == before
+    predicted = task_result(dry, "Migrate the instance")["to_host"]
+    assert predicted != start["host"]
+
+    live = lab.playbook("migrate.yml", "-e", "instance=mig-1")
+    assert live["rc"] == 0, failed_messages(live)
+    moved = task_result(live, "Migrate the instance")
+    assert (moved["from_host"], moved["to_host"], moved["mode"]) == (start["host"], predicted, "live")
+    after_live = assert_ledger_and_libvirt_agree(lab, "mig-1")
+    assert after_live["host"] == predicted and after_live["uuid"] == start["uuid"]
+
+    third = next(h for h in lab.hosts if h not in (start["host"], predicted))
+    cold = lab.playbook("migrate.yml", "-e", "instance=mig-1", "-e", f"to_host={third}", "-e", "mode=cold")
+    assert cold["rc"] == 0, failed_messages(cold)
+    assert task_result(cold, "Migrate the instance")["mode"] == "cold"
+    after_cold = assert_ledger_and_libvirt_agree(lab, "mig-1")
+    assert after_cold["host"] == third
+    # A cold move restarts the guest on its new host: it boots again there.
+    log = fleet.log_dir(lab.dir, third) / "mig-1.serial.log"
+    assert check.wait_for_marker(log, start["uuid"], BOOT_TIMEOUT_S), "the guest did not boot on its new host"
+
+    same = lab.playbook("migrate.yml", "-e", "instance=mig-1", "-e", f"to_host={third}")
+    assert same["rc"] != 0
+    assert f"already runs on {third}" in " ".join(failed_messages(same))
+    assert changed_count(same) == 0
+
+    assert lab.playbook("delete.yml", "-e", "name=mig")["rc"] == 0
+
+
+def test_drain_moves_every_instance_off_a_host(lab):
+    launched = lab.playbook("launch.yml", "-e", "name=drn", "-e", "count=3")
+    assert launched["rc"] == 0, failed_messages(launched)
+    drained_host = next(r["host"] for r in lab.ledger_rows("instances") if r["name"] == "drn-1")
+
+    drained = lab.playbook("drain.yml", "-e", f"drain_host={drained_host}")
+    assert drained["rc"] == 0, failed_messages(drained)
+    assert lab.virsh(drained_host, "list", "--all", "--name").split() == []
+    for name in ("drn-1", "drn-2", "drn-3"):
+        moved = assert_ledger_and_libvirt_agree(lab, name)
+        assert moved["host"] != drained_host
+
+    assert lab.playbook("delete.yml", "-e", "name=drn")["rc"] == 0
+    assert all(lab.virsh(host, "list", "--all", "--name").split() == [] for host in lab.hosts)
