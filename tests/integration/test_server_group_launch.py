@@ -1,0 +1,70 @@
+"""An anti-affinity group over the 3-host lab fleet: ten do not fit, three do, one per host,
+exactly where check mode said they would go."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import REPO, ansible_env, changed_count, failed_messages
+
+pytestmark = pytest.mark.integration
+
+
+def server_group(lab, state: str) -> None:
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible"), "-i", lab.inventory, "localhost", "-m",
+         "berth.fleet.server_group", "-a",
+         f"name=spread policy=anti-affinity state={state} ledger_url={{{{ berth_ledger_url }}}}"],
+        cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def scheduled(output: dict) -> list[dict]:
+    for play in output["plays"]:
+        for task in play["tasks"]:
+            if task["task"] == "Schedule the instances":
+                return task["hosts"]["localhost"]["placements"]
+    raise AssertionError("the run has no scheduling task")
+
+
+def fleet_state(lab) -> dict:
+    return {
+        "domains": {host: lab.virsh(host, "list", "--all", "--name").split() for host in lab.hosts},
+        "volumes": {host: sorted(lab.virsh(host, "vol-list", "default").split()) for host in lab.hosts},
+        "instances": lab.ledger_rows("instances"),
+        "claims": lab.ledger_rows("claims"),
+    }
+
+
+def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
+    server_group(lab, "present")
+    try:
+        before = fleet_state(lab)
+        ten = lab.playbook("launch.yml", "-e", json.dumps(
+            {"name": "spread", "count": 10, "flavor": "m1.tiny", "server_group": "spread"}))
+        assert ten["rc"] != 0
+        message = " ".join(failed_messages(ten))
+        # Three instances take the three hosts; the fourth finds every host holding a member.
+        assert "0/3 hosts are available for instance 4 of 10: 3 anti-affinity group spread" in message, message
+        assert fleet_state(lab) == before, "a failed request must leave nothing behind"
+
+        three = {"name": "spread", "count": 3, "flavor": "m1.tiny", "server_group": "spread"}
+        plan = lab.playbook("launch.yml", "-e", json.dumps(three), check=True)
+        assert plan["rc"] == 0, failed_messages(plan)
+        assert fleet_state(lab) == before, "check mode must change nothing"
+        planned = {p["name"]: p["host"] for p in scheduled(plan)}
+
+        real = lab.playbook("launch.yml", "-e", json.dumps(three))
+        assert real["rc"] == 0, failed_messages(real)
+        assert changed_count(real) > 0
+        placed = {row["name"]: row["host"] for row in lab.ledger_rows("instances") if row["name"].startswith("spread-")}
+        assert placed == planned
+        assert sorted(placed.values()) == sorted(lab.hosts)
+        for name, host in placed.items():
+            assert lab.virsh(host, "domstate", name).strip() == "running"
+    finally:
+        deleted = lab.playbook("delete.yml", "-e", "name=spread")
+        assert deleted["rc"] == 0, failed_messages(deleted)
+        server_group(lab, "absent")
