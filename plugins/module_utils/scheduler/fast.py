@@ -17,6 +17,7 @@ random scenarios), because it leans on three facts of Nova's algorithm:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 try:
@@ -37,6 +38,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.explain impo
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -54,17 +56,24 @@ _NUMBER_COLUMNS = (
     "ram_allocation_ratio", "disk_allocation_ratio", "failed_builds",
 )
 _CONSUMED_COLUMNS = ("free_ram_mb", "free_disk_mb", "vcpus_used", "num_instances", "num_io_ops")
+_MISSING = object()  # "no aggregate sets this key": no metadata value can be this object
 
 
 class Columns:
-    """The hosts' numbers as float64 arrays, one attribute per HostState field."""
+    """The hosts' numbers as float64 arrays, one attribute per HostState field, and every
+    per-host number that stays the same for the whole request (filters' own columns, such as
+    allocation ratios), built once per request so that filtering is array operations only."""
 
     def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
                  filters: Sequence[BaseHostFilter]) -> None:
         count = len(hosts)
-        for name in _NUMBER_COLUMNS:
-            setattr(self, name, np.array([getattr(host, name) for host in hosts],
-                                         dtype=np.float64))
+        self.hosts = hosts
+        # One attrgetter call per host fetches all the fields, rather than one getattr per
+        # host and field; the values convert to float64 exactly as one column at a time.
+        table = np.array(list(map(attrgetter(*_NUMBER_COLUMNS), hosts)), dtype=np.float64)
+        table = table.reshape(count, len(_NUMBER_COLUMNS))
+        for index, name in enumerate(_NUMBER_COLUMNS):
+            setattr(self, name, np.ascontiguousarray(table[:, index]))
         self.hypervisor_version = np.array([host.hypervisor_version or 0 for host in hosts],
                                            dtype=np.float64)
         self.disabled = np.array([host.disabled for host in hosts], dtype=bool)
@@ -72,15 +81,56 @@ class Columns:
         self.zeros = np.zeros(count, dtype=np.float64)
         self.zeros_float = self.zeros
         self.group_members = np.zeros(count, dtype=np.float64)
+        self.aggregate_groups = _aggregate_groups(hosts)
         # Each filter's own columns apart: RamFilter's and AggregateRamFilter's "ram_ratio"
         # differ.
         self.per_filter: dict[str, dict[str, np.ndarray]] = {
             host_filter.name: {
-                name: np.array([compute(host, spec) for host in hosts], dtype=np.float64)
-                for name, compute in host_filter.vector_columns.items()
+                name: self._filter_column(column, spec)
+                for name, column in host_filter.vector_columns.items()
             }
             for host_filter in filters
         }
+
+    def _filter_column(self, column: Any, spec: RequestSpec) -> np.ndarray:
+        if not isinstance(column, VectorColumn):
+            # A function of the host: only host by host.
+            return np.array([column(host, spec) for host in self.hosts], dtype=np.float64)
+        if column.field is not None:
+            default = np.array(getattr(self, column.field), dtype=np.float64)  # a copy
+        else:
+            default = np.full(len(self.hosts), getattr(spec, str(column.option)),
+                              dtype=np.float64)
+        if column.aggregate_key is None:
+            return default
+        return self.aggregate_numbers(column.aggregate_key, default)
+
+    def aggregate_numbers(self, key: str, default: np.ndarray) -> np.ndarray:
+        """HostState.aggregate_number(key, default) for every host, `default` an array (which
+        is updated and returned). Hosts without aggregates keep their default without any
+        Python work; each group of hosts with the same aggregate metadata pays one lookup."""
+        for positions, host in self.aggregate_groups:
+            number = host.aggregate_number(key, _MISSING)
+            if number is not _MISSING:
+                default[positions] = number
+        return default
+
+
+def _aggregate_groups(hosts: Sequence[HostState]) -> list[tuple[np.ndarray, HostState]]:
+    """The hosts that have aggregates, grouped so that every host of a group gets the same
+    HostState.aggregate_number for any key: (positions, one of the hosts).
+
+    The group key is what aggregate_values reads: each metadata name with its value as a
+    string, aggregate after aggregate. One flat sequence is enough, as a name appears at most
+    once per aggregate, so the sequence still gives each name's values in aggregate order.
+    """
+    groups: dict[tuple[tuple[Any, str], ...], tuple[list[int], HostState]] = {}
+    for position, host in enumerate(hosts):
+        if host.aggregates:
+            key = tuple([(name, str(value)) for aggregate in host.aggregates
+                         for name, value in aggregate["metadata"].items()])
+            groups.setdefault(key, ([], host))[0].append(position)
+    return [(np.array(positions, dtype=np.int64), host) for positions, host in groups.values()]
 
 
 class _RowView:
@@ -190,6 +240,9 @@ class VectorBackend(Backend):
         self.positions_by_name: dict[str, list[int]] = {}
         for position, host in enumerate(hosts):
             self.positions_by_name.setdefault(host.host, []).append(position)
+        # Each weigher's per-host multiplier, aligned with self.weighers: they hold for the
+        # whole request, so the first instance's weighing need not look them up.
+        self.multipliers = [self._multipliers(weigher) for weigher in weighers]
         self.weigher_states: list[_WeigherState] | None = None
         self.weighed_rows = 0
         self.total: np.ndarray | None = None
@@ -400,7 +453,8 @@ class VectorBackend(Backend):
     def _weigh(self) -> None:
         if self.weigher_states is None or self.weighed_rows != len(self.rows):
             self.weighed_rows = len(self.rows)
-            self.weigher_states = [self._weigher_state(weigher) for weigher in self.weighers]
+            self.weigher_states = [self._weigher_state(weigher, multipliers) for weigher,
+                                   multipliers in zip(self.weighers, self.multipliers)]
             self.total = None
             changed_slots = None
         else:
@@ -430,26 +484,32 @@ class VectorBackend(Backend):
                     value += float(part[slot])
                 self.total[slot] = value
 
-    def _weigher_state(self, weigher: BaseWeigher) -> _WeigherState:
+    def _multipliers(self, weigher: BaseWeigher) -> np.ndarray:
+        """weigher.multiplier(host, spec) for every host."""
+        if type(weigher).multiplier is not BaseWeigher.multiplier:
+            # A weigher with its own rule: ask it host by host.
+            return np.array([weigher.multiplier(host, self.spec) for host in self.hosts],
+                            dtype=np.float64)
+        # BaseWeigher.multiplier: the request's default, unless the host's aggregates set a
+        # number for the option (the smallest wins).
+        default = self.spec.weight_multipliers.get(weigher.multiplier_option,
+                                                   weigher.default_multiplier)
+        return self.columns.aggregate_numbers(
+            weigher.multiplier_option, np.full(len(self.hosts), float(default)))
+
+    def _weigher_state(self, weigher: BaseWeigher, multipliers: np.ndarray) -> _WeigherState:
         full_rows = len(self.rows) == len(self.hosts)
         view = _RowView(self.columns, None if full_rows else self.rows)
         raw = weigher.vector_raw(view, self.spec)
-        positions = self.rows.tolist()
         if raw is None:
-            raw = np.array([weigher.raw_value(self._peek(p), self.spec) for p in positions],
-                           dtype=np.float64)
+            raw = np.array([weigher.raw_value(self._peek(p), self.spec)
+                            for p in self.rows.tolist()], dtype=np.float64)
         else:
             raw = np.array(raw, dtype=np.float64)
             # Consumed hosts: the plain weigher reads their numbers as they are now.
             for slot in self._slots(sorted(self.working)):
                 raw[slot] = weigher.raw_value(self.working[int(self.rows[slot])], self.spec)
-        default = self.spec.weight_multipliers.get(weigher.multiplier_option,
-                                                   weigher.default_multiplier)
-        multipliers = np.full(len(positions), float(default))
-        for slot, position in enumerate(positions):
-            if self.hosts[position].aggregates:
-                multipliers[slot] = weigher.multiplier(self.hosts[position], self.spec)
-        return _WeigherState(weigher, raw, multipliers)
+        return _WeigherState(weigher, raw, multipliers if full_rows else multipliers[self.rows])
 
 
 def _top_slots(total: np.ndarray, wanted: int | None) -> np.ndarray:

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    VectorColumn,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.core import CoreFilter
 
 if TYPE_CHECKING:
@@ -16,7 +19,8 @@ class AggregateCoreFilter(CoreFilter):
 
     name = "AggregateCoreFilter"
     vector_columns = {
-        "cpu_ratio": lambda host_state, spec: AggregateCoreFilter.allocation_ratio(host_state),
+        "cpu_ratio": VectorColumn(field="cpu_allocation_ratio",
+                                  aggregate_key="cpu_allocation_ratio"),
     }
 
     @staticmethod

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    VectorColumn,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.disk import DiskFilter
 
 if TYPE_CHECKING:
@@ -16,7 +19,8 @@ class AggregateDiskFilter(DiskFilter):
 
     name = "AggregateDiskFilter"
     vector_columns = {
-        "disk_ratio": lambda host_state, spec: AggregateDiskFilter.allocation_ratio(host_state),
+        "disk_ratio": VectorColumn(field="disk_allocation_ratio",
+                                   aggregate_key="disk_allocation_ratio"),
     }
 
     @staticmethod

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    VectorColumn,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.io_ops import (
     IoOpsFilter,
 )
@@ -18,7 +21,8 @@ class AggregateIoOpsFilter(IoOpsFilter):
 
     name = "AggregateIoOpsFilter"
     vector_columns = {
-        "max_io_ops": lambda host_state, spec: AggregateIoOpsFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
+        "max_io_ops": VectorColumn(option="max_io_ops_per_host",
+                                   aggregate_key="max_io_ops_per_host"),
     }
 
     @staticmethod

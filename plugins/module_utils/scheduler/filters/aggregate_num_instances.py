@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    VectorColumn,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.num_instances import (
     NumInstancesFilter,
 )
@@ -18,8 +21,8 @@ class AggregateNumInstancesFilter(NumInstancesFilter):
 
     name = "AggregateNumInstancesFilter"
     vector_columns = {
-        "max_instances":
-            lambda host_state, spec: AggregateNumInstancesFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
+        "max_instances": VectorColumn(option="max_instances_per_host",
+                                      aggregate_key="max_instances_per_host"),
     }
 
     @staticmethod

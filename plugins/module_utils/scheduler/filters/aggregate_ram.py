@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    VectorColumn,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.ram import RamFilter
 
 if TYPE_CHECKING:
@@ -16,7 +19,8 @@ class AggregateRamFilter(RamFilter):
 
     name = "AggregateRamFilter"
     vector_columns = {
-        "ram_ratio": lambda host_state, spec: AggregateRamFilter.allocation_ratio(host_state),
+        "ram_ratio": VectorColumn(field="ram_allocation_ratio",
+                                  aggregate_key="ram_allocation_ratio"),
     }
 
     @staticmethod

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
@@ -14,6 +15,30 @@ if TYPE_CHECKING:
 # mask, free amounts or None). The masks are checked in order; the first that holds wins, as
 # the first `return` of host_passes does.
 VectorReject = Tuple[str, Optional[str], Any, Any, Any]
+
+
+@dataclass(frozen=True)
+class VectorColumn:
+    """One of a filter's own per-host numbers for vector_rejects, declared rather than computed
+    so the fast path can build it for every host at once, once per request, with NumPy.
+
+    The value is the host's HostState field `field` (one of fast.py's _NUMBER_COLUMNS), or
+    else the request's option `option` (a RequestSpec attribute); with `aggregate_key`, a host
+    whose aggregates give that metadata key a number takes the smallest of them instead
+    (HostState.aggregate_number). `value` is the same rule for one host; it must agree with
+    what the filter's host_passes uses (the unit tests check it does).
+    """
+
+    field: Optional[str] = None
+    option: Optional[str] = None
+    aggregate_key: Optional[str] = None
+
+    def value(self, host_state: HostState, spec: RequestSpec) -> Any:
+        default = (getattr(host_state, self.field) if self.field is not None
+                   else getattr(spec, str(self.option)))
+        if self.aggregate_key is None:
+            return default
+        return host_state.aggregate_number(self.aggregate_key, default)
 
 
 class BaseHostFilter:
@@ -36,8 +61,9 @@ class BaseHostFilter:
     # group member lands somewhere, every other host is out). The fast path re-runs such
     # filters on every candidate; the others only on the host that was just consumed.
     depends_on_other_hosts = False
-    # Extra per-host numbers for vector_rejects: column name -> function(host_state, spec).
-    vector_columns: dict[str, Callable[[Any, Any], Any]] = {}
+    # Extra per-host numbers for vector_rejects: column name -> VectorColumn (built once per
+    # request from arrays) or function(host_state, spec) (called host by host).
+    vector_columns: dict[str, VectorColumn | Callable[[Any, Any], Any]] = {}
 
     def run_filter_for_index(self, index: int) -> bool:
         return index == 0 or not self.run_filter_once_per_request

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
     VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -25,7 +26,7 @@ class CoreFilter(BaseHostFilter):
     """Nova's Newton CoreFilter: vCPUs may be overcommitted by cpu_allocation_ratio."""
 
     name = "CoreFilter"
-    vector_columns = {"cpu_ratio": lambda host_state, spec: CoreFilter.allocation_ratio(host_state)}
+    vector_columns = {"cpu_ratio": VectorColumn(field="cpu_allocation_ratio")}
 
     @staticmethod
     def allocation_ratio(host_state: HostState) -> float:

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
     VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -25,9 +26,7 @@ class DiskFilter(BaseHostFilter):
     """Nova's Newton DiskFilter: disk may be overcommitted by disk_allocation_ratio."""
 
     name = "DiskFilter"
-    vector_columns = {
-        "disk_ratio": lambda host_state, spec: DiskFilter.allocation_ratio(host_state),
-    }
+    vector_columns = {"disk_ratio": VectorColumn(field="disk_allocation_ratio")}
 
     @staticmethod
     def allocation_ratio(host_state: HostState) -> float:

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
     VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -22,9 +23,7 @@ class IoOpsFilter(BaseHostFilter):
     """Fewer than max_io_ops_per_host instances building or migrating (Nova's default 8)."""
 
     name = "IoOpsFilter"
-    vector_columns = {
-        "max_io_ops": lambda host_state, spec: IoOpsFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
-    }
+    vector_columns = {"max_io_ops": VectorColumn(option="max_io_ops_per_host")}
 
     @staticmethod
     def maximum(host_state: HostState, spec: RequestSpec) -> float:

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
     VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -22,9 +23,7 @@ class NumInstancesFilter(BaseHostFilter):
     """Fewer than max_instances_per_host instances (Nova's default 50)."""
 
     name = "NumInstancesFilter"
-    vector_columns = {
-        "max_instances": lambda host_state, spec: NumInstancesFilter.maximum(host_state, spec),  # pylint: disable=unnecessary-lambda
-    }
+    vector_columns = {"max_instances": VectorColumn(option="max_instances_per_host")}
 
     @staticmethod
     def maximum(host_state: HostState, spec: RequestSpec) -> float:

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
+    VectorColumn,
     VectorReject,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -25,7 +26,7 @@ class RamFilter(BaseHostFilter):
     """Nova's Newton RamFilter: RAM may be overcommitted by ram_allocation_ratio."""
 
     name = "RamFilter"
-    vector_columns = {"ram_ratio": lambda host_state, spec: RamFilter.allocation_ratio(host_state)}
+    vector_columns = {"ram_ratio": VectorColumn(field="ram_allocation_ratio")}
 
     @staticmethod
     def allocation_ratio(host_state: HostState) -> float:

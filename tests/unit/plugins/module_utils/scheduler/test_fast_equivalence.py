@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     RequestSpec,
     schedule,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+    FILTERS,
+    WEIGHERS,
+)
 
 from .scenarios import random_fleet, random_request
 
@@ -37,3 +43,58 @@ def test_vectorized_and_plain_paths_agree_on_random_scenarios(block):
         outcomes["ok" if plain["ok"] else "failed"] += 1
     # The generator must exercise both outcomes, or the comparison proves little.
     assert outcomes["ok"] > per_block // 10 and outcomes["failed"] > per_block // 10
+
+
+def test_request_constant_columns_match_the_per_host_rules():
+    """The per-request arrays (filters' own columns, weighers' multipliers), built once with
+    hosts sharing aggregate lookups, equal the plain per-host functions bit for bit, on
+    metadata values that compare equal but read differently (True, 1, "1", -0.0, 0.0)."""
+    rng = random.Random(7)
+    values = [True, 1, "1", 1.0, -0.0, 0.0, "0.5", "bad", 2, "nan"]
+    keys = ["ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio",
+            "max_io_ops_per_host", "max_instances_per_host", "ram_weight_multiplier",
+            "cpu_weight_multiplier", "io_ops_weight_multiplier"]
+    # Every value of every key in an aggregate of its own, so that hosts whose metadata
+    # compares equal but reads differently (True and 1) are common.
+    aggregates = [{"name": f"{key}={value!r}", "metadata": {key: value}}
+                  for key in keys for value in values]
+    aggregates.append({"name": "mixed", "metadata": {key: rng.choice(values) for key in keys}})
+    fleet = random_fleet(rng, 300)
+    for host in fleet:
+        host["aggregates"] = rng.sample(aggregates, rng.randint(0, 2))
+    hosts = [HostState.from_dict(host) for host in fleet]
+    spec = RequestSpec.from_dict({"flavor": {"name": "f", "vcpus": 1, "memory_mb": 512,
+                                             "root_gb": 1},
+                                  "max_io_ops_per_host": 3,
+                                  "weight_multipliers": {"ram_weight_multiplier": 2.5}})
+    filters = [FILTERS[name]() for name in sorted(FILTERS)]
+    weighers = [WEIGHERS[name]() for name in sorted(WEIGHERS)]
+    backend = fast.VectorBackend(hosts, spec, filters, weighers)
+
+    def same(array, expected):
+        expected = np.array(expected, dtype=np.float64)
+        assert array.tobytes() == expected.tobytes() or (
+            np.array_equal(array, expected, equal_nan=True)
+            and np.array_equal(np.signbit(array), np.signbit(expected)))
+
+    checked = 0
+    for host_filter in filters:
+        for name, column in host_filter.vector_columns.items():
+            same(backend.columns.per_filter[host_filter.name][name],
+                 [column.value(host, spec) for host in hosts])
+            checked += 1
+    assert checked >= 10
+    # The columns' rules are the filters' own (what host_passes uses).
+    ratio_filters = {"RamFilter": "ram_ratio", "AggregateRamFilter": "ram_ratio",
+                     "CoreFilter": "cpu_ratio", "AggregateCoreFilter": "cpu_ratio",
+                     "DiskFilter": "disk_ratio", "AggregateDiskFilter": "disk_ratio"}
+    for name, column in ratio_filters.items():
+        same(backend.columns.per_filter[name][column],
+             [FILTERS[name].allocation_ratio(host) for host in hosts])
+    for name, column in {"IoOpsFilter": "max_io_ops", "AggregateIoOpsFilter": "max_io_ops",
+                         "NumInstancesFilter": "max_instances",
+                         "AggregateNumInstancesFilter": "max_instances"}.items():
+        same(backend.columns.per_filter[name][column],
+             [FILTERS[name].maximum(host, spec) for host in hosts])
+    for weigher, multipliers in zip(weighers, backend.multipliers):
+        same(multipliers, [weigher.multiplier(host, spec) for host in hosts])
