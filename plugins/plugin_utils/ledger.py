@@ -361,6 +361,12 @@ class Ledger:
         scripts = ScriptDirectory.from_config(config)
         head = scripts.get_current_head()
         known = {rev.revision for rev in scripts.walk_revisions()}
+        # Every action opens the ledger; an up-to-date one is only read, so concurrent runs do
+        # not queue for SQLite's write lock just to learn that nothing needs migrating.
+        with self._reader.connect() as connection, connection.begin():
+            current = MigrationContext.configure(connection).get_current_revision()
+        if current == head:
+            return
         with self.engine.connect() as connection:
             sqlite = connection.dialect.name == "sqlite"
             if sqlite:

@@ -96,3 +96,21 @@ def failed_messages(output: dict) -> list[str]:
                 if result.get("failed"):
                     messages.append(result.get("msg", ""))
     return messages
+
+
+def task_result(output: dict, task: str) -> dict:
+    for play in output["plays"]:
+        for entry in play["tasks"]:
+            if entry["task"] == task or entry["task"].endswith(f" : {task}"):
+                return entry["hosts"]["localhost"]
+    raise AssertionError(f"no task {task!r} in the run")
+
+
+def fleet_snapshot(lab) -> dict:
+    """Everything a launch could change: domains and volumes on every host, ledger rows."""
+    return {
+        "domains": {host: lab.virsh(host, "list", "--all", "--name").split() for host in lab.hosts},
+        "volumes": {host: sorted(lab.virsh(host, "vol-list", "default").split()) for host in lab.hosts},
+        "instances": lab.ledger_rows("instances"),
+        "claims": lab.ledger_rows("claims"),
+    }

@@ -5,8 +5,7 @@ from __future__ import annotations
 import check
 import fleet
 import pytest
-from conftest import changed_count, failed_messages
-from test_launch_options import fleet_snapshot, task_result
+from conftest import changed_count, failed_messages, fleet_snapshot, task_result
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import fleet
 import pytest
-from conftest import failed_messages
-from test_launch_options import task_result
+from conftest import failed_messages, task_result
 
 pytestmark = pytest.mark.integration
 

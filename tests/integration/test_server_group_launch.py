@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import REPO, ansible_env, changed_count, failed_messages
+from conftest import REPO, ansible_env, changed_count, failed_messages, fleet_snapshot, task_result
 
 pytestmark = pytest.mark.integration
 
@@ -21,40 +21,23 @@ def server_group(lab, state: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def scheduled(output: dict) -> list[dict]:
-    for play in output["plays"]:
-        for task in play["tasks"]:
-            if task["task"] == "Schedule the instances":
-                return task["hosts"]["localhost"]["placements"]
-    raise AssertionError("the run has no scheduling task")
-
-
-def fleet_state(lab) -> dict:
-    return {
-        "domains": {host: lab.virsh(host, "list", "--all", "--name").split() for host in lab.hosts},
-        "volumes": {host: sorted(lab.virsh(host, "vol-list", "default").split()) for host in lab.hosts},
-        "instances": lab.ledger_rows("instances"),
-        "claims": lab.ledger_rows("claims"),
-    }
-
-
 def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
     server_group(lab, "present")
     try:
-        before = fleet_state(lab)
+        before = fleet_snapshot(lab)
         ten = lab.playbook("launch.yml", "-e", json.dumps(
             {"name": "spread", "count": 10, "flavor": "m1.tiny", "server_group": "spread"}))
         assert ten["rc"] != 0
         message = " ".join(failed_messages(ten))
         # Three instances take the three hosts; the fourth finds every host holding a member.
         assert "0/3 hosts are available for instance 4 of 10: 3 anti-affinity group spread" in message, message
-        assert fleet_state(lab) == before, "a failed request must leave nothing behind"
+        assert fleet_snapshot(lab) == before, "a failed request must leave nothing behind"
 
         three = {"name": "spread", "count": 3, "flavor": "m1.tiny", "server_group": "spread"}
         plan = lab.playbook("launch.yml", "-e", json.dumps(three), check=True)
         assert plan["rc"] == 0, failed_messages(plan)
-        assert fleet_state(lab) == before, "check mode must change nothing"
-        planned = {p["name"]: p["host"] for p in scheduled(plan)}
+        assert fleet_snapshot(lab) == before, "check mode must change nothing"
+        planned = {p["name"]: p["host"] for p in task_result(plan, "Schedule the instances")["placements"]}
 
         real = lab.playbook("launch.yml", "-e", json.dumps(three))
         assert real["rc"] == 0, failed_messages(real)
