@@ -20,6 +20,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     image_spec,
     metadata_spec,
     network_specs,
+    refuse_outside_pool,
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -247,6 +248,8 @@ class ActionModule(BerthAction):
                 volumes = ", ".join(hv.volume_names(pool)) or "none"
                 raise InputError("image", f"image {image['name']} is not in storage pool {pool} on {host} "
                                  f"and no image.source to upload it from (volumes there: {volumes})")
+            if base is not None:
+                refuse_outside_pool(base, pool, host)
             if base is None:
                 size_mb = os.path.getsize(image["source"]) // (1024 * 1024)
                 base = {"path": os.path.join(pool_path, image["name"]), "format": image["format"], "capacity_mb": size_mb}

@@ -12,6 +12,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     instance_names,
     metadata_spec,
     network_specs,
+    refuse_outside_pool,
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
@@ -56,6 +57,8 @@ class ActionModule(BerthAction):
             try:
                 with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
                     volumes = hv.volume_names(args["storage_pool"]) if image else []
+                    if image and image["name"] in volumes:
+                        refuse_outside_pool(hv.volume(args["storage_pool"], image["name"]), args["storage_pool"], host)
                     known_networks = hv.network_names() if wanted_networks else []
             except HypervisorError:
                 continue  # a host that does not answer now is the scheduler's to skip

@@ -7,7 +7,10 @@ Python binding has none of its own, and one hung hypervisor must not hang a whol
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import threading
+from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
 from typing import Any, Callable
 
@@ -34,6 +37,10 @@ _BYTES_PER_GIB = 1024 ** 3
 # A remote connection is dropped after this many unanswered keepalives, this many seconds apart.
 KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3
+# libvirt's volume types (virStorageVolType), as volume() reports them.
+VOLUME_TYPES = {0: "file", 1: "block", 2: "dir", 3: "network", 4: "netdir", 5: "ploop"}
+# Where a local qemu:///system daemon listens: the modular daemon first, then the monolithic one.
+SYSTEM_SOCKETS = ("/run/libvirt/virtqemud-sock", "/run/libvirt/libvirt-sock")
 USERNAME_ENV = "BERTH_LIBVIRT_USERNAME"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 
@@ -294,12 +301,32 @@ class Hypervisor:
         vol = self._call(pool.storageVolLookupByName, name)
         root = ET.fromstring(self._call(vol.XMLDesc, 0))
         fmt = root.find("target/format")
+        info = self._call(vol.info)
+        path = self._call(vol.path)
         return {
             "name": name,
-            "path": self._call(vol.path),
+            "path": path,
+            "type": VOLUME_TYPES.get(info[0], "unknown"),
             "format": fmt.get("type", "raw") if fmt is not None else "raw",
-            "capacity_mb": int(self._call(vol.info)[1]) // _BYTES_PER_MIB,
+            "capacity_mb": int(info[1]) // _BYTES_PER_MIB,
+            "link": self.is_link(path),
         }
+
+    def is_link(self, path: str) -> bool | None:
+        """Whether ``path`` is a symbolic link on the hypervisor; None where that cannot be seen.
+
+        libvirt's storage API shows a link in a directory pool as an ordinary volume (same name,
+        path, key and the target's size), so the link is looked for in the filesystem as the
+        daemon itself sees it: /proc/<daemon pid>/root, for a daemon on this machine reached
+        through its unix socket. A remote daemon's filesystem is out of reach: None.
+        """
+        pid = daemon_pid(self.uri)
+        if pid is None:
+            return None
+        try:
+            return os.path.islink(os.path.join(f"/proc/{pid}/root", path.lstrip("/")))
+        except OSError:
+            return None
 
     def pool_path(self, pool_name: str) -> str:
         """Where a directory pool keeps its volumes (its target path)."""
@@ -473,6 +500,25 @@ class Hypervisor:
         flags = libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
         self._call(dom.undefineFlags, flags)
         return True
+
+
+def daemon_pid(uri: str) -> int | None:
+    """The PID of the libvirt daemon behind a local unix-socket URI (qemu:///system,
+    qemu+unix:///system?socket=...), from the socket's peer credentials; None for any other URI
+    or where the socket cannot be reached."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("qemu", "qemu+unix") or parts.netloc:
+        return None
+    socket_paths = parse_qs(parts.query).get("socket") or (SYSTEM_SOCKETS if parts.path == "/system" else [])
+    for path in socket_paths:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(path)
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        except OSError:
+            continue
+        return struct.unpack("3i", creds)[0]
+    return None
 
 
 def _volume_xml(name: str, capacity_gb: int, backing: dict[str, str] | None, fmt: str = "qcow2",

@@ -157,3 +157,14 @@ def boot_spec(boot: Any) -> dict[str, str]:
         if path and (not path.startswith("/") or ".." in path.split("/")):
             raise InputError(f"boot.{key}", f"boot.{key} must be an absolute path on the hypervisor, got {path!r}")
     return spec
+
+
+def refuse_outside_pool(volume: dict[str, Any], pool: str, host: str) -> None:
+    """An image must be a plain file of the pool: a link (or a device or directory) there could
+    hand a guest any file or disk of the hypervisor as its backing image."""
+    if volume["link"]:
+        raise InputError("image", f"image {volume['name']} in storage pool {pool} on {host} is a symbolic link; "
+                         f"Berth refuses images that may lead out of the pool (copy the image into the pool)")
+    if volume["type"] != "file":
+        raise InputError("image", f"image {volume['name']} in storage pool {pool} on {host} is a "
+                         f"{volume['type']} volume, not a file; Berth's images are files in the pool")

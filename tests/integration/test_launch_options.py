@@ -4,9 +4,11 @@ autostart, check mode's plan and diff, and bad input refused before anything cha
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 
+import fleet
 import pytest
 from conftest import changed_count, failed_messages, fleet_snapshot, task_result
 
@@ -139,6 +141,27 @@ def test_bad_input_is_refused_before_anything_changes(lab, override, expected):
     message = " ".join(failed_messages(result))
     assert expected in message, message
     assert fleet_snapshot(lab) == before
+
+
+def test_an_image_that_is_a_link_in_the_pool_is_refused_before_anything_changes(lab, base_image):
+    """libvirt lists a symbolic link in a directory pool as an ordinary volume; Berth looks at the
+    hypervisor's own filesystem and refuses it, whichever file it leads to."""
+    link = fleet.host_path(lab.dir, "hv2", "/var/lib/libvirt/images/linked.qcow2")
+    os.symlink(base_image, link)  # base_image lies outside every pool
+    try:
+        lab.virsh("hv2", "pool-refresh", "default")
+        assert "linked.qcow2" in lab.virsh("hv2", "vol-list", "default")  # libvirt takes it as a volume
+        before = fleet_snapshot(lab)
+
+        result = lab.playbook("launch.yml", "-e", json.dumps({"name": "linked", "image": "linked.qcow2"}))
+
+        assert result["rc"] != 0
+        message = " ".join(failed_messages(result))
+        assert "image linked.qcow2 in storage pool default on hv2 is a symbolic link" in message, message
+        assert fleet_snapshot(lab) == before
+    finally:
+        os.unlink(link)
+        lab.virsh("hv2", "pool-refresh", "default")
 
 
 def test_ignore_and_force_hosts_reach_the_scheduler(lab):
