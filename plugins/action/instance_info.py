@@ -19,8 +19,13 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         instances = Ledger(args["ledger_url"]).open().instances()
         if args["name"]:
-            # A launch's name covers its indexed instances: web -> web-1, web-2 ...
-            wanted = re.compile(re.escape(args["name"]) + r"-[0-9]+")
-            instances = [row for row in instances if wanted.fullmatch(row["name"])]
-            instances.sort(key=lambda row: int(row["name"].rsplit("-", 1)[1]))
+            # A launch's name covers its indexed instances: web -> web-1, web-2 ... An adopted
+            # instance keeps the name it was given, so the name itself matches too.
+            wanted = re.compile(re.escape(args["name"]) + r"(?:-([0-9]+))?")
+            indexed = []
+            for row in instances:
+                match = wanted.fullmatch(row["name"])
+                if match:
+                    indexed.append((int(match.group(1) or 0), row))
+            instances = [row for _index, row in sorted(indexed, key=lambda pair: pair[0])]
         return {"changed": False, "instances": instances}

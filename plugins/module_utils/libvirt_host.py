@@ -10,6 +10,7 @@ import os
 import socket
 import struct
 import threading
+import uuid as uuidlib
 from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
 from typing import Any, Callable
@@ -489,6 +490,38 @@ class Hypervisor:
             return None
         return self._domain(dom)
 
+    def find_domain_named(self, key: str) -> dict[str, Any] | None:
+        """A domain by its UUID or its name (as virsh takes either), or None."""
+        lookups = (self.conn.lookupByUUIDString, self.conn.lookupByName) if _is_uuid(key) else (self.conn.lookupByName,)
+        for lookup in lookups:
+            try:
+                dom = self._call(lookup, key)
+            except HypervisorError:
+                continue
+            return {**self._domain(dom), "persistent": bool(self._call(dom.isPersistent))}
+        return None
+
+    def set_berth_metadata(self, uuid: str, fields: dict[str, str] | None) -> None:
+        """Write Berth's metadata element (uuid, name, flavor) into a domain, or remove it (None).
+
+        The running domain and its persistent definition both get it, so that the tracker
+        attributes the domain to its instance now and after a restart.
+        """
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        flags = 0
+        if self._call(dom.isActive):
+            flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+        if self._call(dom.isPersistent):
+            flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+        element = None
+        if fields is not None:
+            root = ET.Element("instance")
+            for key in ("uuid", "name", "flavor"):
+                ET.SubElement(root, key).text = fields[key]
+            element = ET.tostring(root, encoding="unicode")
+        self._call(dom.setMetadata, libvirt.VIR_DOMAIN_METADATA_ELEMENT, element,
+                   METADATA_PREFIX if element else None, METADATA_NAMESPACE, flags)
+
     def remove_domain(self, uuid: str) -> bool:
         """Stop and undefine a domain if it exists; True if one was removed."""
         try:
@@ -500,6 +533,14 @@ class Hypervisor:
         flags = libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
         self._call(dom.undefineFlags, flags)
         return True
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuidlib.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def daemon_pid(uri: str) -> int | None:

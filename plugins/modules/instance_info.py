@@ -11,7 +11,7 @@ description:
   - Reads the ledger; changes nothing.
 options:
   name:
-    description: Only the instances of this launch name (C(<name>-<index>)), in index order.
+    description: Only the instances of this launch name (C(<name>-<index>), in index order), and an adopted instance of exactly this name.
     type: str
 extends_documentation_fragment:
   - berth.fleet.ledger

@@ -718,6 +718,51 @@ class Ledger:
             return True
 
     @_database_errors
+    def adopt_instance(self, host: str, domain_uuid: str, name: str, flavor: Flavor, owner: str,
+                       dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+        """Take a domain that already runs on ``host`` into the ledger, in one transaction: an
+        ACTIVE instance with the domain's UUID, its claim (no lease: nothing is being built), and
+        the domain no longer counted as unmanaged usage. Returns (instance, changed).
+
+        Adoption records what already exists, so it is never refused for room: a host it leaves
+        over its limits takes no new instances until something goes. An instance of this UUID
+        already on ``host`` is no change; anywhere else, or a name taken by another instance, is
+        refused. ``dry_run`` works it out and writes nothing (check mode).
+        """
+        now = utcnow()
+        with self.session() as session, session.begin():
+            row = _find_hypervisor(session, host)
+            existing = session.get(InstanceRow, domain_uuid)
+            if existing is not None:
+                if existing.hypervisor_uuid != row.uuid:
+                    raise InputError("domain", f"domain {domain_uuid} is instance {existing.name} of the ledger, "
+                                               f"which places it on {existing.host}, not {row.name}")
+                return existing.to_dict(), False
+            taken = session.scalars(select(InstanceRow).where(InstanceRow.name == name)).first()
+            if taken is not None:
+                raise InputError("name", f"name {name} is already instance {taken.uuid} on {taken.host}; "
+                                         f"pass another name")
+            instance = InstanceRow(
+                uuid=domain_uuid, name=name, flavor_name=flavor.name, vcpus=flavor.vcpus,
+                memory_mb=flavor.memory_mb, root_gb=flavor.root_gb, ephemeral_gb=flavor.ephemeral_gb,
+                swap=flavor.swap, image=None, hypervisor_uuid=row.uuid, host=row.name, state=ACTIVE,
+                created_at=now, updated_at=now,
+            )
+            session.add(instance)
+            session.flush()  # the claim's foreign key needs the instance row first
+            claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, 0, now)
+            claim.lease_expires_at = None
+            session.add(claim)
+            session.execute(delete(UnmanagedRow).where(UnmanagedRow.hypervisor_uuid == row.uuid,
+                                                       UnmanagedRow.domain_uuid == domain_uuid))
+            row.generation += 1
+            session.flush()
+            adopted = {**instance.to_dict(), "claim_id": claim.id}
+            if dry_run:
+                session.rollback()
+            return adopted, True
+
+    @_database_errors
     def mark_active(self, instance_uuid: str) -> None:
         """The domain runs: the instance is ACTIVE and its claim no longer needs a lease."""
         with self.session() as session, session.begin():

@@ -106,6 +106,17 @@ def task_result(output: dict, task: str) -> dict:
     raise AssertionError(f"no task {task!r} in the run")
 
 
+def task_results(output: dict, name: str) -> list[dict]:
+    """Every host's result of the task ``name``."""
+    return [result for play in output["plays"] for task in play["tasks"] if task["task"] == name
+            for result in task["hosts"].values()]
+
+
+def drift(output: dict) -> list[str]:
+    """The lines of gather.yml's drift report."""
+    return [line for result in task_results(output, "Drift report") for line in result["msg"]]
+
+
 def fleet_snapshot(lab) -> dict:
     """Everything a launch could change: domains and volumes on every host, ledger rows."""
     return {

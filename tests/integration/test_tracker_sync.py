@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import changed_count, failed_messages
+from conftest import changed_count, drift, failed_messages, task_results
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
@@ -24,15 +24,6 @@ def sql(path: Path, query: str) -> list[dict]:
     with sqlite3.connect(path) as db:
         db.row_factory = sqlite3.Row
         return [dict(row) for row in db.execute(query)]
-
-
-def task_results(output: dict, name: str) -> list[dict]:
-    return [result for play in output["plays"] for task in play["tasks"] if task["task"] == name
-            for result in task["hosts"].values()]
-
-
-def drift(output: dict) -> list[str]:
-    return [line for result in task_results(output, "Drift report") for line in result["msg"]]
 
 
 @pytest.fixture

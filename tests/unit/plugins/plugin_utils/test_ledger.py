@@ -179,6 +179,46 @@ def test_tracker_view_counts_claims_and_orphans_not_berth_domains_twice(ledger):
     assert view["free_ram_mb"] == 2048 - 512 - 512
 
 
+def test_adoption_turns_an_orphan_into_an_instance_with_its_claim_in_one_step(ledger):
+    orphan = domain("d-1", "handmade", memory_mb=256)
+    ledger.sync_hypervisors([host(domains=[orphan])])
+    [before] = ledger.tracker_states([host(domains=[orphan])])
+    sized = Flavor(name="adopted", vcpus=1, memory_mb=256, root_gb=2)
+
+    planned, changed = ledger.adopt_instance("hv1", "d-1", "legacy", sized, "test", dry_run=True)
+    assert changed and planned["name"] == "legacy"
+    assert ledger.instances() == [] and ledger.claims() == []  # check mode wrote nothing
+
+    adopted, changed = ledger.adopt_instance("hv1", "d-1", "legacy", sized, "test")
+    assert changed
+    assert (adopted["uuid"], adopted["host"], adopted["state"]) == ("d-1", "hv1", ACTIVE)
+    [claim] = ledger.claims()
+    assert (claim["instance_uuid"], claim["vcpus"], claim["memory_mb"], claim["disk_mb"]) == ("d-1", 1, 256, 2048)
+    assert claim["lease_expires_at"] is None
+    # Its usage moved from unmanaged to claimed: counted once, no orphan left.
+    assert [row["unmanaged"] for row in ledger.hypervisors()] == [[]]
+    [after] = ledger.tracker_states([host(domains=[orphan])])
+    assert after["free_ram_mb"] == before["free_ram_mb"]
+    assert ledger.sync_hypervisors([host(domains=[orphan])])[0]["orphans"] == []
+
+    again, changed = ledger.adopt_instance("hv1", "d-1", "legacy", sized, "test")
+    assert not changed and again["uuid"] == "d-1" and len(ledger.claims()) == 1
+
+
+def test_adoption_refuses_a_taken_name_and_a_domain_the_ledger_places_elsewhere(ledger):
+    ledger.sync_hypervisors([host(), host("hv2", "hv-2")])
+    [row] = ledger.claim([placement("web-1")], TINY, "test")
+    with pytest.raises(InputError, match="name web-1 is already instance") as taken:
+        ledger.adopt_instance("hv1", "d-9", "web-1", TINY, "test")
+    assert taken.value.field == "name"
+    with pytest.raises(InputError, match=f"domain {row['uuid']} is instance web-1 of the ledger, which places "
+                                         f"it on hv1, not hv2"):
+        ledger.adopt_instance("hv2", row["uuid"], "other", TINY, "test")
+    with pytest.raises(InputError, match="no hypervisor 'hv7' in the ledger"):
+        ledger.adopt_instance("hv7", "d-9", "legacy", TINY, "test")
+    assert [r["name"] for r in ledger.instances()] == ["web-1"] and len(ledger.claims()) == 1
+
+
 def test_failed_build_releases_the_claim_and_a_relaunch_replaces_it(ledger):
     ledger.sync_hypervisors([host()])
     [row] = ledger.claim([placement("web-1")], TINY, "test")

@@ -1,0 +1,105 @@
+"""berth.fleet.adopt: take a domain that already runs on a hypervisor into the ledger (controller side)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.action.schedule import DEFAULT_FLAVORS_FILE, _load_flavors
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, resolve_flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
+
+ADOPTED_FLAVOR = "adopted"
+
+
+class ActionModule(BerthAction):
+    ARGUMENT_SPEC = {
+        "host": {"type": "str", "required": True},
+        "domain": {"type": "str", "required": True},
+        "name": {"type": "str"},
+        "flavor": {"type": "raw"},
+        "flavors_file": {"type": "path"},
+        "timeout": {"type": "float", "default": 30},
+        "ledger_url": LEDGER_ARGS["ledger_url"],
+    }
+    _supports_check_mode = True
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        host = args["host"]
+        variables = task_vars.get("hostvars", {}).get(host) or {}
+        state = variables.get("berth_host_state")
+        if not state or not variables.get("berth_libvirt_uri"):
+            raise InputError("host", f"host {host} is not a hypervisor of the inventory (no berth_host_state: "
+                                     f"point -i at a berth.fleet.hypervisors source)")
+        if not state.get("service_up"):
+            raise InputError("host", f"hypervisor {host} did not answer: {state.get('down_reason') or 'down'}")
+        check_mode = bool(self._task.check_mode)
+        ledger = Ledger(args["ledger_url"]).open()
+        if not check_mode:
+            # The hypervisor's row and the domain's usage as the inventory saw them, as a launch does.
+            ledger.sync_hypervisors([state])
+        with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
+            domain = hv.find_domain_named(args["domain"])
+            if domain is None:
+                raise InputError("domain", f"no domain {args['domain']!r} on {host}")
+            marked = domain["berth"] or {}
+            if marked and marked["instance_uuid"] != domain["uuid"]:
+                raise InputError("domain", f"domain {domain['name']} on {host} carries Berth metadata of another "
+                                           f"instance ({marked['instance_uuid']}); it is not Berth's to adopt")
+            name = dns_label("name", args["name"] or marked.get("name") or domain["name"])
+            flavor = self._flavor(args, domain, marked.get("flavor"))
+            wanted = {"uuid": domain["uuid"], "name": name, "flavor": flavor.name}
+            current = {"uuid": marked["instance_uuid"], "name": marked["name"], "flavor": marked["flavor"]} if marked else None
+            owner = run_owner()
+            instance, adopting = ledger.adopt_instance(host, domain["uuid"], name, flavor, owner, dry_run=True)
+            if not adopting:  # adopted before: the ledger's name and flavor are the instance's
+                wanted.update(name=instance["name"], flavor=instance["flavor"])
+            relabel = current != wanted
+            result = {"changed": adopting or relabel, "instance": instance, "domain": _shown(domain, host)}
+            if not result["changed"]:
+                result["msg"] = f"{domain['name']} on {host} is instance {instance['name']} already"
+                return result
+            would = "would " if check_mode else ""
+            if adopting:
+                result["msg"] = (f"{would}{'adopt' if check_mode else 'adopted'} domain {domain['name']} on {host} as "
+                                 f"instance {name} ({flavor.vcpus} vCPUs, {flavor.memory_mb} MB, {flavor.root_gb} GB, "
+                                 f"flavor {flavor.name})")
+            else:
+                result["msg"] = (f"{would}{'write' if check_mode else 'wrote'} Berth metadata of instance "
+                                 f"{wanted['name']} back into domain {domain['name']} on {host}")
+            if check_mode:
+                return result
+            if relabel:
+                hv.set_berth_metadata(domain["uuid"], wanted)
+            try:
+                result["instance"], _changed = ledger.adopt_instance(host, domain["uuid"], name, flavor, owner)
+            except BaseException:
+                if relabel:  # the domain goes back to what it was: nothing half done
+                    hv.set_berth_metadata(domain["uuid"], current)
+                raise
+            result["domain"] = _shown(hv.find_domain_named(domain["uuid"]) or domain, host)
+        return result
+
+    @staticmethod
+    def _flavor(args: dict[str, Any], domain: dict[str, Any], marked_flavor: str | None) -> Flavor:
+        """The named or inline flavor, which must match the domain's vCPUs and memory; else the
+        domain's own sizes (its disks in the pools, rounded up to whole GB)."""
+        disk_mb = sum(int(disk["capacity_mb"]) for disk in domain["disks"])
+        own = Flavor(name=marked_flavor or ADOPTED_FLAVOR, vcpus=int(domain["vcpus"]),
+                     memory_mb=int(domain["memory_mb"]), root_gb=-(-disk_mb // 1024))
+        if args["flavor"] is None:
+            return own
+        flavor = resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
+        if (flavor.vcpus, flavor.memory_mb) != (own.vcpus, own.memory_mb):
+            raise InputError("flavor", f"flavor {flavor.name} has {flavor.vcpus} vCPUs and {flavor.memory_mb} MB, "
+                                       f"but domain {domain['name']} has {own.vcpus} vCPUs and {own.memory_mb} MB: "
+                                       f"the ledger must count what runs (leave flavor out to take the domain's sizes)")
+        return flavor
+
+
+def _shown(domain: dict[str, Any], host: str) -> dict[str, Any]:
+    return {"name": domain["name"], "uuid": domain["uuid"], "host": host, "state": domain["state"],
+            "vcpus": domain["vcpus"], "memory_mb": domain["memory_mb"], "berth": domain["berth"]}
