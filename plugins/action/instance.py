@@ -16,11 +16,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
+    check_image_source,
     dns_label,
     image_spec,
     metadata_spec,
     network_specs,
-    refuse_outside_pool,
+    pool_image,
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -178,8 +179,7 @@ class ActionModule(BerthAction):
             "pool": args["storage_pool"],
         }
         image = request["image"]
-        if image and image["source"] and not os.path.isfile(image["source"]):
-            raise InputError("image.source", f"image.source {image['source']} is not a file on the controller")
+        check_image_source(image)
         return request
 
     def _targets(self, args: dict[str, Any], task_vars: dict[str, Any]) -> list[dict[str, Any]]:
@@ -243,13 +243,11 @@ class ActionModule(BerthAction):
         }
         image = request["image"]
         if image:
-            base = hv.volume(pool, image["name"])
+            base = pool_image(hv, pool, image["name"], host)
             if base is None and not image["source"]:
                 volumes = ", ".join(hv.volume_names(pool)) or "none"
                 raise InputError("image", f"image {image['name']} is not in storage pool {pool} on {host} "
                                  f"and no image.source to upload it from (volumes there: {volumes})")
-            if base is not None:
-                refuse_outside_pool(base, pool, host)
             if base is None:
                 size_mb = os.path.getsize(image["source"]) // (1024 * 1024)
                 base = {"path": os.path.join(pool_path, image["name"]), "format": image["format"], "capacity_mb": size_mb}

@@ -8,11 +8,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import Hypervis
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
+    check_image_source,
     image_spec,
     instance_names,
     metadata_spec,
     network_specs,
-    refuse_outside_pool,
+    pool_image,
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
@@ -39,6 +40,7 @@ class ActionModule(BerthAction):
             count = int(count)  # -e count=3 arrives as a string
         names = instance_names(args["name"], count)
         image = image_spec(args["image"])
+        check_image_source(image)
         networks = network_specs(args["networks"])
         metadata_spec(args["metadata"])
         user_data_spec(args["user_data"])
@@ -58,7 +60,7 @@ class ActionModule(BerthAction):
                 with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
                     volumes = hv.volume_names(args["storage_pool"]) if image else []
                     if image and image["name"] in volumes:
-                        refuse_outside_pool(hv.volume(args["storage_pool"], image["name"]), args["storage_pool"], host)
+                        pool_image(hv, args["storage_pool"], image["name"], host)
                     known_networks = hv.network_names() if wanted_networks else []
             except HypervisorError:
                 continue  # a host that does not answer now is the scheduler's to skip

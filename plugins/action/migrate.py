@@ -14,7 +14,7 @@ from ansible_collections.berth.fleet.plugins.action.instance import (
 from ansible_collections.berth.fleet.plugins.action.schedule import _host_states
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, refuse_outside_pool
+from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, pool_image
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
@@ -144,11 +144,8 @@ class ActionModule(BerthAction):
             base_path = info.findtext("backingStore/path")
             if base_path:
                 base = os.path.basename(base_path)
-                existing = dst.volume(pool, base)
-                if existing is None:
+                if pool_image(dst, pool, base, dst.host) is None:
                     src.copy_volume_to(dst, pool, base)
-                else:
-                    refuse_outside_pool(existing, pool, dst.host)
 
     @staticmethod
     def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = False) -> None:

@@ -311,6 +311,8 @@ class Hypervisor:
             "format": fmt.get("type", "raw") if fmt is not None else "raw",
             "capacity_mb": int(info[1]) // _BYTES_PER_MIB,
             "link": self.is_link(path),
+            # The image's own backing file, as its qcow2 header names it (relative or absolute).
+            "backing": root.findtext("backingStore/path") or None,
         }
 
     def is_link(self, path: str) -> bool | None:

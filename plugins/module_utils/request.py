@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Mapping
 
@@ -159,12 +160,61 @@ def boot_spec(boot: Any) -> dict[str, str]:
     return spec
 
 
-def refuse_outside_pool(volume: dict[str, Any], pool: str, host: str) -> None:
-    """An image must be a plain file of the pool: a link (or a device or directory) there could
-    hand a guest any file or disk of the hypervisor as its backing image."""
-    if volume["link"]:
-        raise InputError("image", f"image {volume['name']} in storage pool {pool} on {host} is a symbolic link; "
-                         f"Berth refuses images that may lead out of the pool (copy the image into the pool)")
-    if volume["type"] != "file":
-        raise InputError("image", f"image {volume['name']} in storage pool {pool} on {host} is a "
-                         f"{volume['type']} volume, not a file; Berth's images are files in the pool")
+# Deeper backing chains than this are refused: no image needs them, and a loop must end.
+MAX_BACKING_CHAIN = 8
+_QCOW2_MAGIC = b"QFI\xfb"
+
+
+def pool_image(hv: Any, pool: str, name: str, host: str) -> dict[str, Any] | None:
+    """The image volume ``name`` of ``pool`` (None if it is not there), refused unless it and every
+    backing file under it are plain files of that pool: a link, a device or a backing file
+    elsewhere could hand a guest any file or disk of the hypervisor."""
+    image = current = hv.volume(pool, name)
+    for _depth in range(MAX_BACKING_CHAIN):
+        if current is None:
+            return image
+        where = f"image {name} in storage pool {pool} on {host}"
+        if current["name"] != name:
+            where += f" (through its backing file {current['name']})"
+        if current["link"]:
+            raise InputError("image", f"{where} is a symbolic link; Berth refuses images that may lead out of "
+                             f"the pool (copy the image into the pool)")
+        if current["type"] != "file":
+            raise InputError("image", f"{where} is a {current['type']} volume, not a file; Berth's images are "
+                             f"files in the pool")
+        if not current["backing"]:
+            return image
+        directory = os.path.dirname(current["path"])
+        backing = os.path.normpath(os.path.join(directory, current["backing"]))
+        if os.path.dirname(backing) != directory:
+            raise InputError("image", f"{where} is backed by {current['backing']}, outside the pool; Berth's "
+                             f"images and their backing files are files of the pool")
+        current = hv.volume(pool, os.path.basename(backing))
+        if current is None:
+            raise InputError("image", f"{where} is backed by {os.path.basename(backing)}, which is not a volume "
+                             f"of the pool")
+    raise InputError("image", f"image {name} in storage pool {pool} on {host} has a backing chain deeper "
+                     f"than {MAX_BACKING_CHAIN}")
+
+
+def check_image_source(image: Mapping[str, Any] | None) -> None:
+    """An image to upload must be a file on the controller and, as qcow2, stand alone: a backing
+    file named in its header would be opened on the hypervisor, outside the pool."""
+    if not image or not image["source"]:
+        return
+    source = image["source"]
+    try:
+        with open(source, "rb") as handle:
+            header = handle.read(20)
+    except OSError as exc:
+        raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
+                         f"({exc.strerror})") from exc
+    if image["format"] != "qcow2":
+        return
+    if header[:4] != _QCOW2_MAGIC:
+        raise InputError("image.source", f"image.source {source} is not a qcow2 file (set image.format to "
+                         f"raw if it is a raw disk)")
+    backing_offset = int.from_bytes(header[8:16], "big")
+    if backing_offset:
+        raise InputError("image.source", f"image.source {source} names a backing file in its qcow2 header; "
+                         f"upload a standalone image (qemu-img convert -O qcow2)")

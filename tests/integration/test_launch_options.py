@@ -164,6 +164,51 @@ def test_an_image_that_is_a_link_in_the_pool_is_refused_before_anything_changes(
         lab.virsh("hv2", "pool-refresh", "default")
 
 
+def test_backing_files_must_stay_in_the_pool(lab, base_image, tmp_path):
+    """A qcow2 image names its backing file in its header; libvirt reports it, and Berth follows
+    the chain: inside the pool it launches, anywhere else it is refused before anything changes."""
+    pool = fleet.host_path(lab.dir, "hv2", "/var/lib/libvirt/images")
+    made = ["chain-base.qcow2", "chain-top.qcow2", "escape.qcow2"]
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(pool / made[0]), "64M"], check=True)
+    # Relative, as qemu-img writes it when run in the pool; libvirt resolves it in the pool.
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", made[0], "-F", "qcow2", made[1]],
+                   cwd=pool, check=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-b", base_image, "-F", "qcow2",
+                    str(pool / made[2]), "64M"], check=True)
+    try:
+        lab.virsh("hv2", "pool-refresh", "default")
+        before = fleet_snapshot(lab)
+        refused = lab.playbook("launch.yml", "-e", json.dumps({"name": "escape", "image": "escape.qcow2"}))
+        assert refused["rc"] != 0
+        message = " ".join(failed_messages(refused))
+        assert f"image escape.qcow2 in storage pool default on hv2 is backed by {base_image}, outside the pool" \
+            in message, message
+        assert fleet_snapshot(lab) == before
+
+        # A standalone upload only: a qcow2 whose header names a backing file is refused on the controller.
+        stacked = tmp_path / "stacked.qcow2"
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-b", "/etc/shadow", "-F", "raw",
+                        str(stacked), "64M"], check=True)
+        upload = {"name": "upload", "image": {"name": "stacked.qcow2", "source": str(stacked)}}
+        refused = lab.playbook("launch.yml", "-e", json.dumps(upload))
+        assert refused["rc"] != 0
+        assert "image.source" in " ".join(failed_messages(refused))
+        assert "names a backing file in its qcow2 header" in " ".join(failed_messages(refused))
+        assert fleet_snapshot(lab) == before
+
+        launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "chain", "image": "chain-top.qcow2",
+                                                                "force_hosts": ["hv2"]}))
+        assert launched["rc"] == 0, failed_messages(launched)
+        [row] = [r for r in lab.ledger_rows("instances") if r["name"] == "chain-1"]
+        overlay = ET.fromstring(lab.virsh("hv2", "vol-dumpxml", "--pool", "default", f"berth-{row['uuid']}-root.qcow2"))
+        assert overlay.findtext("backingStore/path") == "/var/lib/libvirt/images/chain-top.qcow2"
+        assert lab.playbook("delete.yml", "-e", "name=chain")["rc"] == 0
+    finally:
+        for name in made:
+            (pool / name).unlink()
+        lab.virsh("hv2", "pool-refresh", "default")
+
+
 def test_ignore_and_force_hosts_reach_the_scheduler(lab):
     ignored = lab.playbook("launch.yml", "-e", json.dumps(
         {"name": "ign", "count": 2, "ignore_hosts": ["hv1", "hv2"]}))
