@@ -106,7 +106,15 @@ class ActionModule(BerthAction):
         if domain is None:
             raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
         running = domain["state"] == "running"
-        volumes = [name for name in (root_volume_name(uuid), seed_volume_name(uuid)) if src.volume(pool, name)]
+        # The disks of the domain in the pool (an adopted domain's have names of their own), and
+        # Berth's seed, which is a CD-ROM and not among them.
+        disks = sorted({os.path.basename(disk["path"]) for disk in domain["disks"] if disk["pool"] == pool}
+                       | {name for name in (root_volume_name(uuid),) if src.volume(pool, name)})
+        volumes = disks + [name for name in (seed_volume_name(uuid),) if src.volume(pool, name)]
+        for name in volumes:
+            if not name.startswith(f"berth-{uuid}-") and dst.volume(pool, name) is not None:
+                raise BerthError(f"{dst.host} already has a volume {name} in storage pool {pool}; the move would "
+                                 f"overwrite it (rename one of them first)")
         self._ensure_base_images(src, dst, pool, volumes)
         live_refused = None
         if args["mode"] in ("auto", "live"):
@@ -114,14 +122,14 @@ class ActionModule(BerthAction):
             if live_refused is None:
                 try:
                     for name in volumes:
-                        self._copy(src, dst, pool, name, empty=(name == root_volume_name(uuid)))
+                        # QEMU copies a disk's own layer during the migration; a CD-ROM is copied here.
+                        self._copy(src, dst, pool, name, empty=name in disks)
                     src.live_migrate(uuid, dst, address)
                 except HypervisorError as exc:
-                    remove_instance(dst, uuid, pool)
+                    _remove_moved(dst, uuid, pool, volumes)
                     live_refused = f"live migration failed: {exc}"
                 else:
-                    for name in volumes:
-                        src.delete_volume(pool, name)
+                    _remove_moved(src, uuid, pool, volumes)
                     return {"mode": "live"}
             if args["mode"] == "live":
                 raise BerthError(f"cannot live-migrate {args['name']}: {live_refused}")
@@ -167,12 +175,19 @@ class ActionModule(BerthAction):
             if running:
                 dst.start(uuid, src.autostart(uuid))
         except Exception:
-            remove_instance(dst, uuid, pool)
+            _remove_moved(dst, uuid, pool, volumes)
             if running:
                 src.start(uuid, src.autostart(uuid))
             raise
-        remove_instance(src, uuid, pool)
+        _remove_moved(src, uuid, pool, volumes)
         return {"restarted": running}
+
+
+def _remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> None:
+    """The instance's domain and the volumes that moved with it, gone from one side of a move."""
+    remove_instance(hv, uuid, pool)
+    for name in volumes:
+        hv.delete_volume(pool, name)
 
 
 def _repoint_disks(domain_xml: str, source_pool_path: str, target_pool_path: str) -> str:

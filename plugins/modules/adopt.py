@@ -20,9 +20,10 @@ description:
     over its limits takes no new instances until something goes.
   - A second run changes nothing. A domain that was adopted before but lost its metadata gets it
     back.
-  - C(playbooks/delete.yml) then deletes the instance like any other. It undefines the domain and
-    removes the volumes Berth made. Disks that Berth did not make (the adopted domain's own) are
-    left where they are.
+  - C(playbooks/migrate.yml) then moves the instance like any other, with its disks in the storage
+    pool. C(playbooks/delete.yml) deletes it like any other: it undefines the domain and removes the
+    volumes Berth made. Disks that Berth did not make (the adopted domain's own) are left where
+    they are.
 options:
   host:
     description: Inventory name of the hypervisor the domain is on (a host of a M(berth.fleet.hypervisors) source).

@@ -1,6 +1,7 @@
 """Adopting a domain Berth did not build, on the real lab fleet: the tracker stops counting it as
 an orphan, the ledger holds it as an ACTIVE instance with its claim, the domain carries Berth's
-metadata, a second run changes nothing, and delete.yml removes it like any other instance."""
+metadata, a second run changes nothing, and migrate.yml and delete.yml treat it like any other
+instance."""
 
 from __future__ import annotations
 
@@ -120,16 +121,44 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab):
             lab.virsh("hv3", "undefine", other_uuid)
             lab.virsh("hv3", "vol-delete", "--pool", "default", "other.qcow2")
 
+        # A volume of the same name on the destination is someone else's: the move is refused.
+        lab.virsh("hv1", "vol-create-as", "default", "Legacy_DB.qcow2", "1M")
+        try:
+            clash = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv1")
+            assert clash["rc"] != 0
+            assert "hv1 already has a volume Legacy_DB.qcow2 in storage pool default" in \
+                " ".join(failed_messages(clash))
+            assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == adopted_rows
+            assert "running" in lab.virsh("hv2", "domstate", "Legacy_DB")
+        finally:
+            lab.virsh("hv1", "vol-delete", "--pool", "default", "Legacy_DB.qcow2")
+
+        # An adopted instance moves like any other, its own disk with it.
+        moved = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")
+        assert moved["rc"] == 0, failed_messages(moved)
+        assert task_result(moved, "Migrate the instance")["mode"] == "live"  # the disk copied by QEMU
+        [instance] = [row for row in lab.ledger_rows("instances") if row["uuid"] == domain_uuid]
+        assert instance["host"] == "hv3"
+        assert [row["hypervisor_uuid"] for row in lab.ledger_rows("claims") if row["instance_uuid"] == domain_uuid] \
+            == [instance["hypervisor_uuid"]]
+        assert "Legacy_DB" not in lab.virsh("hv2", "list", "--all", "--name").split()
+        assert "running" in lab.virsh("hv3", "domstate", "Legacy_DB")
+        assert "Legacy_DB.qcow2" not in lab.virsh("hv2", "vol-list", "default")
+        assert "Legacy_DB.qcow2" in lab.virsh("hv3", "vol-list", "default")
+        assert berth_metadata(lab, "hv3", "Legacy_DB", inactive=True) == wanted
+
         deleted = lab.playbook("delete.yml", "-e", "name=legacy")
         assert deleted["rc"] == 0, failed_messages(deleted)
-        assert "Legacy_DB" not in lab.virsh("hv2", "list", "--all", "--name").split()
+        assert "Legacy_DB" not in lab.virsh("hv3", "list", "--all", "--name").split()
         assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == before
         # Its disk was not Berth's making: it stays.
-        assert "Legacy_DB.qcow2" in lab.virsh("hv2", "vol-list", "default")
+        assert "Legacy_DB.qcow2" in lab.virsh("hv3", "vol-list", "default")
     finally:
-        if domain_uuid in lab.virsh("hv2", "list", "--all", "--uuid"):
-            if "running" in lab.virsh("hv2", "domstate", domain_uuid):
-                lab.virsh("hv2", "destroy", domain_uuid)
-            lab.virsh("hv2", "undefine", domain_uuid)
-        lab.virsh("hv2", "vol-delete", "--pool", "default", "Legacy_DB.qcow2")
+        for host in ("hv2", "hv3"):
+            if domain_uuid in lab.virsh(host, "list", "--all", "--uuid"):
+                if "running" in lab.virsh(host, "domstate", domain_uuid):
+                    lab.virsh(host, "destroy", domain_uuid)
+                lab.virsh(host, "undefine", domain_uuid)
+            if "Legacy_DB.qcow2" in lab.virsh(host, "vol-list", "default"):
+                lab.virsh(host, "vol-delete", "--pool", "default", "Legacy_DB.qcow2")
         lab.playbook("gather.yml")  # the lab's ledger forgets the orphan again for the next tests
