@@ -21,7 +21,7 @@ description:
   - A second run changes nothing. A domain that was adopted before but lost its metadata gets it
     back.
   - C(playbooks/migrate.yml) then moves the instance like any other, with its disks in the storage
-    pool. C(playbooks/delete.yml) deletes it like any other: it undefines the domain and removes the
+    pool. C(playbooks/delete.yml) deletes it like any other. It undefines the domain and removes the
     volumes Berth made. Disks that Berth did not make (the adopted domain's own) are left where
     they are.
 options:
