@@ -86,7 +86,18 @@ DAEMON_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/root",
     "LC_ALL": "C",
+    # Cyrus SASL reads libvirt.conf from here (in-namespace path): /etc/sasl2 is the machine's.
+    "SASL_CONF_PATH": "/etc/libvirt/sasl2",
 }
+# With DIR/hvN/etc/passwd.db (require_password), the host's daemon asks for a SASL login.
+SASL_DB = "passwd.db"
+# DIR/hvN/auth.conf: the login for the lab's own virsh calls (libvirt's client auth file).
+AUTH_CONF = "auth.conf"
+SASL_CONF = """\
+# Written by lab/fleet.py: libvirtd's SASL, used when passwd.db exists (require_password).
+mech_list: scram-sha-256
+sasldb_path: /etc/libvirt/passwd.db
+"""
 
 LIBVIRTD_CONF = """\
 # Written by lab/fleet.py for {hostname} ({name}); in-namespace paths.
@@ -95,8 +106,8 @@ unix_sock_group = "root"
 unix_sock_ro_perms = "0777"
 unix_sock_rw_perms = "0770"
 unix_sock_admin_perms = "0700"
-auth_unix_ro = "none"
-auth_unix_rw = "none"
+auth_unix_ro = "{auth}"
+auth_unix_rw = "{auth}"
 log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
 """
 
@@ -304,10 +315,22 @@ def _qemu_leftovers(root: Path) -> list[int]:
 
 # ----------------------------------------------------------------------------- virsh
 
+def _virsh_env(uri_: str) -> dict:
+    """virsh's environment: with the host's auth.conf where its daemon asks for a login
+    (require_password), so that the lab's own calls need no prompt."""
+    env = {**os.environ, "LC_ALL": "C"}
+    socket_arg = uri_.partition("socket=")[2]
+    if socket_arg:
+        auth = Path(socket_arg).parent.parent / AUTH_CONF
+        if auth.is_file():
+            env["LIBVIRT_AUTH_FILE"] = str(auth)
+    return env
+
+
 def virsh(uri_: str, *args: str, check: bool = True, timeout: float = 120) -> str:
     res = subprocess.run(
         ["virsh", "-q", "-c", uri_, *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, "LC_ALL": "C"},
+        capture_output=True, text=True, timeout=timeout, env=_virsh_env(uri_),
     )
     if check and res.returncode != 0:
         raise RuntimeError(f"virsh -c {uri_} {' '.join(args)}: {res.stderr.strip()}")
@@ -317,8 +340,7 @@ def virsh(uri_: str, *args: str, check: bool = True, timeout: float = 120) -> st
 def _virsh_ok(uri_: str, *args: str) -> bool:
     try:
         return subprocess.run(
-            ["virsh", "-q", "-c", uri_, *args], capture_output=True, timeout=60,
-            env={**os.environ, "LC_ALL": "C"},
+            ["virsh", "-q", "-c", uri_, *args], capture_output=True, timeout=60, env=_virsh_env(uri_),
         ).returncode == 0
     except subprocess.TimeoutExpired:
         return False
@@ -346,8 +368,11 @@ def _prepare(base: Path, name: str) -> Path:
                 shutil.copy2(entry, etc / entry.name, follow_symlinks=False)
     _write_nss(root)
     _write_hosts(root, hostname(name))
-    fmt = dict(name=name, hostname=hostname(name), host_uuid=host_uuid(base, name))
+    auth = "sasl" if (etc / SASL_DB).exists() else "none"
+    fmt = dict(name=name, hostname=hostname(name), host_uuid=host_uuid(base, name), auth=auth)
     _conf(root).write_text(LIBVIRTD_CONF.format(**fmt))
+    (etc / "sasl2").mkdir(exist_ok=True)
+    (etc / "sasl2" / "libvirt.conf").write_text(SASL_CONF)
     (etc / "qemu.conf").write_text(QEMU_CONF.format(**fmt))
     (root / "log" / "qemu").mkdir(exist_ok=True)
     return root
@@ -692,6 +717,26 @@ def start_daemon(dir, name: str) -> int:
         _ensure_pool(uri(base, name))
         _update_hosts_json(base, name)
     return pid
+
+
+def require_password(dir, name: str, username: str, password: str) -> int:
+    """From now on NAME's daemon asks for a SASL login (scram-sha-256) with this user name and
+    password, as a libvirtd with auth_unix_rw = "sasl" does. Restarts it; returns its PID.
+
+    The lab's own virsh calls log in through DIR/NAME/auth.conf; nothing else knows the password.
+    """
+    base = _dir(dir)
+    root = host_root(base, name)
+    stop_daemon(base, name)
+    # The realm is the daemon's host name (in its UTS namespace), where SASL looks the user up.
+    subprocess.run(["saslpasswd2", "-c", "-p", "-a", "libvirt", "-u", hostname(name),
+                    "-f", str(root / "etc" / SASL_DB), username],
+                   input=password, text=True, check=True, capture_output=True)
+    auth = root / AUTH_CONF
+    auth.touch(mode=0o600)
+    auth.write_text(f"[credentials-lab]\nauthname={username}\npassword={password}\n\n"
+                    "[auth-libvirt-default]\ncredentials=lab\n")
+    return start_daemon(base, name)
 
 
 def stop_daemon(dir, name: str) -> int | None:
