@@ -38,25 +38,28 @@ class ActionModule(BerthAction):
             raise InputError("host", f"hypervisor {host} did not answer: {state.get('down_reason') or 'down'}")
         check_mode = bool(self._task.check_mode)
         ledger = Ledger(args["ledger_url"]).open()
-        if not check_mode:
-            # The hypervisor's row and the domain's usage as the inventory saw them, as a launch does.
-            ledger.sync_hypervisors([state])
         with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
             domain = hv.find_domain_named(args["domain"])
             if domain is None:
                 raise InputError("domain", f"no domain {args['domain']!r} on {host}")
+            if not domain["persistent"]:
+                raise InputError("domain", f"domain {domain['name']} on {host} is transient (started without a "
+                                           f"definition, as virsh create does); define it first, then adopt it")
             marked = domain["berth"] or {}
             if marked and marked["instance_uuid"] != domain["uuid"]:
                 raise InputError("domain", f"domain {domain['name']} on {host} carries Berth metadata of another "
                                            f"instance ({marked['instance_uuid']}); it is not Berth's to adopt")
             name = dns_label("name", args["name"] or marked.get("name") or domain["name"])
             flavor = self._flavor(args, domain, marked.get("flavor"))
-            wanted = {"uuid": domain["uuid"], "name": name, "flavor": flavor.name}
-            current = {"uuid": marked["instance_uuid"], "name": marked["name"], "flavor": marked["flavor"]} if marked else None
             owner = run_owner()
+            # Everything is checked before anything is written (the hypervisor's sync included).
             instance, adopting = ledger.adopt_instance(host, domain["uuid"], name, flavor, owner, dry_run=True)
-            if not adopting:  # adopted before: the ledger's name and flavor are the instance's
-                wanted.update(name=instance["name"], flavor=instance["flavor"])
+            if not adopting:
+                self._same_as_before(args, instance, name, flavor)
+            current = {"uuid": marked["instance_uuid"], "name": marked["name"], "flavor": marked["flavor"],
+                       "metadata": marked.get("metadata") or {}} if marked else None
+            wanted = {"uuid": domain["uuid"], "name": instance["name"], "flavor": instance["flavor"],
+                      "metadata": marked.get("metadata") or {}}
             relabel = current != wanted
             result = {"changed": adopting or relabel, "instance": instance, "domain": _shown(domain, host)}
             if not result["changed"]:
@@ -72,16 +75,32 @@ class ActionModule(BerthAction):
                                  f"{wanted['name']} back into domain {domain['name']} on {host}")
             if check_mode:
                 return result
+            # The hypervisor's row and the domain's usage as the inventory saw them, as a launch does.
+            ledger.sync_hypervisors([state])
             if relabel:
                 hv.set_berth_metadata(domain["uuid"], wanted)
             try:
-                result["instance"], _changed = ledger.adopt_instance(host, domain["uuid"], name, flavor, owner)
+                result["instance"], adopted_now = ledger.adopt_instance(host, domain["uuid"], name, flavor, owner)
             except BaseException:
                 if relabel:  # the domain goes back to what it was: nothing half done
                     hv.set_berth_metadata(domain["uuid"], current)
                 raise
+            settled = {**wanted, "name": result["instance"]["name"], "flavor": result["instance"]["flavor"]}
+            if not adopted_now and settled != wanted:
+                # Another run adopted it meanwhile, under its own name: the domain says what the ledger says.
+                hv.set_berth_metadata(domain["uuid"], settled)
             result["domain"] = _shown(hv.find_domain_named(domain["uuid"]) or domain, host)
         return result
+
+    @staticmethod
+    def _same_as_before(args: dict[str, Any], instance: dict[str, Any], name: str, flavor: Flavor) -> None:
+        """A second run that asks for another name or flavor is an error, not a silent no-op."""
+        if args["name"] and name != instance["name"]:
+            raise InputError("name", f"the domain was adopted as instance {instance['name']}, not {name}; "
+                                     f"the name does not change by adopting again")
+        if args["flavor"] is not None and flavor.name != instance["flavor"]:
+            raise InputError("flavor", f"instance {instance['name']} was adopted with flavor {instance['flavor']}, "
+                                       f"not {flavor.name}; the flavor does not change by adopting again")
 
     @staticmethod
     def _flavor(args: dict[str, Any], domain: dict[str, Any], marked_flavor: str | None) -> Flavor:

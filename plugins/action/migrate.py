@@ -8,8 +8,6 @@ from typing import Any
 
 from ansible_collections.berth.fleet.plugins.action.instance import (
     remove_instance,
-    root_volume_name,
-    seed_volume_name,
 )
 from ansible_collections.berth.fleet.plugins.action.schedule import _host_states
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
@@ -35,6 +33,7 @@ class ActionModule(BerthAction):
         "hypervisor_group": {"type": "str", "default": "hypervisors"},
         "storage_pool": {"type": "str", "default": "default"},
         "timeout": {"type": "float", "default": 120},
+        "transfer_timeout": {"type": "float", "default": 3600},
         **LEDGER_ARGS,
     }
     _supports_check_mode = True
@@ -54,22 +53,23 @@ class ActionModule(BerthAction):
         target, why = self._destination(args, ledger, instance, states)
         result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
                                   "from_host": source, "to_host": target, "why": why}
-        if self._task.check_mode:
-            result["msg"] = f"would migrate {args['name']} from {source} to {target} ({why})"
-            return result
-        try:
-            claim = ledger.claim_move(instance["uuid"], by_host[target]["uuid"], run_owner())
-        except ClaimConflict as conflict:
-            raise BerthError(f"cannot claim {target} for {args['name']}: {conflict.reason}") from conflict
-        try:
-            with Hypervisor(source, uris[source], args["timeout"]) as src, \
-                    Hypervisor(target, uris[target], args["timeout"]) as dst:
+        connect = {"timeout_s": args["timeout"], "transfer_timeout_s": args["transfer_timeout"]}
+        with Hypervisor(source, uris[source], **connect) as src, Hypervisor(target, uris[target], **connect) as dst:
+            disks, volumes = self._volumes(src, dst, instance, args["storage_pool"])
+            if self._task.check_mode:
+                result["msg"] = f"would migrate {args['name']} from {source} to {target} ({why})"
+                return result
+            try:
+                claim = ledger.claim_move(instance["uuid"], by_host[target]["uuid"], run_owner())
+            except ClaimConflict as conflict:
+                raise BerthError(f"cannot claim {target} for {args['name']}: {conflict.reason}") from conflict
+            try:
                 address = task_vars["hostvars"][target].get("berth_migration_address")
-                result.update(self._move(src, dst, instance["uuid"], args, address))
-        except Exception:
-            # The domain runs on the source again: the destination's claim goes back.
-            ledger.release_claim(claim["id"])
-            raise
+                result.update(self._move(src, dst, instance["uuid"], args, address, disks, volumes))
+            except Exception:
+                # The domain runs on the source again: the destination's claim goes back.
+                ledger.release_claim(claim["id"])
+                raise
         # The source is released only now that the domain is gone from it.
         ledger.finish_move(instance["uuid"], claim["id"])
         return result
@@ -99,22 +99,58 @@ class ActionModule(BerthAction):
             raise BerthError(f"no valid host to migrate {args['name']} to: {decision.summary}. {reasons}")
         return decision.placements[0].host, f"chosen by the scheduler: {decision.summary}"
 
+    @staticmethod
+    def _volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
+                 pool: str) -> tuple[list[str], list[str]]:
+        """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed), all
+        volumes of ``pool``. Refuses, before anything is touched, storage the move cannot carry
+        (other pools, block or network disks, NVRAM), a backing chain that leaves the pool, a
+        volume that something else on the source still uses, and a name the destination has."""
+        uuid, name = instance["uuid"], instance["name"]
+        xml = src.domain_xml(uuid, inactive=True)
+        if xml is None:
+            raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
+        root = ET.fromstring(xml)
+        pool_path = src.pool_path(pool)
+        disks, cdroms, stuck = [], [], []
+        for disk in root.findall("devices/disk"):
+            source = disk.find("source")
+            if source is None:
+                continue  # an empty CD-ROM drive
+            path = source.get("file") if disk.get("type") == "file" else None
+            device = disk.get("device", "disk")
+            if path and os.path.dirname(path) == pool_path and src.volume(pool, os.path.basename(path)):
+                (disks if device == "disk" else cdroms).append(os.path.basename(path))
+            else:
+                target = disk.find("target")
+                where = path or f"a {disk.get('type')} source"
+                stuck.append(f"{device} {target.get('dev') if target is not None else '?'} ({where})")
+        if root.findtext("os/nvram"):
+            stuck.append(f"NVRAM ({root.findtext('os/nvram')})")
+        if stuck:
+            raise InputError("name", f"{name} has storage a move cannot carry, only volumes of storage pool {pool} "
+                                     f"move: {', '.join(stuck)}")
+        volumes = disks + cdroms
+        for volume in volumes:
+            pool_image(src, pool, volume, src.host)
+            if volume.startswith(f"berth-{uuid}-"):
+                continue  # Berth's own: nothing else uses them, and a leftover on the destination is ours
+            users = src.volume_users(pool, os.path.join(pool_path, volume), uuid)
+            if users:
+                raise InputError("name", f"{name}'s volume {volume} on {src.host} is also used by {', '.join(users)}; "
+                                         f"moving it would break them")
+            if dst.volume(pool, volume) is not None:
+                raise InputError("name", f"{dst.host} already has a volume {volume} in storage pool {pool}; the move "
+                                         f"would overwrite it (rename one of them first)")
+        return disks, volumes
+
     def _move(self, src: Hypervisor, dst: Hypervisor, uuid: str, args: dict[str, Any],
-              address: str | None) -> dict[str, Any]:
+              address: str | None, disks: list[str], volumes: list[str]) -> dict[str, Any]:
         pool = args["storage_pool"]
         domain = src.find_domain(uuid)
         if domain is None:
             raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
         running = domain["state"] == "running"
-        # The disks of the domain in the pool (an adopted domain's have names of their own), and
-        # Berth's seed, which is a CD-ROM and not among them.
-        disks = sorted({os.path.basename(disk["path"]) for disk in domain["disks"] if disk["pool"] == pool}
-                       | {name for name in (root_volume_name(uuid),) if src.volume(pool, name)})
-        volumes = disks + [name for name in (seed_volume_name(uuid),) if src.volume(pool, name)]
-        for name in volumes:
-            if not name.startswith(f"berth-{uuid}-") and dst.volume(pool, name) is not None:
-                raise BerthError(f"{dst.host} already has a volume {name} in storage pool {pool}; the move would "
-                                 f"overwrite it (rename one of them first)")
         self._ensure_base_images(src, dst, pool, volumes)
         live_refused = None
         if args["mode"] in ("auto", "live"):
@@ -146,12 +182,15 @@ class ActionModule(BerthAction):
 
     @staticmethod
     def _ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: list[str]) -> None:
-        """An overlay needs its base image in the destination pool: copy it there if missing."""
+        """An overlay needs its backing chain in the destination pool (by name, as a launch finds
+        its image): the members missing there are copied, the deepest first."""
         for name in volumes:
-            info = ET.fromstring(src.volume_xml(pool, name))
-            base_path = info.findtext("backingStore/path")
-            if base_path:
-                base = os.path.basename(base_path)
+            chain = []
+            current = src.volume(pool, name)
+            while current is not None and current["backing"]:
+                chain.append(os.path.basename(current["backing"]))
+                current = src.volume(pool, chain[-1])
+            for base in reversed(chain):
                 if pool_image(dst, pool, base, dst.host) is None:
                     src.copy_volume_to(dst, pool, base)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import struct
 import threading
 import uuid as uuidlib
@@ -123,15 +124,18 @@ class Hypervisor:
     def __init__(self, host: str, uri: str, timeout_s: float = 10.0,
                  username: str | None = None, password: str | None = None,
                  keepalive_interval_s: int = KEEPALIVE_INTERVAL_S,
-                 keepalive_count: int = KEEPALIVE_COUNT) -> None:
+                 keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None) -> None:
         require_libvirt()
         self.host = host
         self.uri = uri
         self.timeout_s = timeout_s
+        # Copying a volume or migrating a domain moves whole disks: these calls get their own limit.
+        self.transfer_timeout_s = transfer_timeout_s or timeout_s
         self.username = username if username is not None else os.environ.get(USERNAME_ENV)
         self.password = password if password is not None else os.environ.get(PASSWORD_ENV)
         self.keepalive = (keepalive_interval_s, keepalive_count)
         self.conn: Any = None
+        self._daemon_pid: int | None = None  # found on first use; 0: none to look through
 
     def __enter__(self) -> Hypervisor:
         libvirt.registerErrorHandler(_silence, None)
@@ -323,13 +327,31 @@ class Hypervisor:
         daemon itself sees it: /proc/<daemon pid>/root, for a daemon on this machine reached
         through its unix socket. A remote daemon's filesystem is out of reach: None.
         """
-        pid = daemon_pid(self.uri)
-        if pid is None:
+        if self._daemon_pid is None:
+            self._daemon_pid = daemon_pid(self.uri) or 0
+        if not self._daemon_pid:  # remote, or (PID 0) a daemon in another PID namespace
             return None
         try:
-            return os.path.islink(os.path.join(f"/proc/{pid}/root", path.lstrip("/")))
+            mode = os.lstat(os.path.join(f"/proc/{self._daemon_pid}/root", path.lstrip("/"))).st_mode
         except OSError:
-            return None
+            return None  # not allowed to look (a non-root controller), or gone meanwhile
+        return stat.S_ISLNK(mode)
+
+    def volume_users(self, pool_name: str, path: str, domain_uuid: str) -> list[str]:
+        """What else needs the volume at ``path``: domains other than ``domain_uuid`` with it as a
+        disk or CD-ROM, and volumes of the pool backed by it."""
+        users = []
+        for dom in self._call(self.conn.listAllDomains, 0):
+            if self._call(dom.UUIDString) == domain_uuid:
+                continue
+            root = ET.fromstring(self._call(dom.XMLDesc, 0))
+            if path in (source.get("file") for source in root.findall("devices/disk/source")):
+                users.append(f"domain {self._call(dom.name)}")
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        for vol in self._call(pool.listAllVolumes, 0):
+            if ET.fromstring(self._call(vol.XMLDesc, 0)).findtext("backingStore/path") == path:
+                users.append(f"volume {self._call(vol.name)}")
+        return users
 
     def pool_path(self, pool_name: str) -> str:
         """Where a directory pool keeps its volumes (its target path)."""
@@ -405,7 +427,7 @@ class Hypervisor:
                 download.finish()
                 upload.finish()
 
-            self._call(pump)
+            call_with_timeout(self.host, self.transfer_timeout_s, pump)
         except HypervisorError:
             target._call(dst_vol.delete, 0)
             raise
@@ -462,7 +484,7 @@ class Hypervisor:
         if address:
             uri = f"tcp://{address}"
             params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
-        self._call(dom.migrateToURI3, target.uri, params, flags)
+        call_with_timeout(self.host, self.transfer_timeout_s, dom.migrateToURI3, target.uri, params, flags)
 
     def delete_volume(self, pool_name: str, name: str) -> bool:
         """Delete a volume if it exists; True if one was deleted."""
@@ -498,13 +520,17 @@ class Hypervisor:
         for lookup in lookups:
             try:
                 dom = self._call(lookup, key)
-            except HypervisorError:
-                continue
+            except HypervisorError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, libvirt.libvirtError) and cause.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                    continue
+                raise  # a timeout or a lost connection is not "no such domain"
             return {**self._domain(dom), "persistent": bool(self._call(dom.isPersistent))}
         return None
 
-    def set_berth_metadata(self, uuid: str, fields: dict[str, str] | None) -> None:
-        """Write Berth's metadata element (uuid, name, flavor) into a domain, or remove it (None).
+    def set_berth_metadata(self, uuid: str, fields: dict[str, Any] | None) -> None:
+        """Write Berth's metadata element (uuid, name, flavor, and the ``metadata`` items) into a
+        domain, or remove it (None).
 
         The running domain and its persistent definition both get it, so that the tracker
         attributes the domain to its instance now and after a restart.
@@ -520,6 +546,8 @@ class Hypervisor:
             root = ET.Element("instance")
             for key in ("uuid", "name", "flavor"):
                 ET.SubElement(root, key).text = fields[key]
+            for key, value in sorted((fields.get("metadata") or {}).items()):
+                ET.SubElement(root, "meta", key=key).text = value
             element = ET.tostring(root, encoding="unicode")
         self._call(dom.setMetadata, libvirt.VIR_DOMAIN_METADATA_ELEMENT, element,
                    METADATA_PREFIX if element else None, METADATA_NAMESPACE, flags)

@@ -163,6 +163,10 @@ def boot_spec(boot: Any) -> dict[str, str]:
 # Deeper backing chains than this are refused: no image needs them, and a loop must end.
 MAX_BACKING_CHAIN = 8
 _QCOW2_MAGIC = b"QFI\xfb"
+# The qcow2 header fields read: magic, version, backing file offset, and (version 3) the
+# incompatible features at bytes 72-79, whose bit 2 says the data lives in an external file.
+_QCOW2_HEADER_BYTES = 104
+_QCOW2_EXTERNAL_DATA_FILE = 1 << 2
 
 
 def pool_image(hv: Any, pool: str, name: str, host: str) -> dict[str, Any] | None:
@@ -199,22 +203,30 @@ def pool_image(hv: Any, pool: str, name: str, host: str) -> dict[str, Any] | Non
 
 def check_image_source(image: Mapping[str, Any] | None) -> None:
     """An image to upload must be a file on the controller and, as qcow2, stand alone: a backing
-    file named in its header would be opened on the hypervisor, outside the pool."""
+    file or an external data file named in its header would be opened on the hypervisor, outside
+    the pool. A qcow2 file declared raw is refused too: the pool reads the header anyway."""
     if not image or not image["source"]:
         return
     source = image["source"]
     try:
         with open(source, "rb") as handle:
-            header = handle.read(20)
+            header = handle.read(_QCOW2_HEADER_BYTES)
     except OSError as exc:
         raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
                          f"({exc.strerror})") from exc
+    is_qcow2 = header[:4] == _QCOW2_MAGIC
     if image["format"] != "qcow2":
+        if is_qcow2:
+            raise InputError("image.format", f"image.source {source} is a qcow2 file, not {image['format']}: "
+                             f"libvirt's pool would read it as qcow2 (set image.format to qcow2)")
         return
-    if header[:4] != _QCOW2_MAGIC:
+    if not is_qcow2:
         raise InputError("image.source", f"image.source {source} is not a qcow2 file (set image.format to "
                          f"raw if it is a raw disk)")
-    backing_offset = int.from_bytes(header[8:16], "big")
-    if backing_offset:
+    if int.from_bytes(header[8:16], "big"):
         raise InputError("image.source", f"image.source {source} names a backing file in its qcow2 header; "
                          f"upload a standalone image (qemu-img convert -O qcow2)")
+    version = int.from_bytes(header[4:8], "big")
+    if version >= 3 and int.from_bytes(header[72:80], "big") & _QCOW2_EXTERNAL_DATA_FILE:
+        raise InputError("image.source", f"image.source {source} keeps its data in an external file named in "
+                         f"its qcow2 header; upload a standalone image (qemu-img convert -O qcow2)")

@@ -22,6 +22,11 @@ description:
     is the address the source's QEMU sends memory and disks to (else its hostname).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
+  - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
+    domain's own disks too), with their backing chains. Refused before anything is claimed, and
+    in check mode too, are the following. Storage a move cannot carry (another pool, block or
+    network disks, NVRAM). A backing file outside the pool. A volume that another domain or
+    volume on the source still uses. A volume name the destination already has.
 options:
   name:
     description: The instance name (as in the ledger).
@@ -44,9 +49,13 @@ options:
     type: str
     default: default
   timeout:
-    description: Seconds each libvirt call may take (a volume copy is one call).
+    description: Seconds each libvirt call may take, except the copies of whole disks.
     type: float
     default: 120
+  transfer_timeout:
+    description: Seconds a volume copy or the live migration itself may take.
+    type: float
+    default: 3600
   ledger:
     description: Unused; the ledger is always needed to migrate.
     type: bool
@@ -57,7 +66,8 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Decides the destination and reports it; claims and moves nothing.
+    description: Decides the destination and reports it, and refuses what the move would refuse (storage it cannot
+      carry, a name clash on the destination); claims and moves nothing.
   diff_mode:
     support: none
     description: Nothing to show.

@@ -731,10 +731,11 @@ class Ledger:
         """
         now = utcnow()
         with self.session() as session, session.begin():
-            row = _find_hypervisor(session, host)
+            # A dry run may come before the hypervisor's first sync (check mode syncs nothing).
+            row = _find_hypervisor(session, host, missing_ok=dry_run)
             existing = session.get(InstanceRow, domain_uuid)
             if existing is not None:
-                if existing.hypervisor_uuid != row.uuid:
+                if row is None or existing.hypervisor_uuid != row.uuid:
                     raise InputError("domain", f"domain {domain_uuid} is instance {existing.name} of the ledger, "
                                                f"which places it on {existing.host}, not {row.name}")
                 return existing.to_dict(), False
@@ -745,9 +746,11 @@ class Ledger:
             instance = InstanceRow(
                 uuid=domain_uuid, name=name, flavor_name=flavor.name, vcpus=flavor.vcpus,
                 memory_mb=flavor.memory_mb, root_gb=flavor.root_gb, ephemeral_gb=flavor.ephemeral_gb,
-                swap=flavor.swap, image=None, hypervisor_uuid=row.uuid, host=row.name, state=ACTIVE,
-                created_at=now, updated_at=now,
+                swap=flavor.swap, image=None, hypervisor_uuid=row.uuid if row else None,
+                host=row.name if row else host, state=ACTIVE, created_at=now, updated_at=now,
             )
+            if row is None:
+                return instance.to_dict(), True
             session.add(instance)
             session.flush()  # the claim's foreign key needs the instance row first
             claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, 0, now)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import xml.etree.ElementTree as ET
 
+import fleet
 import pytest
 from conftest import changed_count, drift, failed_messages, task_result
 
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.integration
 BERTH = "{urn:berth:instance:1}"
 
 
-def handmade_domain(lab, host: str, name: str, memory_mib: int = 96) -> str:
-    """A domain defined and started with plain virsh, as an operator would; returns its UUID."""
+def handmade_domain(lab, host: str, name: str, memory_mib: int = 96, transient: bool = False) -> str:
+    """A domain defined and started with plain virsh, as an operator would (``transient``: started
+    with virsh create, without a definition); returns its UUID."""
     lab.virsh(host, "vol-create-as", "default", f"{name}.qcow2", "1G", "--format", "qcow2")
     xml = f"""<domain type='qemu'>
   <name>{name}</name>
@@ -39,9 +41,10 @@ def handmade_domain(lab, host: str, name: str, memory_mib: int = 96) -> str:
     </disk>
   </devices>
 </domain>"""
-    subprocess.run(["virsh", "-c", lab.hosts[host]["uri"], "define", "/dev/stdin"], input=xml, text=True,
-                   check=True, capture_output=True)
-    lab.virsh(host, "start", name)
+    subprocess.run(["virsh", "-c", lab.hosts[host]["uri"], "create" if transient else "define", "/dev/stdin"],
+                   input=xml, text=True, check=True, capture_output=True)
+    if not transient:
+        lab.virsh(host, "start", name)
     return lab.virsh(host, "domuuid", name).strip()
 
 
@@ -53,7 +56,7 @@ def berth_metadata(lab, host: str, domain: str, inactive: bool = False) -> dict 
     return {key: node.findtext(f"{BERTH}{key}") for key in ("uuid", "name", "flavor")}
 
 
-def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab):
+def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab, tmp_path):
     domain_uuid = handmade_domain(lab, "hv2", "Legacy_DB")
     try:
         gathered = lab.playbook("gather.yml")
@@ -80,6 +83,12 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab):
             "would adopt domain Legacy_DB on hv2 as instance legacy (1 vCPUs, 96 MB, 1 GB")
         assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == before
         assert berth_metadata(lab, "hv2", "Legacy_DB") is None
+        # Check mode syncs nothing, so it must also plan for a ledger that never saw the host.
+        fresh = f"berth_ledger_url=sqlite:///{tmp_path}/fresh.sqlite3"
+        unsynced = lab.playbook("adopt.yml", "-e", "host=hv2", "-e", "domain=Legacy_DB", "-e", "name=legacy",
+                                "-e", fresh, check=True)
+        assert unsynced["rc"] == 0, failed_messages(unsynced)
+        assert task_result(unsynced, "Adopt the domain")["msg"].startswith("would adopt domain Legacy_DB")
 
         adopted = lab.playbook("adopt.yml", "-e", "host=hv2", "-e", "domain=Legacy_DB", "-e", "name=legacy")
         assert adopted["rc"] == 0, failed_messages(adopted)
@@ -109,6 +118,21 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab):
         assert "orphans" not in hv2_line
         assert domain_uuid not in [row["domain_uuid"] for row in lab.ledger_rows("unmanaged_usage")]
 
+        # Adopting again under another name is an error, not a silent no-op.
+        renamed = lab.playbook("adopt.yml", "-e", "host=hv2", "-e", "domain=Legacy_DB", "-e", "name=other")
+        assert renamed["rc"] != 0
+        assert "the domain was adopted as instance legacy, not other" in " ".join(failed_messages(renamed))
+
+        # A transient domain (virsh create) has no definition to keep: refused.
+        transient_uuid = handmade_domain(lab, "hv3", "fleeting", transient=True)
+        try:
+            fleeting = lab.playbook("adopt.yml", "-e", "host=hv3", "-e", "domain=fleeting")
+            assert fleeting["rc"] != 0
+            assert "domain fleeting on hv3 is transient" in " ".join(failed_messages(fleeting))
+        finally:
+            lab.virsh("hv3", "destroy", transient_uuid)
+            lab.virsh("hv3", "vol-delete", "--pool", "default", "fleeting.qcow2")
+
         # Another domain cannot take the adopted name.
         other_uuid = handmade_domain(lab, "hv3", "other")
         try:
@@ -132,6 +156,31 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab):
             assert "running" in lab.virsh("hv2", "domstate", "Legacy_DB")
         finally:
             lab.virsh("hv1", "vol-delete", "--pool", "default", "Legacy_DB.qcow2")
+
+        # A volume something else on the source still uses does not move.
+        pool = fleet.host_path(lab.dir, "hv2", "/var/lib/libvirt/images")
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", "Legacy_DB.qcow2", "-F", "qcow2",
+                        "child.qcow2"], cwd=pool, check=True)
+        try:
+            lab.virsh("hv2", "pool-refresh", "default")
+            used = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")
+            assert used["rc"] != 0
+            assert "volume Legacy_DB.qcow2 on hv2 is also used by volume child.qcow2" in " ".join(failed_messages(used))
+        finally:
+            (pool / "child.qcow2").unlink()
+            lab.virsh("hv2", "pool-refresh", "default")
+        # Nor does a disk outside the pool: the move is refused, in check mode already.
+        outside = tmp_path / "outside.img"
+        outside.write_bytes(bytes(1024 * 1024))
+        lab.virsh("hv2", "attach-disk", "Legacy_DB", str(outside), "vdb", "--config")
+        try:
+            stuck = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3", check=True)
+            assert stuck["rc"] != 0
+            assert f"legacy has storage a move cannot carry, only volumes of storage pool default move: disk vdb " \
+                   f"({outside})" in " ".join(failed_messages(stuck))
+        finally:
+            lab.virsh("hv2", "detach-disk", "Legacy_DB", "vdb", "--config")
+        assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == adopted_rows
 
         # An adopted instance moves like any other, its own disk with it.
         moved = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")

@@ -96,17 +96,24 @@ def test_a_backing_chain_that_loops_is_refused():
         pool_image(Pool(a="/pool/b", b="/pool/a"), "default", "a", "hv1")
 
 
-def qcow2_header(backing_offset: int) -> bytes:
-    return b"QFI\xfb" + (3).to_bytes(4, "big") + backing_offset.to_bytes(8, "big") + bytes(8)
+def qcow2_header(backing_offset: int = 0, incompatible_features: int = 0, version: int = 3) -> bytes:
+    """A qcow2 header as the spec lays it out (fields big-endian), padded to 104 bytes."""
+    header = b"QFI\xfb" + version.to_bytes(4, "big") + backing_offset.to_bytes(8, "big")
+    header += bytes(72 - len(header)) + incompatible_features.to_bytes(8, "big")
+    return header + bytes(104 - len(header))
 
 
-@pytest.mark.parametrize("content, fmt, message", [
-    (qcow2_header(0), "qcow2", None),
-    (qcow2_header(512), "qcow2", "names a backing file in its qcow2 header"),
-    (b"\0" * 64, "qcow2", "is not a qcow2 file"),
-    (qcow2_header(512), "raw", None),  # read as raw, its header means nothing to QEMU
+@pytest.mark.parametrize("content, fmt, field, message", [
+    (qcow2_header(), "qcow2", None, None),
+    (b"\0" * 64, "raw", None, None),
+    (qcow2_header(backing_offset=512), "qcow2", "image.source", "names a backing file in its qcow2 header"),
+    (qcow2_header(incompatible_features=4), "qcow2", "image.source", "keeps its data in an external file"),
+    (qcow2_header(incompatible_features=4, version=2), "qcow2", None, None),  # version 2 has no such field
+    (b"\0" * 64, "qcow2", "image.source", "is not a qcow2 file"),
+    # The directory pool probes the content: declared raw, it would still be read as qcow2.
+    (qcow2_header(backing_offset=512), "raw", "image.format", "is a qcow2 file, not raw"),
 ])
-def test_an_upload_must_stand_alone(tmp_path, content, fmt, message):
+def test_an_upload_must_stand_alone(tmp_path, content, fmt, field, message):
     source = tmp_path / "image"
     source.write_bytes(content)
     image = {"name": "image", "format": fmt, "source": str(source)}
@@ -115,7 +122,7 @@ def test_an_upload_must_stand_alone(tmp_path, content, fmt, message):
         return
     with pytest.raises(InputError, match=message) as refused:
         check_image_source(image)
-    assert refused.value.field == "image.source"
+    assert refused.value.field == field
 
 
 def test_an_upload_source_that_is_not_a_file_is_refused(tmp_path):

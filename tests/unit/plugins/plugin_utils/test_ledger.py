@@ -216,6 +216,12 @@ def test_adoption_refuses_a_taken_name_and_a_domain_the_ledger_places_elsewhere(
         ledger.adopt_instance("hv2", row["uuid"], "other", TINY, "test")
     with pytest.raises(InputError, match="no hypervisor 'hv7' in the ledger"):
         ledger.adopt_instance("hv7", "d-9", "legacy", TINY, "test")
+    # A dry run (check mode, which syncs nothing) plans for a host the ledger has not seen yet,
+    # and still finds a taken name.
+    planned, changed = ledger.adopt_instance("hv7", "d-9", "legacy", TINY, "test", dry_run=True)
+    assert changed and (planned["host"], planned["hypervisor_uuid"]) == ("hv7", None)
+    with pytest.raises(InputError, match="name web-1 is already instance"):
+        ledger.adopt_instance("hv7", "d-9", "web-1", TINY, "test", dry_run=True)
     assert [r["name"] for r in ledger.instances()] == ["web-1"] and len(ledger.claims()) == 1
 
 
