@@ -162,9 +162,10 @@ class ActionModule(BerthAction):
                         self._copy(src, dst, pool, name, empty=name in disks)
                     src.live_migrate(uuid, dst, address)
                 except HypervisorError as exc:
-                    _remove_moved(dst, uuid, pool, volumes)
-                    live_refused = f"live migration failed: {exc}"
-                else:
+                    if not _moved_anyway(src, dst, uuid):
+                        _remove_moved(dst, uuid, pool, volumes)
+                        live_refused = f"live migration failed: {exc}"
+                if live_refused is None:
                     _remove_moved(src, uuid, pool, volumes)
                     return {"mode": "live"}
             if args["mode"] == "live":
@@ -220,6 +221,16 @@ class ActionModule(BerthAction):
             raise
         _remove_moved(src, uuid, pool, volumes)
         return {"restarted": running}
+
+
+def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
+    """Whether a migration that reported an error (a timeout at the very end) moved the domain
+    all the same: then the destination's copy is the only one, and must not be cleaned up."""
+    try:
+        arrived = dst.find_domain(uuid)
+        return arrived is not None and arrived["state"] == "running" and src.find_domain(uuid) is None
+    except HypervisorError:
+        return False
 
 
 def _remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> None:
