@@ -1,17 +1,24 @@
 """Wall time to launch 1, 10 and 30 instances on a 3-hypervisor lab fleet, until every domain runs.
 
-    .venv/bin/python benchmarks/launch.py [--counts 1,10,30] [--out benchmarks/results/launch.md]
+    .venv/bin/python benchmarks/launch.py [--counts 1,10,30] [--repeat 3] [--out benchmarks/results/launch.md]
 
-For each count, in the same run and on the same fleet:
+For each count, in the same run and on the same fleet, ``--repeat`` times (the median is reported):
 - Berth: `ansible-playbook playbooks/launch.yml` (inventory facts, request check, Nova-style
-  scheduling with claims in the ledger, then volume + define + start per instance), split into
-  scheduling, the libvirt build, and the rest (Ansible start-up, the inventory plugin's facts,
-  the other tasks);
-- a blind round-robin baseline in raw libvirt-python: the same volume, the same domain XML,
-  define and start, host i % 3, no facts, no ledger, no Ansible;
+  scheduling with claims in the ledger, then volume + define + start per instance), split by
+  the berth_timing callback into Ansible start-up + the inventory's facts (before the first
+  task), checks + scheduling + claims, the libvirt build, the other tasks, and Ansible's exit;
+- the blind round-robin baseline the issue names: `ansible-playbook benchmarks/roundrobin/launch.yml`
+  with community.libvirt (virt_volume for the root volume, virt command=define from a template,
+  virt state=running), instance k on host (k - 1) % 3, no facts, no ledger;
+- the floor: the same round-robin in raw libvirt-python, one process, one instance after the
+  other (the same volume XML and the same domain template);
 - guest boot: from the end of Berth's launch until every guest printed its boot marker on its
-  serial console (reported apart: it is QEMU's TCG emulation, not Berth).
-Each round is deleted (delete.yml, not timed) before the next. Needs root (the lab).
+  serial console (reported apart: it is QEMU's TCG emulation, not Berth; first repeat only).
+Each round's domains are removed (not timed) before the next. Needs root (the lab).
+
+community.libvirt is not a Berth dependency: it comes from the `ansible` package on PyPI,
+downloaded once with pip into .cache/benchmarks/ (git-ignored), of which only
+ansible_collections/community/libvirt is unpacked; its modules need lxml, installed there too.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ import json
 import os
 import platform
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid as uuidlib
-import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
+
+import jinja2
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lab"))
@@ -39,91 +48,153 @@ FLAVOR = {"name": "bench", "vcpus": 1, "memory_mb": 128, "root_gb": 1}
 # 2 cores x Nova's default cpu_allocation_ratio 4.0 is 8 vCPUs a host: 30 instances need more.
 CPU_ALLOCATION_RATIO = 16.0
 BOOT_TIMEOUT_S = 300
+POOL = "default"
+ROUNDROBIN = REPO / "benchmarks" / "roundrobin"
+# The baselines' tools, fetched on demand (never in requirements.txt: CI does not need them).
+CACHE = REPO / ".cache" / "benchmarks"
+ANSIBLE_PACKAGE = "ansible==12.3.0"  # carries community.libvirt 2.0.0
+LXML_PACKAGE = "lxml==6.1.3"         # community.libvirt's modules parse XML with it
+PIP = [str(REPO / ".venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
-def ansible_env() -> dict:
+def community_libvirt() -> dict:
+    """Fetch community.libvirt (and lxml) once; the environment that lets Ansible use them."""
+    collections = CACHE / "collections"
+    manifest = collections / "ansible_collections" / "community" / "libvirt" / "MANIFEST.json"
+    if not manifest.is_file():
+        wheels = CACHE / "wheels"
+        subprocess.run([*PIP, "download", ANSIBLE_PACKAGE, "--no-deps", "-d", str(wheels)], check=True)
+        wheel = next(wheels.glob("ansible-*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if member.startswith("ansible_collections/community/libvirt/"):
+                    archive.extract(member, collections)
+    pylib = CACHE / "pylib"
+    if not (pylib / "lxml").is_dir():
+        subprocess.run([*PIP, "install", "--target", str(pylib), LXML_PACKAGE], check=True)
+    return {"ANSIBLE_COLLECTIONS_PATH": str(collections), "PYTHONPATH": str(pylib)}
+
+
+def ansible_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
                ANSIBLE_STDOUT_CALLBACK="berth_timing",
                PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}")
+    env.update(extra or {})
     return env
 
 
-def playbook(inventory: str, name: str, *extra: str) -> tuple[float, dict]:
-    command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", inventory,
-               str(REPO / "playbooks" / name), *extra]
+def playbook(inventory: str, path: Path, extra_vars: dict, env: dict | None = None) -> tuple[float, dict]:
+    """Run one playbook; its wall time (spawn to exit) and the berth_timing report."""
+    command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", inventory, str(path),
+               "-e", json.dumps(extra_vars)]
+    spawned = time.time()
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, env=ansible_env(), capture_output=True, text=True,
+    proc = subprocess.run(command, cwd=REPO, env=ansible_env(env), capture_output=True, text=True,
                           timeout=1800, check=False)
     wall = time.monotonic() - started
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     if proc.returncode != 0:
-        raise RuntimeError(f"{name} failed: {report['failed'] or proc.stderr}")
+        raise RuntimeError(f"{path.name} failed: {report['failed'] or proc.stderr}")
+    report["spawned"] = spawned
+    report["ended"] = spawned + wall
     return wall, report
 
 
-def task_seconds(report: dict, suffix: str) -> float:
-    return sum(t["seconds"] for t in report["tasks"] if t["task"].endswith(suffix))
+def berth_split(wall: float, report: dict) -> dict:
+    """Berth's wall time by phase, from the callback's marks and task times.
+
+    An action plugin is imported by Ansible's main process when its task is first queued, so a
+    task's time holds the import of the next task's action: the checks + scheduling phase holds
+    the ledger's imports, as it must.
+    """
+    tasks = report["tasks"]
+    build = next(t for t in tasks if t["task"].endswith("Build instances on their hypervisors"))
+    include = next(t for t in tasks if t["task"] == "Build the placed instances")
+    marks = report["marks"]
+    startup = marks["first_task"] - report["spawned"]
+    checks = include["start"]  # from the first task to the role's include
+    exit_s = report["ended"] - marks["stats"]
+    return {"wall_s": wall, "startup_s": startup, "schedule_s": checks, "build_s": build["seconds"],
+            "other_s": wall - startup - checks - build["seconds"] - exit_s, "exit_s": exit_s}
 
 
-def running_everywhere(hosts: dict, uuids: list[str]) -> bool:
-    running = set()
+def running(hosts: dict) -> dict[str, set[str]]:
+    """The names of the running domains, by host."""
+    names = {}
+    for host, record in hosts.items():
+        conn = libvirt.open(record["uri"])
+        names[host] = {d.name() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_RUNNING)}
+        conn.close()
+    return names
+
+
+def remove_prefixed(hosts: dict, prefix: str) -> None:
+    """Remove the baseline's domains and root volumes (not timed)."""
     for record in hosts.values():
         conn = libvirt.open(record["uri"])
-        running.update(d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_RUNNING))
+        for dom in conn.listAllDomains(0):
+            if dom.name().startswith(prefix):
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
+        pool = conn.storagePoolLookupByName(POOL)
+        for volume in pool.listVolumes():
+            if volume.startswith(prefix):
+                pool.storageVolLookupByName(volume).delete(0)
         conn.close()
-    return set(uuids) <= running
 
 
-def baseline_xml(name: str, instance_uuid: str, disk: str, boot: dict) -> str:
-    """The domain Berth defines, built here with ElementTree (no template, no metadata)."""
-    dom = ET.Element("domain", type="qemu")
-    ET.SubElement(dom, "name").text = name
-    ET.SubElement(dom, "uuid").text = instance_uuid
-    ET.SubElement(dom, "memory", unit="MiB").text = str(FLAVOR["memory_mb"])
-    ET.SubElement(dom, "vcpu").text = str(FLAVOR["vcpus"])
-    os_el = ET.SubElement(dom, "os")
-    ET.SubElement(os_el, "type", arch="x86_64").text = "hvm"
-    ET.SubElement(os_el, "kernel").text = boot["kernel"]
-    ET.SubElement(os_el, "initrd").text = boot["initrd"]
-    ET.SubElement(os_el, "cmdline").text = f"console=ttyS0 berth.instance={instance_uuid}"
-    devices = ET.SubElement(dom, "devices")
-    disk_el = ET.SubElement(devices, "disk", type="file", device="disk")
-    ET.SubElement(disk_el, "driver", name="qemu", type="qcow2")
-    ET.SubElement(disk_el, "source", file=disk)
-    ET.SubElement(disk_el, "target", dev="vda", bus="virtio")
-    serial = ET.SubElement(devices, "serial", type="file")
-    ET.SubElement(serial, "source", path=f"/var/log/libvirt/qemu/{name}.serial.log")
-    ET.SubElement(serial, "target", port="0")
-    return ET.tostring(dom, encoding="unicode")
+def domain_template() -> jinja2.Template:
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(ROUNDROBIN / "templates"), autoescape=True,
+                                     undefined=jinja2.StrictUndefined)
+    return environment.get_template("domain.xml.j2")
 
 
-def baseline(hosts: dict, count: int, boot: dict) -> float:
-    """Blind round-robin: volume, define, start on host i % len(hosts); returns seconds."""
+def volume_xml(name: str) -> str:
+    """The volume community.libvirt.virt_volume creates in roundrobin/launch.yml."""
+    return (f"<volume><name>{name}</name><capacity unit='G'>{FLAVOR['root_gb']}</capacity>"
+            "<target><format type='qcow2'/></target></volume>")
+
+
+def raw_baseline(hosts: dict, count: int, boot: dict, prefix: str) -> float:
+    """Blind round-robin in raw libvirt-python: volume, define, start on host (k - 1) % N."""
     names = sorted(hosts)
+    template = domain_template()
     started = time.monotonic()
     conns = {host: libvirt.open(hosts[host]["uri"]) for host in names}
-    made = []
-    for index in range(count):
-        host = names[index % len(names)]
-        conn = conns[host]
-        instance_uuid = str(uuidlib.uuid4())
-        pool = conn.storagePoolLookupByName("default")
-        vol = pool.createXML(
-            f"<volume><name>rr-{instance_uuid}.qcow2</name><capacity unit='G'>{FLAVOR['root_gb']}</capacity>"
-            "<target><format type='qcow2'/></target></volume>", 0)
-        dom = conn.defineXML(baseline_xml(f"rr-{index + 1}", instance_uuid, vol.path(), boot))
+    for index in range(1, count + 1):
+        conn = conns[names[(index - 1) % len(names)]]
+        name = f"{prefix}-{index}"
+        vol = conn.storagePoolLookupByName(POOL).createXML(volume_xml(f"{name}-root.qcow2"), 0)
+        dom = conn.defineXML(template.render(domain_name=name, disk_path=vol.path(), domain_type="qemu",
+                                             memory_mb=FLAVOR["memory_mb"], vcpus=FLAVOR["vcpus"], **boot))
         dom.create()
-        made.append((host, dom, vol))
     seconds = time.monotonic() - started
-    for _host, dom, vol in made:
-        dom.destroy()
-        dom.undefine()
-        vol.delete(0)
     for conn in conns.values():
         conn.close()
     return seconds
+
+
+def roundrobin_inventory(directory: str, hosts: dict) -> str:
+    """A plain inventory of the lab's hypervisors: what a community.libvirt user has."""
+    path = Path(directory) / "roundrobin-inventory.yml"
+    inventory = {"hypervisors": {
+        "hosts": {host: {"libvirt_uri": hosts[host]["uri"]} for host in sorted(hosts)},
+        "vars": {"ansible_connection": "local",
+                 "ansible_python_interpreter": str(REPO / ".venv" / "bin" / "python")},
+    }}
+    path.write_text(json.dumps(inventory, indent=2))  # JSON is YAML
+    return str(path)
+
+
+def libvirt_baseline(inventory: str, env: dict, count: int, boot: dict, prefix: str) -> float:
+    wall, _report = playbook(inventory, ROUNDROBIN / "launch.yml", {
+        "name": prefix, "count": count, "memory_mb": FLAVOR["memory_mb"], "vcpus": FLAVOR["vcpus"],
+        "root_gb": FLAVOR["root_gb"], "domain_type": "qemu", "pool": POOL,
+        "pool_path": fleet.POOL_TARGET, **boot}, env)
+    return wall
 
 
 def raise_cpu_ratio(inventory_dir: str) -> None:
@@ -136,87 +207,177 @@ def raise_cpu_ratio(inventory_dir: str) -> None:
     source.write_text("\n".join(lines) + "\n")
 
 
+def berth_round(directory: str, hosts: dict, inventory: str, name: str, count: int,
+                wait_boot: bool) -> dict:
+    wall, report = playbook(inventory, REPO / "playbooks" / "launch.yml",
+                            {"name": name, "count": count, "flavor": FLAVOR})
+    ledger = fleet.ledger_path(directory)
+    with sqlite3.connect(ledger) as db:
+        placed = db.execute("SELECT uuid, name, host, state FROM instances WHERE name LIKE ?",
+                            (f"{name}-%",)).fetchall()
+    assert len(placed) == count and {row[3] for row in placed} == {"ACTIVE"}, placed
+    up = running(hosts)
+    assert all(row[1] in up[row[2]] for row in placed), "a domain is not running"
+    row = berth_split(wall, report)
+    row["per_host"] = {h: sum(1 for p in placed if p[2] == h) for h in sorted(hosts)}
+    row["boot_s"] = None
+    if wait_boot:
+        boot_started = time.monotonic()
+        if all(check.wait_for_marker(fleet.log_dir(directory, host) / f"{instance_name}.serial.log",
+                                     instance_uuid, BOOT_TIMEOUT_S)
+               for instance_uuid, instance_name, host, _state in placed):
+            row["boot_s"] = time.monotonic() - boot_started
+    playbook(inventory, REPO / "playbooks" / "delete.yml", {"name": name})
+    return row
+
+
+def idle_costs(directory: str, inventory: str) -> dict:
+    """Ansible's own start-up and exit, and the inventory's fact gathering, on their own."""
+    empty = Path(directory) / "empty.yml"
+    empty.write_text("- hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+    costs = {}
+    for label, command in (
+            ("ansible-playbook, empty play", [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,",
+                                              str(empty)]),
+            ("ansible-inventory --list, Berth's source (facts of 3 hosts)",
+             [str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i", inventory, "--list"])):
+        times = []
+        for _ in range(5):
+            started = time.monotonic()
+            subprocess.run(command, cwd=REPO, env=ansible_env(), capture_output=True, check=True)
+            times.append(time.monotonic() - started)
+        costs[label] = statistics.median(times)
+    return costs
+
+
+def median_row(rows: list[dict]) -> dict:
+    row = {key: statistics.median(r[key] for r in rows) for key in rows[0]
+           if key.endswith("_s") and key != "boot_s"}
+    row.update(count=rows[0]["count"], per_host=rows[0]["per_host"], boot_s=rows[0]["boot_s"],
+               repeats=len(rows), berth_range=(min(r["wall_s"] for r in rows), max(r["wall_s"] for r in rows)))
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,10,30")
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "launch.md"))
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
+    libvirt_env = community_libvirt()
     directory = tempfile.mkdtemp(prefix="berth-bench-", dir="/tmp")
-    rows = []
+    rows, loads = [], [os.getloadavg()[0]]
     try:
         records = fleet.up(directory, hosts=3)
         hosts = {r["name"]: r for r in records}
         inventory = str(fleet.inventory_dir(directory))
         raise_cpu_ratio(inventory)
+        rr_inventory = roundrobin_inventory(directory, hosts)
         boot = {}
         for line in (Path(inventory) / "group_vars" / "all.yml").read_text().splitlines():
             for key in ("kernel", "initrd"):
                 if line.startswith(f"berth_boot_{key}:"):
                     boot[key] = line.split(":", 1)[1].strip().strip('"')
-        # Warm-up, not measured: each daemon's first start probes QEMU.
-        baseline(hosts, 3, boot)
+        # Warm-up, not in the table: each daemon's first start probes QEMU, and the first launch
+        # creates the ledger's schema (reported apart).
+        raw_baseline(hosts, 3, boot, "warm")
+        remove_prefixed(hosts, "warm")
+        for record in hosts.values():  # a fresh daemon's first capabilities call probes the host
+            conn = libvirt.open(record["uri"])
+            conn.getCapabilities()
+            conn.close()
+        first = berth_round(directory, hosts, inventory, "first", 1, wait_boot=False)
+        idle = idle_costs(directory, inventory)
         for count in counts:
-            name = f"b{count}"
-            wall, report = playbook(inventory, "launch.yml", "-e", json.dumps(
-                {"name": name, "count": count, "flavor": FLAVOR}))
-            ledger = fleet.ledger_path(directory)
-            with sqlite3.connect(ledger) as db:
-                placed = db.execute("SELECT uuid, host, state FROM instances WHERE name LIKE ?", (f"{name}-%",)).fetchall()
-            assert len(placed) == count and {row[2] for row in placed} == {"ACTIVE"}, placed
-            assert running_everywhere(hosts, [row[0] for row in placed])
-            per_host = {h: sum(1 for row in placed if row[1] == h) for h in sorted(hosts)}
-            boot_started = time.monotonic()
-            boot_s = None
-            if count <= 10:
-                with sqlite3.connect(ledger) as db:
-                    names = dict(db.execute("SELECT uuid, name FROM instances WHERE name LIKE ?", (f"{name}-%",)))
-                ok = all(check.wait_for_marker(fleet.log_dir(directory, host) / f"{names[u]}.serial.log", u, BOOT_TIMEOUT_S)
-                         for u, host, _state in placed)
-                boot_s = time.monotonic() - boot_started if ok else None
-            schedule_s = task_seconds(report, "Schedule the instances")
-            build_s = task_seconds(report, "Build instances on their hypervisors")
-            playbook(inventory, "delete.yml", "-e", f"name={name}")
-            base_s = baseline(hosts, count, boot)
-            rows.append({"count": count, "wall_s": wall, "schedule_s": schedule_s, "build_s": build_s,
-                         "rest_s": wall - schedule_s - build_s, "baseline_s": base_s, "boot_s": boot_s,
-                         "per_host": per_host})
-            print(json.dumps(rows[-1]), flush=True)
+            repeats = []
+            for repeat in range(args.repeat):
+                loads.append(os.getloadavg()[0])
+                row = berth_round(directory, hosts, inventory, f"b{count}r{repeat}", count, wait_boot=repeat == 0)
+                row["count"] = count
+                row["raw_s"] = raw_baseline(hosts, count, boot, f"raw{count}r{repeat}")
+                remove_prefixed(hosts, f"raw{count}r{repeat}")
+                row["libvirt_s"] = libvirt_baseline(rr_inventory, libvirt_env, count, boot, f"cl{count}r{repeat}")
+                placed = running(hosts)
+                row["libvirt_per_host"] = {h: sum(1 for n in placed[h] if n.startswith(f"cl{count}r{repeat}-"))
+                                           for h in sorted(hosts)}
+                assert sum(row["libvirt_per_host"].values()) == count, row["libvirt_per_host"]
+                remove_prefixed(hosts, f"cl{count}r{repeat}")
+                repeats.append(row)
+                print(json.dumps(row), flush=True)
+            rows.append(median_row(repeats))
+            rows[-1]["libvirt_per_host"] = repeats[0]["libvirt_per_host"]
+        loads.append(os.getloadavg()[0])
     finally:
         fleet.down(directory)
-    write_report(args.out, rows)
+    write_report(args.out, rows, first, idle, loads)
     return 0
 
 
-def write_report(path: str, rows: list[dict]) -> None:
+def _hosts(per_host: dict) -> str:
+    return ", ".join(f"{h} {n}" for h, n in per_host.items())
+
+
+def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: list[float]) -> None:
     lines = [
         "# Launch benchmark (benchmarks/launch.py)",
         "",
-        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}; "
         "3 lab hypervisors (real libvirtd daemons, lab/fleet.py), domain type qemu, direct kernel boot, "
         f"flavor {FLAVOR['vcpus']} vCPU / {FLAVOR['memory_mb']} MiB / {FLAVOR['root_gb']} GiB qcow2 root volume, "
-        f"cpu_allocation_ratio {CPU_ALLOCATION_RATIO} (30 instances need more than Nova's 4.0 on 2 cores).",
+        f"cpu_allocation_ratio {CPU_ALLOCATION_RATIO} (30 instances need more than Nova's 4.0 on 2 cores). "
+        f"Load average (1 min) before each repeat: {', '.join(f'{load:.1f}' for load in loads)}.",
         "",
-        "Berth = `ansible-playbook playbooks/launch.yml` wall time, until every domain is running "
-        "(the playbook returns after each domain's start; the benchmark then checks all are running). "
-        "Baseline = blind round-robin in raw libvirt-python, same volume and domain, define + start, "
-        "measured in the same run on the same fleet. Guest boot = from the end of the launch until every "
-        "guest printed its boot marker (TCG emulation; measured for 1 and 10 only). The baseline builds "
-        "one instance after the other, as a playbook loop does; Berth builds hosts in parallel. The "
-        "1-instance round runs first, on a fresh ledger file.",
+        "All three are measured in the same run on the same fleet, until every domain is running "
+        "(each playbook returns after its last start; the benchmark then checks them all):",
+        "- **Berth**: `ansible-playbook playbooks/launch.yml` wall time, spawn to exit: inventory facts "
+        "of every host, request check, Nova-style scheduling and the ledger claim, then per instance a "
+        "qcow2 volume, define and start (hosts in parallel), then the ledger read and the table;",
+        "- **community.libvirt**: `ansible-playbook benchmarks/roundrobin/launch.yml`, the blind round-robin "
+        "a community.libvirt user writes: per hypervisor (in parallel, Ansible's forks) a loop of "
+        "`community.libvirt.virt_volume` (state=present, volume XML), a loop of `community.libvirt.virt` "
+        "command=define (XML from a template), a loop of `community.libvirt.virt` state=running; instance k "
+        "on host (k - 1) % 3; no facts, no ledger (community.libvirt 2.0.0 from the `ansible` 12.3.0 package);",
+        "- **raw libvirt-python**: the same round-robin, volumes and domain template, in one Python process, "
+        "one instance after the other: the floor, no Ansible at all.",
         "",
-        "| instances | Berth wall s | scheduling s | libvirt build s | Ansible + facts + other tasks s "
-        "| baseline s | Berth / baseline | guest boot s | per host |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        f"Median of {rows[0]['repeats'] if rows else 0} repeats per count (Berth's range in brackets). Berth's "
+        "split comes from the berth_timing callback: start-up + facts = spawn to the first task (Python and "
+        "Ansible start-up, the inventory plugin gathering all 3 hosts); checks + scheduling = the first task "
+        "to the role's include (name and request checks, the schedule action with the ledger claim, the "
+        "decision shown; it also holds the one-off import of the ledger's SQLAlchemy, since Ansible imports "
+        "an action when its task is queued); build = the role's build task (volume, define, start, ledger "
+        "marks ACTIVE); other tasks = include_role, argument validation, the ledger read, the table; exit = "
+        "end of the play to the end of the process. Guest boot = from the end of Berth's launch until every "
+        "guest printed its boot marker (TCG emulation; first repeat of 1 and 10 only).",
+        "",
+        "| instances | Berth wall s | start-up + facts | checks + scheduling + claim | libvirt build "
+        "| other tasks | exit | community.libvirt s | raw libvirt s | Berth / community.libvirt "
+        "| Berth / raw | guest boot s | Berth per host | round-robin per host |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
-        boot = f"{r['boot_s']:.1f}" if r["boot_s"] is not None else "-"
+        boot = f"{r['boot_s']:.1f}" if r.get("boot_s") is not None else "-"
+        low, high = r["berth_range"]
         lines.append(
-            f"| {r['count']} | {r['wall_s']:.2f} | {r['schedule_s']:.2f} | {r['build_s']:.2f} | {r['rest_s']:.2f} "
-            f"| {r['baseline_s']:.2f} | {r['wall_s'] / r['baseline_s']:.1f}x | {boot} "
-            f"| {', '.join(f'{h} {n}' for h, n in r['per_host'].items())} |")
-    lines += ["", "Reproduce: `.venv/bin/python benchmarks/launch.py` (root; about five minutes, most of it "
-              "waiting for guests to boot and for 30 QEMUs to start on 2 cores).", ""]
+            f"| {r['count']} | {r['wall_s']:.2f} ({low:.2f}-{high:.2f}) | {r['startup_s']:.2f} | {r['schedule_s']:.2f} "
+            f"| {r['build_s']:.2f} | {r['other_s']:.2f} | {r['exit_s']:.2f} | {r['libvirt_s']:.2f} | {r['raw_s']:.2f} "
+            f"| {r['wall_s'] / r['libvirt_s']:.2f}x | {r['wall_s'] / r['raw_s']:.1f}x | {boot} "
+            f"| {_hosts(r['per_host'])} | {_hosts(r['libvirt_per_host'])} |")
+    lines += [
+        "",
+        f"First Berth launch on a fresh ledger file (1 instance, before the table; its schedule action "
+        f"creates the schema): {first['wall_s']:.2f} s: start-up + facts {first['startup_s']:.2f}, checks + "
+        f"scheduling + claim {first['schedule_s']:.2f}, build {first['build_s']:.2f}, other tasks "
+        f"{first['other_s']:.2f}, exit {first['exit_s']:.2f}.",
+        "",
+        "On their own, idle (median of 5): " + "; ".join(f"{label} {seconds:.2f} s" for label, seconds in idle.items())
+        + ".",
+        "",
+        "Reproduce: `.venv/bin/python benchmarks/launch.py` (root; about ten minutes, most of it waiting for "
+        "guests to boot and for 30 QEMUs to start on 2 cores).",
+        "",
+    ]
     Path(path).write_text("\n".join(lines))
 
 

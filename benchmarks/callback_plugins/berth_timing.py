@@ -11,7 +11,11 @@ DOCUMENTATION = r"""
 name: berth_timing
 type: stdout
 short_description: Task wall times as one JSON document, for Berth's benchmarks
-description: Prints each task's name and seconds, and whether the run failed, at the end.
+description:
+  - Prints each task's name, start and seconds, and whether the run failed, at the end.
+  - C(marks) holds Unix times (time.time()) of the callback's loading, the playbook's start, the
+    first play's start and the end of the run, so that the benchmark can tell Ansible's start-up
+    and the inventory's fact gathering (before the first task) from the tasks and the exit.
 """
 
 
@@ -25,12 +29,20 @@ class CallbackModule(CallbackBase):
         self.tasks = []
         self.failed = []
         self.started = time.monotonic()
+        self.marks = {"callback_loaded": time.time()}
 
     def _close(self):
         if self.tasks and "seconds" not in self.tasks[-1]:
             self.tasks[-1]["seconds"] = time.monotonic() - self.tasks[-1]["start"]
 
+    def v2_playbook_on_start(self, playbook):
+        self.marks["playbook_start"] = time.time()
+
+    def v2_playbook_on_play_start(self, play):
+        self.marks.setdefault("play_start", time.time())
+
     def v2_playbook_on_task_start(self, task, is_conditional):
+        self.marks.setdefault("first_task", time.time())
         self._close()
         self.tasks.append({"task": task.get_name(), "start": time.monotonic()})
 
@@ -39,6 +51,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats):
         self._close()
+        self.marks["stats"] = time.time()
         for task in self.tasks:
             task["start"] -= self.started
-        self._display.display(json.dumps({"tasks": self.tasks, "failed": self.failed}))
+        self._display.display(json.dumps({"tasks": self.tasks, "failed": self.failed, "marks": self.marks}))

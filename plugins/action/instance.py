@@ -105,6 +105,19 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
     _template_path: str | None = None
+    _opened_ledger: Ledger | None = None
+
+    def _ledger(self, args: dict[str, Any]) -> Ledger | None:
+        """The ledger, opened once per task: the instances of a task share its engine.
+
+        None without the ledger and in check mode (nothing is written then). ``_many`` opens it
+        before its threads start; SQLAlchemy's engine is thread-safe, each call has its own session.
+        """
+        if not args["ledger"] or self._task.check_mode:
+            return None
+        if self._opened_ledger is None:
+            self._opened_ledger = Ledger(args["ledger_url"]).open()
+        return self._opened_ledger
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         if args["placements"] is not None:
@@ -125,6 +138,7 @@ class ActionModule(BerthAction):
             by_host.setdefault(str(placement.get("host")), []).append(index)
         results: list[dict[str, Any]] = [{} for _placement in args["placements"]]
         self._template_path = self._find_needle("templates", args["template"])
+        self._ledger(args)
         fields = ("name", "uuid", "host", "uri", "flavor", "alternates")
 
         def work(indices: list[int]) -> None:
@@ -199,7 +213,7 @@ class ActionModule(BerthAction):
     def _active(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         request = self._request(args)
         check_mode = self._task.check_mode
-        ledger = Ledger(args["ledger_url"]).open() if args["ledger"] and not check_mode else None
+        ledger = self._ledger(args)
         targets = self._targets(args, task_vars)
         if ledger is None:
             # Without the ledger (and in check mode) there is no claim to move: no retry elsewhere.
@@ -329,7 +343,7 @@ class ActionModule(BerthAction):
             with Hypervisor(args["host"], args["uri"], args["timeout"]) as hv:
                 present = hv.find_domain(args["uuid"]) is not None
             return {"changed": present, "msg": f"would delete {args['name']} from {args['host']}"}
-        ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
+        ledger = self._ledger(args)
         with Hypervisor(args["host"], args["uri"], args["timeout"]) as hv:
             removed = remove_instance(hv, args["uuid"], args["storage_pool"])
         forgotten = ledger.delete_instance(args["uuid"]) if ledger else False

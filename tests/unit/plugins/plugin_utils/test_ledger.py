@@ -8,6 +8,9 @@ import sqlite3
 import threading
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
@@ -18,6 +21,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     BUILDING,
     ERROR,
     ClaimConflict,
+    MIGRATIONS_DIR,
+    SCHEMA_REVISION,
     Ledger,
     safe_url,
 )
@@ -588,3 +593,28 @@ def test_a_retry_on_a_full_alternate_changes_nothing(ledger):
 def test_release_claim_refuses_an_instance_uuid(ledger):
     with pytest.raises(LedgerError, match="release_claim takes a claim id"):
         ledger.release_claim("6f1c-not-a-claim-id")
+
+
+def alembic_config():
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def test_schema_revision_is_the_newest_migration():
+    # Ledger.open trusts SCHEMA_REVISION to skip alembic; a new migration must move it.
+    scripts = ScriptDirectory.from_config(alembic_config())
+    assert SCHEMA_REVISION == scripts.get_current_head(), "set ledger.SCHEMA_REVISION to the new migration's revision"
+
+
+def test_ledger_at_an_older_revision_is_migrated_on_open(tmp_path):
+    url = f"sqlite:///{tmp_path}/old.sqlite3"
+    config = alembic_config()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    engine.dispose()
+    assert revision(url) == "0001"
+    Ledger(url).open().close()
+    assert revision(url) == SCHEMA_REVISION
