@@ -207,8 +207,21 @@ def raise_cpu_ratio(inventory_dir: str) -> None:
     source.write_text("\n".join(lines) + "\n")
 
 
+def empty_play(directory: str) -> list[str]:
+    """ansible-playbook with one empty play: Ansible's own start-up and exit, nothing else."""
+    path = Path(directory) / "empty.yml"
+    path.write_text("- hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+    return [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(path)]
+
+
+def timed(command: list[str]) -> float:
+    started = time.monotonic()
+    subprocess.run(command, cwd=REPO, env=ansible_env(), capture_output=True, check=True)
+    return time.monotonic() - started
+
+
 def berth_round(directory: str, hosts: dict, inventory: str, name: str, count: int,
-                wait_boot: bool) -> dict:
+                wait_boot: bool, time_empty_play: bool = False) -> dict:
     wall, report = playbook(inventory, REPO / "playbooks" / "launch.yml",
                             {"name": name, "count": count, "flavor": FLAVOR})
     ledger = fleet.ledger_path(directory)
@@ -221,6 +234,9 @@ def berth_round(directory: str, hosts: dict, inventory: str, name: str, count: i
     row = berth_split(wall, report)
     row["per_host"] = {h: sum(1 for p in placed if p[2] == h) for h in sorted(hosts)}
     row["boot_s"] = None
+    # The same empty ansible-playbook as idle_costs, while this launch's guests boot: what
+    # Ansible's own start-up and exit cost under that load.
+    row["empty_play_while_booting"] = timed(empty_play(directory)) if time_empty_play else None
     if wait_boot:
         boot_started = time.monotonic()
         if all(check.wait_for_marker(fleet.log_dir(directory, host) / f"{instance_name}.serial.log",
@@ -233,27 +249,21 @@ def berth_round(directory: str, hosts: dict, inventory: str, name: str, count: i
 
 def idle_costs(directory: str, inventory: str) -> dict:
     """Ansible's own start-up and exit, and the inventory's fact gathering, on their own."""
-    empty = Path(directory) / "empty.yml"
-    empty.write_text("- hosts: localhost\n  gather_facts: false\n  tasks: []\n")
     costs = {}
     for label, command in (
-            ("ansible-playbook, empty play", [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,",
-                                              str(empty)]),
+            ("ansible-playbook, empty play", empty_play(directory)),
             ("ansible-inventory --list, Berth's source (facts of 3 hosts)",
              [str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i", inventory, "--list"])):
-        times = []
-        for _ in range(5):
-            started = time.monotonic()
-            subprocess.run(command, cwd=REPO, env=ansible_env(), capture_output=True, check=True)
-            times.append(time.monotonic() - started)
-        costs[label] = statistics.median(times)
+        costs[label] = statistics.median(timed(command) for _ in range(5))
     return costs
 
 
 def median_row(rows: list[dict]) -> dict:
     row = {key: statistics.median(r[key] for r in rows) for key in rows[0]
            if key.endswith("_s") and key != "boot_s"}
+    loaded = [r["empty_play_while_booting"] for r in rows if r["empty_play_while_booting"] is not None]
     row.update(count=rows[0]["count"], per_host=rows[0]["per_host"], boot_s=rows[0]["boot_s"],
+               empty_play_while_booting=loaded[0] if loaded else None,
                repeats=len(rows), berth_range=(min(r["wall_s"] for r in rows), max(r["wall_s"] for r in rows)))
     return row
 
@@ -293,7 +303,8 @@ def main() -> int:
             repeats = []
             for repeat in range(args.repeat):
                 loads.append(os.getloadavg()[0])
-                row = berth_round(directory, hosts, inventory, f"b{count}r{repeat}", count, wait_boot=repeat == 0)
+                row = berth_round(directory, hosts, inventory, f"b{count}r{repeat}", count,
+                                  wait_boot=repeat == 0, time_empty_play=repeat == 1)
                 row["count"] = count
                 row["raw_s"] = raw_baseline(hosts, count, boot, f"raw{count}r{repeat}")
                 remove_prefixed(hosts, f"raw{count}r{repeat}")
@@ -364,6 +375,19 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
             f"| {r['build_s']:.2f} | {r['other_s']:.2f} | {r['exit_s']:.2f} | {r['libvirt_s']:.2f} | {r['raw_s']:.2f} "
             f"| {r['wall_s'] / r['libvirt_s']:.2f}x | {r['wall_s'] / r['raw_s']:.1f}x | {boot} "
             f"| {_hosts(r['per_host'])} | {_hosts(r['libvirt_per_host'])} |")
+    lines += ["", "Where Berth's seconds go, against the baselines:", ""]
+    for r in rows:
+        fixed = r["startup_s"] + r["schedule_s"] + r["other_s"] + r["exit_s"]
+        loaded = r.get("empty_play_while_booting")
+        lines.append(
+            f"- {r['count']} instance(s): Berth {r['wall_s']:.2f} s, community.libvirt {r['libvirt_s']:.2f} s "
+            f"({'Berth faster' if r['wall_s'] < r['libvirt_s'] else 'Berth slower'} by "
+            f"{abs(r['libvirt_s'] - r['wall_s']):.2f} s), raw floor {r['raw_s']:.2f} s (Berth "
+            f"{'+' if r['wall_s'] >= r['raw_s'] else '-'}{abs(r['wall_s'] - r['raw_s']):.2f} s). Berth's build "
+            f"{r['build_s']:.2f} s (hosts in parallel) against the floor's {r['raw_s']:.2f} s (serial); "
+            f"everything else {fixed:.2f} s: Ansible start-up + facts {r['startup_s']:.2f}, checks + scheduling + "
+            f"claim {r['schedule_s']:.2f}, other tasks {r['other_s']:.2f}, exit {r['exit_s']:.2f}"
+            + (f"; an empty ansible-playbook run while these guests boot takes {loaded:.2f} s." if loaded else "."))
     lines += [
         "",
         f"First Berth launch on a fresh ledger file (1 instance, before the table; its schedule action "
