@@ -360,7 +360,7 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
         "an action when its task is queued); build = the role's build task (volume, define, start, ledger "
         "marks ACTIVE); other tasks = include_role, argument validation, the ledger read, the table; exit = "
         "end of the play to the end of the process. Guest boot = from the end of Berth's launch until every "
-        "guest printed its boot marker (TCG emulation; first repeat of 1 and 10 only).",
+        "guest printed its boot marker (TCG emulation; first repeat only).",
         "",
         "| instances | Berth wall s | start-up + facts | checks + scheduling + claim | libvirt build "
         "| other tasks | exit | community.libvirt s | raw libvirt s | Berth / community.libvirt "
