@@ -325,6 +325,31 @@ def main() -> int:
     return 0
 
 
+READING = [
+    "Reading. What separates Berth from the raw floor is Ansible's process, not placement: before the "
+    "build, Ansible's start-up (the inventory plugin's facts of the 3 hosts take about 0.03 s of it, "
+    "gathered in parallel; cProfile of ansible-inventory) and the import of SQLAlchemy for the ledger "
+    "(about 0.15-0.25 s of the checks + scheduling phase; the schedule action itself, engine and claim, "
+    "takes about 0.1 s). After the build, the ledger read, the table and Ansible's exit run while the "
+    "guests just started boot under TCG emulation and take both cores: the same work is several times "
+    "slower then (compare the empty ansible-playbook above with its idle time below), and the raw floor "
+    "has no process to finish. The build itself is not the gap: hosts are built in parallel, so at 30 "
+    "instances Berth beats the serial floor; per instance it makes about 20 libvirt calls (look-ups that "
+    "make a rebuild safe, volume, define, start, the domain read back) where the floor makes 4, some "
+    "0.05-0.1 s each under that load, against QEMU start-up's 0.3-0.9 s.",
+    "",
+    "Cut in this round: the ledger no longer imports alembic unless its schema needs migrating (one "
+    "query on alembic_version decides; about 0.05-0.1 s of each ansible-playbook run, and 2 ms of each "
+    "open), and berth.fleet.instance opens the ledger once per task instead of once per instance. The "
+    "earlier results' 5.5 s for the first single launch were the daemons' first capabilities probe "
+    "(about 4 s), not the ledger: the warm-up now makes that call, and a first launch on a fresh ledger "
+    "(schema created) costs about what any launch does. Left as they are, because they are what Berth "
+    "is for: fresh facts of every host for each decision, the request check, the claim transaction, "
+    "the decision and the table shown. NumPy is not imported at this fleet size (the engine's fast "
+    "path only).",
+]
+
+
 def _hosts(per_host: dict) -> str:
     return ", ".join(f"{h} {n}" for h, n in per_host.items())
 
@@ -388,6 +413,15 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
             f"everything else {fixed:.2f} s: Ansible start-up + facts {r['startup_s']:.2f}, checks + scheduling + "
             f"claim {r['schedule_s']:.2f}, other tasks {r['other_s']:.2f}, exit {r['exit_s']:.2f}"
             + (f"; an empty ansible-playbook run while these guests boot takes {loaded:.2f} s." if loaded else "."))
+    ten = next((r for r in rows if r["count"] == 10), None)
+    if ten:
+        verdict = "met" if ten["wall_s"] < 12 else "NOT met"
+        lines += ["", f"Issue 6's target, 10 instances running in under 12 s in the same run as a blind round-robin "
+                  f"baseline that Berth should match: {verdict} ({ten['wall_s']:.2f} s against community.libvirt's "
+                  f"{ten['libvirt_s']:.2f} s), with Nova's filters and weighers placing (the RAM weigher spreads) and "
+                  f"every instance claimed in the ledger. Berth does not match the raw libvirt-python floor at 1 and 10 "
+                  "instances; see below why."]
+    lines += ["", *READING]
     lines += [
         "",
         f"First Berth launch on a fresh ledger file (1 instance, before the table; its schedule action "
