@@ -362,7 +362,8 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
         "3 lab hypervisors (real libvirtd daemons, lab/fleet.py), domain type qemu, direct kernel boot, "
         f"flavor {FLAVOR['vcpus']} vCPU / {FLAVOR['memory_mb']} MiB / {FLAVOR['root_gb']} GiB qcow2 root volume, "
         f"cpu_allocation_ratio {CPU_ALLOCATION_RATIO} (30 instances need more than Nova's 4.0 on 2 cores). "
-        f"Load average (1 min) before each repeat: {', '.join(f'{load:.1f}' for load in loads)}.",
+        f"Load average (1 min) before each repeat: {', '.join(f'{load:.1f}' for load in loads)} (it counts "
+        "the benchmark's own guests, still booting or just destroyed).",
         "",
         "All three are measured in the same run on the same fleet, until every domain is running "
         "(each playbook returns after its last start; the benchmark then checks them all):",
