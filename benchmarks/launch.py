@@ -114,7 +114,8 @@ def berth_split(wall: float, report: dict) -> dict:
     include = next(t for t in tasks if t["task"] == "Build the placed instances")
     marks = report["marks"]
     startup = marks["first_task"] - report["spawned"]
-    checks = include["start"]  # from the first task to the role's include
+    # Task starts count from the callback's loading; the checks start at the first task.
+    checks = include["start"] - (marks["first_task"] - marks["callback_loaded"])
     exit_s = report["ended"] - marks["stats"]
     return {"wall_s": wall, "startup_s": startup, "schedule_s": checks, "build_s": build["seconds"],
             "other_s": wall - startup - checks - build["seconds"] - exit_s, "exit_s": exit_s}

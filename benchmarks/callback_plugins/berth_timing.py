@@ -13,9 +13,10 @@ type: stdout
 short_description: Task wall times as one JSON document, for Berth's benchmarks
 description:
   - Prints each task's name, start and seconds, and whether the run failed, at the end.
-  - C(marks) holds Unix times (time.time()) of the callback's loading, the playbook's start, the
-    first play's start and the end of the run, so that the benchmark can tell Ansible's start-up
-    and the inventory's fact gathering (before the first task) from the tasks and the exit.
+  - C(marks) holds Unix times (time.time()) of the callback's loading, the first task and the end
+    of the run, so that the benchmark can tell Ansible's start-up and the inventory's fact
+    gathering (before the first task) from the tasks and the exit. Task starts count from the
+    callback's loading.
 """
 
 
@@ -34,12 +35,6 @@ class CallbackModule(CallbackBase):
     def _close(self):
         if self.tasks and "seconds" not in self.tasks[-1]:
             self.tasks[-1]["seconds"] = time.monotonic() - self.tasks[-1]["start"]
-
-    def v2_playbook_on_start(self, playbook):
-        self.marks["playbook_start"] = time.time()
-
-    def v2_playbook_on_play_start(self, play):
-        self.marks.setdefault("play_start", time.time())
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self.marks.setdefault("first_task", time.time())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.action.schedule import DEFAULT_FLAVORS_FILE, _load_flavors
+from ansible_collections.berth.fleet.plugins.action.schedule import flavor_option
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, resolve_flavor
+from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
@@ -111,7 +111,7 @@ class ActionModule(BerthAction):
                      memory_mb=int(domain["memory_mb"]), root_gb=-(-disk_mb // 1024))
         if args["flavor"] is None:
             return own
-        flavor = resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
+        flavor = flavor_option(args)
         if (flavor.vcpus, flavor.memory_mb) != (own.vcpus, own.memory_mb):
             raise InputError("flavor", f"flavor {flavor.name} has {flavor.vcpus} vCPUs and {flavor.memory_mb} MB, "
                                        f"but domain {domain['name']} has {own.vcpus} vCPUs and {own.memory_mb} MB: "

@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.action.schedule import (
-    DEFAULT_FLAVORS_FILE,
     ActionModule as ScheduleAction,
     _host_states,
-    _load_flavors,
+    flavor_option,
     request_options,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.capacity import capacity
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
@@ -33,7 +31,7 @@ class ActionModule(BerthAction):
     ARGUMENT_SPEC = {key: ScheduleAction.ARGUMENT_SPEC[key] for key in _SHARED}
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        flavor = resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
+        flavor = flavor_option(args)
         states, _uris = _host_states(args, task_vars)
         if args["ledger"]:
             states = Ledger(args["ledger_url"]).open().tracker_states(states)

@@ -22,9 +22,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     metadata_spec,
     network_specs,
     pool_image,
+    resolve_flavor,
     user_data_spec,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ClaimConflict, Ledger, run_owner
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
@@ -32,7 +32,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_is
 _display = Display()
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
 PLANNED_UUID = "00000000-0000-0000-0000-000000000000"
-_BYTES_PER_GIB = 1024 ** 3
 
 
 def root_volume_name(instance_uuid: str) -> str:
@@ -105,6 +104,7 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
     _template_path: str | None = None
+    _compiled: Any = None  # the compiled domain template, shared by the task's instances
     _opened_ledger: Ledger | None = None
 
     def _ledger(self, args: dict[str, Any]) -> Ledger | None:
@@ -184,7 +184,7 @@ class ActionModule(BerthAction):
         request = {
             "name": args["name"],
             "uuid": args["uuid"] or PLANNED_UUID,
-            "flavor": Flavor.from_dict(flavor, name=str(flavor.get("name", "custom"))),
+            "flavor": resolve_flavor(flavor, {}),
             "image": image_spec(args["image"]),
             "networks": network_specs(args["networks"]),
             "metadata": metadata_spec(args["metadata"]),
@@ -349,20 +349,25 @@ class ActionModule(BerthAction):
         forgotten = ledger.delete_instance(args["uuid"]) if ledger else False
         return {"changed": removed or forgotten}
 
+    def _template(self, args: dict[str, Any]) -> Any:
+        """The role's domain template, read and compiled once per task (raises TemplateError)."""
+        if self._compiled is None:
+            path = self._template_path or self._find_needle("templates", args["template"])
+            environment = SandboxedEnvironment(
+                autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                keep_trailing_newline=True,
+            )
+            with open(path, encoding="utf-8") as handle:
+                self._compiled = environment.from_string(handle.read())
+        return self._compiled
+
     def _render(self, args: dict[str, Any], request: dict[str, Any], plan: dict[str, Any]) -> str:
         """The domain XML from the role's template, every value escaped by Jinja2's autoescape."""
-        path = getattr(self, "_template_path", None) or self._find_needle("templates", args["template"])
-        environment = SandboxedEnvironment(
-            autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-        with open(path, encoding="utf-8") as handle:
-            source = handle.read()
         interfaces = [
             {**net, "mac": mac_address(request["uuid"], index)} for index, net in enumerate(request["networks"])
         ]
         try:
-            rendered = environment.from_string(source).render(
+            rendered = self._template(args).render(
                 instance={"name": request["name"], "uuid": request["uuid"], "metadata": request["metadata"]},
                 flavor=request["flavor"].to_dict(),
                 domain_type=args["domain_type"],

@@ -58,9 +58,8 @@ class ActionModule(BerthAction):
                 continue
             try:
                 with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
-                    volumes = hv.volume_names(args["storage_pool"]) if image else []
-                    if image and image["name"] in volumes:
-                        pool_image(hv, args["storage_pool"], image["name"], host)
+                    # None where the pool has no such volume; refused where it leads out of the pool.
+                    base = pool_image(hv, args["storage_pool"], image["name"], host) if image else None
                     known_networks = hv.network_names() if wanted_networks else []
             except HypervisorError:
                 continue  # a host that does not answer now is the scheduler's to skip
@@ -70,7 +69,7 @@ class ActionModule(BerthAction):
                 raise InputError("networks", f"network {', '.join(missing)} is not defined on {host} "
                                  f"(networks there: {', '.join(known_networks) or 'none'})")
             if image:
-                key = "hosts_with_image" if image["name"] in volumes else "hosts_without_image"
+                key = "hosts_with_image" if base is not None else "hosts_without_image"
                 result[key].append(host)
         if image and answered and not result["hosts_with_image"] and not image["source"]:
             raise InputError("image", f"unknown image {image['name']}: no hypervisor has it in storage pool "

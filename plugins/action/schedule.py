@@ -92,7 +92,7 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         names = instance_names(args["name"], args["count"])
-        flavor = resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
+        flavor = flavor_option(args)
         states, uris = _host_states(args, task_vars)
         spec_args = request_options(args)
 
@@ -206,6 +206,11 @@ def failure_message(decision: Decision) -> str:
         return f"no valid host: {decision.summary}"
     reasons = "; ".join(f"{rejection.host}: {rejection.message()}" for rejection in named)
     return f"no valid host: {decision.summary}. {label}{reasons}"
+
+
+def flavor_option(args: dict[str, Any]) -> Flavor:
+    """The task's ``flavor``: a name from ``flavors_file`` (default the shipped one) or a dict of sizes."""
+    return resolve_flavor(args["flavor"], _load_flavors(args["flavors_file"] or DEFAULT_FLAVORS_FILE))
 
 
 def _load_flavors(path: str) -> dict[str, Any]:

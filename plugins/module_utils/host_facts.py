@@ -389,12 +389,3 @@ def state_from_outcome(name: str, outcome: Mapping[str, Any], settings: Mapping[
     if "facts" in outcome:
         return host_state(name, outcome["facts"], settings, mine, zone, outcome.get("gathered_at"))
     return down_state(name, settings, outcome["down_reason"], mine, zone, outcome.get("gathered_at"))
-
-
-def gather(hypervisors: Mapping[str, Mapping[str, Any]], pool_name: str, timeout_s: float,
-           aggregates: Mapping[str, Mapping[str, Any]] = None,
-           default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Dict[str, Dict[str, Any]]:
-    """Fetch and build in one go (no cache): {name: host state}, in the hypervisors' order."""
-    outcomes = fetch({name: settings["uri"] for name, settings in hypervisors.items()}, pool_name, timeout_s)
-    return {name: state_from_outcome(name, outcomes[name], settings, aggregates, default_zone)
-            for name, settings in hypervisors.items()}

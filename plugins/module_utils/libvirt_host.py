@@ -34,7 +34,6 @@ DOMAIN_STATES = {
 
 _KIB_PER_MIB = 1024
 _BYTES_PER_MIB = 1024 * 1024
-_BYTES_PER_GIB = 1024 ** 3
 
 # A remote connection is dropped after this many unanswered keepalives, this many seconds apart.
 KEEPALIVE_INTERVAL_S = 5
@@ -181,10 +180,9 @@ class Hypervisor:
         try:
             return self._call(func, *args)
         except HypervisorError as exc:
-            cause = exc.__cause__
             unsupported = (libvirt.VIR_ERR_NO_SUPPORT, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED,
                            libvirt.VIR_ERR_OPERATION_UNSUPPORTED)
-            if isinstance(cause, libvirt.libvirtError) and cause.get_error_code() in unsupported:
+            if _error_code(exc) in unsupported:
                 return None
             raise
 
@@ -399,17 +397,15 @@ class Hypervisor:
             raise
         return vol.path()
 
-    def copy_volume_to(self, target: Hypervisor, pool_name: str, name: str) -> str:
+    def copy_volume_to(self, target: Hypervisor, pool_name: str, name: str) -> None:
         """Copy a volume into the same-named pool of another hypervisor through libvirt streams.
 
         The target volume gets the source's format, capacity and backing image (a qcow2 overlay
-        stays an overlay: its base image must already be in the target pool); returns its path.
+        stays an overlay: its base image must already be in the target pool).
         """
         src_pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         src_vol = self._call(src_pool.storageVolLookupByName, name)
-        path = target.create_volume_like(self, pool_name, name)
-        dst_pool = target._call(target.conn.storagePoolLookupByName, pool_name)
-        dst_vol = target._call(dst_pool.storageVolLookupByName, name)
+        dst_vol = target.create_volume_like(self, pool_name, name)
         try:
             download = self._call(self.conn.newStream, 0)
             upload = target._call(target.conn.newStream, 0)
@@ -431,15 +427,15 @@ class Hypervisor:
         except HypervisorError:
             target._call(dst_vol.delete, 0)
             raise
-        return path
 
     def volume_xml(self, pool_name: str, name: str) -> str:
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         vol = self._call(pool.storageVolLookupByName, name)
         return self._call(vol.XMLDesc, 0)
 
-    def create_volume_like(self, source: Hypervisor, pool_name: str, name: str) -> str:
-        """An empty volume here with the format, capacity and backing image of ``source``'s volume."""
+    def create_volume_like(self, source: Hypervisor, pool_name: str, name: str) -> Any:
+        """An empty volume here with the format, capacity and backing image of ``source``'s volume;
+        returns it (libvirt's virStorageVol)."""
         src_xml = ET.fromstring(source.volume_xml(pool_name, name))
         fmt = src_xml.find("target/format")
         backing = None
@@ -452,7 +448,7 @@ class Hypervisor:
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         vol_xml = _volume_xml(name, 0, backing, fmt=fmt.get("type", "raw") if fmt is not None else "raw",
                               size_bytes=int(src_xml.findtext("capacity") or 0))
-        return self._call(self._call(pool.createXML, vol_xml, 0).path)
+        return self._call(pool.createXML, vol_xml, 0)
 
     def autostart(self, uuid: str) -> bool:
         dom = self._call(self.conn.lookupByUUIDString, uuid)
@@ -521,8 +517,7 @@ class Hypervisor:
             try:
                 dom = self._call(lookup, key)
             except HypervisorError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, libvirt.libvirtError) and cause.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                if _error_code(exc) == libvirt.VIR_ERR_NO_DOMAIN:
                     continue
                 raise  # a timeout or a lost connection is not "no such domain"
             return {**self._domain(dom), "persistent": bool(self._call(dom.isPersistent))}
@@ -563,6 +558,12 @@ class Hypervisor:
         flags = libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
         self._call(dom.undefineFlags, flags)
         return True
+
+
+def _error_code(exc: HypervisorError) -> int | None:
+    """libvirt's error code behind a HypervisorError (None for a timeout or a non-libvirt error)."""
+    cause = exc.__cause__
+    return cause.get_error_code() if isinstance(cause, libvirt.libvirtError) else None
 
 
 def _is_uuid(text: str) -> bool:

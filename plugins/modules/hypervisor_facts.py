@@ -100,6 +100,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     DEFAULT_AVAILABILITY_ZONE,
+    HOST_SETTINGS,
     fetch_one,
     host_aggregates,
     host_state,
@@ -107,14 +108,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_hypervisors,
 )
 
-SETTINGS = ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
-            "reserved_host_memory_mb", "reserved_host_disk_mb")
-
 
 def run_module(module: AnsibleModule) -> dict:
     params = module.params
     name = params["name"]
-    settings = {"uri": params["uri"], **{key: params[key] for key in SETTINGS if params[key] is not None}}
+    settings = {"uri": params["uri"], **{key: params[key] for key in HOST_SETTINGS if params[key] is not None}}
     try:
         settings = validate_hypervisors({name: settings})[name]
     except InputError as exc:

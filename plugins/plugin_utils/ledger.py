@@ -700,8 +700,7 @@ class Ledger:
             hv = session.get(HypervisorRow, target.hypervisor_uuid)
             for claim in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
                 if claim.id != claim_id:
-                    _bump(session, claim.hypervisor_uuid)
-                    session.delete(claim)
+                    _drop(session, claim)
             instance.hypervisor_uuid = hv.uuid
             instance.host = hv.name
             instance.missing_since = None
@@ -720,8 +719,7 @@ class Ledger:
             claim = session.get(ClaimRow, claim_id)
             if claim is None:
                 return False
-            _bump(session, claim.hypervisor_uuid)
-            session.delete(claim)
+            _drop(session, claim)
             return True
 
     @_database_errors
@@ -760,8 +758,7 @@ class Ledger:
                 return instance.to_dict(), True
             session.add(instance)
             session.flush()  # the claim's foreign key needs the instance row first
-            claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, 0, now)
-            claim.lease_expires_at = None
+            claim = _new_claim(instance, row.uuid, flavor.requested_disk_mb, owner, None, now)
             session.add(claim)
             session.execute(delete(UnmanagedRow).where(UnmanagedRow.hypervisor_uuid == row.uuid,
                                                        UnmanagedRow.domain_uuid == domain_uuid))
@@ -804,8 +801,7 @@ class Ledger:
             # The group first, then hypervisors: the order a claim takes its locks in.
             session.execute(delete(MemberRow).where(MemberRow.instance_uuid == instance_uuid))
             for claim in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
-                _bump(session, claim.hypervisor_uuid)
-                session.delete(claim)
+                _drop(session, claim)
             session.delete(instance)
             return True
 
@@ -1055,11 +1051,9 @@ def _claim_instance_on(session: Session, instance_uuid: str, hv_uuid: str, owner
         raise InputError("host", f"instance {instance.name} already runs on {row.name}")
     if not keep_others:
         for old in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
-            _bump(session, old.hypervisor_uuid)
-            session.delete(old)
+            _drop(session, old)
         session.flush()
-    flavor = Flavor(name=instance.flavor_name, vcpus=instance.vcpus, memory_mb=instance.memory_mb,
-                    root_gb=instance.root_gb, ephemeral_gb=instance.ephemeral_gb, swap=instance.swap)
+    flavor = instance_flavor(instance.to_dict())
     _check_room(_host_view(session, row), flavor, row.name)
     if group is not None:
         _check_group(session, group, [row.name], moving=instance_uuid)
@@ -1078,6 +1072,12 @@ def _lock_group(session: Session, name: str) -> ServerGroupRow:
     return row
 
 
+def _drop(session: Session, claim: ClaimRow) -> None:
+    """Delete a claim; its hypervisor's generation moves, as with every change to its usage."""
+    _bump(session, claim.hypervisor_uuid)
+    session.delete(claim)
+
+
 def _bump(session: Session, hv_uuid: str) -> None:
     row = session.get(HypervisorRow, hv_uuid)
     if row is not None:
@@ -1087,8 +1087,7 @@ def _bump(session: Session, hv_uuid: str) -> None:
 def _release(session: Session, claim: ClaimRow, reason: str, now: dt.datetime) -> None:
     """Drop a claim; an instance left without any claim is ERROR with ``reason``."""
     instance = session.get(InstanceRow, claim.instance_uuid)
-    _bump(session, claim.hypervisor_uuid)
-    session.delete(claim)
+    _drop(session, claim)
     session.flush()
     if instance is not None:
         left = session.scalar(select(func.count(ClaimRow.id)).where(ClaimRow.instance_uuid == instance.uuid))
@@ -1098,11 +1097,13 @@ def _release(session: Session, claim: ClaimRow, reason: str, now: dt.datetime) -
             instance.updated_at = now
 
 
-def _new_claim(instance: InstanceRow, hv_uuid: str, disk_mb: int, owner: str, lease_s: int,
+def _new_claim(instance: InstanceRow, hv_uuid: str, disk_mb: int, owner: str, lease_s: int | None,
                now: dt.datetime) -> ClaimRow:
+    """A claim of the instance's amounts; ``lease_s`` None for one that needs no lease (nothing is built)."""
+    lease = None if lease_s is None else now + dt.timedelta(seconds=lease_s)
     return ClaimRow(instance_uuid=instance.uuid, hypervisor_uuid=hv_uuid, vcpus=instance.vcpus,
                     memory_mb=instance.memory_mb, disk_mb=disk_mb, owner=owner,
-                    lease_expires_at=now + dt.timedelta(seconds=lease_s), created_at=now)
+                    lease_expires_at=lease, created_at=now)
 
 
 def _instance(session: Session, instance_uuid: str) -> InstanceRow:

@@ -32,10 +32,7 @@ POOL_DRIFT_MB = 256
 
 
 def virsh(lab, host: str, *args: str) -> str:
-    proc = subprocess.run(["virsh", "-q", "-c", lab.hosts[host]["uri"], *args], capture_output=True, text=True,
-                          timeout=60, env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"}, check=False)
-    assert proc.returncode == 0, f"virsh {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
+    return fleet.virsh(lab.hosts[host]["uri"], *args, timeout=60)
 
 
 def fields(text: str) -> dict[str, str]:

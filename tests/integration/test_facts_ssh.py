@@ -8,7 +8,6 @@ ssh connection. Host keys are checked unless the source says otherwise.
 from __future__ import annotations
 
 import json
-import subprocess
 import xml.etree.ElementTree as ET
 
 import fleet
@@ -38,8 +37,7 @@ def source(tmp_path, uri: str, *extra: str):
 
 
 def virsh(lab, *args: str) -> str:
-    return subprocess.run(["virsh", "-q", "-c", lab.hosts["hv1"]["uri"], *args], check=True,
-                          capture_output=True, text=True, timeout=60).stdout
+    return fleet.virsh(lab.hosts["hv1"]["uri"], *args, timeout=60)
 
 
 def test_unknown_host_key_is_refused_by_default(lab, sshd, tmp_path):

@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     RequestSpec,
+    active_filters,
     first_rejection,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 
 
@@ -37,8 +37,7 @@ class HostCapacity:
 
 def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
     """{"total": n or None (unlimited), "hosts": [HostCapacity.to_dict()...]}."""
-    filters = [FILTERS[name]() for name in spec.enabled_filters]
-    filters = [host_filter for host_filter in filters if not host_filter.is_noop(spec)]
+    filters = active_filters(spec)
     ignored = {name.lower() for name in spec.ignore_hosts}
     results = []
     for host_state in hosts:

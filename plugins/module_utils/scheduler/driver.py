@@ -389,12 +389,17 @@ class PlainBackend(Backend):
     def consume(self, slot: int) -> None:
         self.candidates[slot][1].consume(self.spec.flavor)
 
-    def explanation(self, full: bool
-                    ) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
+    def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         pairs = sorted(self.rejections.items())
         misses = [rejection for _position, rejection in closest_misses(pairs)]
         return (len(pairs), count_reasons(pairs), misses,
-                [rejection for _position, rejection in pairs] if full else None)
+                [rejection for _position, rejection in pairs] if self.full_explain else None)
+
+
+def active_filters(spec: RequestSpec) -> list[Any]:
+    """The request's enabled filters, without those that have nothing to do for it."""
+    filters = [FILTERS[name]() for name in spec.enabled_filters]
+    return [host_filter for host_filter in filters if not host_filter.is_noop(spec)]
 
 
 def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
@@ -406,14 +411,11 @@ def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
     # The request's server group gains a member per placement; that is this run's business.
     if spec.server_group is not None:
         spec = dataclasses.replace(spec, server_group=spec.server_group.copy())
-    filters = [FILTERS[name]() for name in spec.enabled_filters]
-    filters = [host_filter for host_filter in filters if not host_filter.is_noop(spec)]
     weighers = [WEIGHERS[name]() for name in spec.weighers]
-    backend = _backend(hosts, spec, filters, weighers)
+    backend = _backend(hosts, spec, active_filters(spec), weighers)
     rng = random.Random(spec.seed)
-    full_explain = spec.explain == "full" or (spec.explain == "auto"
-                                              and len(hosts) <= AUTO_FULL_EXPLAIN_HOSTS)
-    backend.full_explain = full_explain
+    backend.full_explain = spec.explain == "full" or (spec.explain == "auto"
+                                                      and len(hosts) <= AUTO_FULL_EXPLAIN_HOSTS)
     backend.start(_select_candidates(hosts, spec, backend))
     # As in Nova, forcing a host or node skips the filters (the claim still checks capacity).
     run_filters = not (spec.force_hosts or spec.force_nodes)
@@ -421,17 +423,23 @@ def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
     wanted = spec.host_subset_size + max(spec.max_attempts - 1, RUNNERS_UP_SHOWN)
     placements: list[Placement] = []
 
+    def decision(failed_index: int | None) -> Decision:
+        rejected, counts, misses, rejections = backend.explanation()
+        if failed_index is None:
+            summary = success_summary([placement.host for placement in placements])
+        else:
+            summary = failure_summary(counts, len(hosts), failed_index, spec.count, spec)
+        return Decision(
+            ok=failed_index is None, placements=placements if failed_index is None else [],
+            summary=summary, failed_index=failed_index, hosts_total=len(hosts), rejected_total=rejected,
+            reasons=[item.to_dict(spec) for item in counts], closest_misses=misses,
+            rejections=rejections, engine=backend.name,
+        )
+
     for index in range(spec.count):
         backend.filter_pass(index, run_filters)
         if not backend.candidate_count():
-            rejected, counts, misses, rejections = backend.explanation(full_explain)
-            return Decision(
-                ok=False, placements=[],
-                summary=failure_summary(counts, len(hosts), index, spec.count, spec),
-                failed_index=index, hosts_total=len(hosts), rejected_total=rejected,
-                reasons=[item.to_dict(spec) for item in counts], closest_misses=misses,
-                rejections=rejections, engine=backend.name,
-            )
+            return decision(index)
 
         if spec.driver == "chance":
             ranked = _chance_order(backend.candidate_count(), wanted, rng)
@@ -461,14 +469,7 @@ def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
         # Nova filters the next instance from this one's survivors, not from all hosts: the
         # backend keeps them as its candidates.
 
-    rejected, counts, misses, rejections = backend.explanation(full_explain)
-    return Decision(
-        ok=True, placements=placements,
-        summary=success_summary([placement.host for placement in placements]),
-        failed_index=None, hosts_total=len(hosts), rejected_total=rejected,
-        reasons=[item.to_dict(spec) for item in counts], closest_misses=misses,
-        rejections=rejections, engine=backend.name,
-    )
+    return decision(None)
 
 
 def _chance_order(candidates: int, wanted: int, rng: random.Random) -> list[Ranked]:

@@ -79,7 +79,6 @@ class Columns:
         self.disabled = np.array([host.disabled for host in hosts], dtype=bool)
         self.service_up = np.array([host.service_up for host in hosts], dtype=bool)
         self.zeros = np.zeros(count, dtype=np.float64)
-        self.zeros_float = self.zeros
         self.group_members = np.zeros(count, dtype=np.float64)
         self.aggregate_groups = _aggregate_groups(hosts)
         # Each filter's own columns apart: RamFilter's and AggregateRamFilter's "ram_ratio"
@@ -327,8 +326,7 @@ class VectorBackend(Backend):
         # Other nodes of the same host name share its group membership.
         self.dirty = list(self.positions_by_name[host_state.host])
 
-    def explanation(self, full: bool
-                    ) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
+    def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         rejected = self.reason_ids >= 0
         counts = []
         for key_id, (reason, resource, requested) in enumerate(self.keys):
@@ -341,7 +339,7 @@ class VectorBackend(Backend):
                                       float(free.max()) if len(free) else None, int(members[0])))
         misses = [rejection for _rank, _position, rejection in self.misses]
         rejections = None
-        if full:
+        if self.full_explain:
             rejections = [self.materialized[position] for position in sorted(self.materialized)]
         return int(rejected.sum()), sort_counts(counts), misses, rejections
 

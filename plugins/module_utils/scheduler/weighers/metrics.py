@@ -39,5 +39,5 @@ class MetricsWeigher(BaseWeigher):
 
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
         if not spec.metrics_weight_setting:
-            return columns.zeros_float
+            return columns.zeros
         return None
