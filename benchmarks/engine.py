@@ -43,7 +43,6 @@ sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 import numpy  # noqa: E402
 
-from ansible_collections.berth.fleet.plugins.action.schedule import decide  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
     PlainBackend,
@@ -54,6 +53,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
     Flavor,
     HostState,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (  # noqa: E402
     FILTERS,
     WEIGHERS,
@@ -129,9 +129,9 @@ def measure(size: int, engine: str, repeat: int) -> dict:
 
     def setup() -> None:
         if engine == "vectorized":
-            fast.VectorBackend(states, request, filters, weighers)
+            fast.VectorBackend(HostTable.of(states), request, filters, weighers)
         else:
-            PlainBackend(states, request, filters, weighers).start(range(len(states)))
+            PlainBackend(HostTable.of(states), request, filters, weighers).start(range(len(states)))
 
     setup_s = best_of(repeat, setup)
     # The plain path at 100,000 hosts costs seconds per instance; fewer instances show it.
@@ -140,11 +140,14 @@ def measure(size: int, engine: str, repeat: int) -> dict:
     many_s = best_of(repeat, lambda: schedule(states, spec(1 + extra, engine)))
     decision = schedule(states, spec(1 + extra, engine))
     assert decision.ok and decision.engine == engine, decision.summary
-    options = {"engine": engine}
-    module_s = best_of(repeat, lambda: decide(dicts, FLAVOR, MODULE_CALL_INSTANCES,
-                                              options).to_dict())
+    def decide() -> dict:
+        # The schedule action's pure part on host state dicts (the live-facts path).
+        return schedule([HostState.from_dict(host) for host in dicts],
+                        RequestSpec(flavor=FLAVOR, count=MODULE_CALL_INSTANCES, engine=engine)).to_dict()
+
+    module_s = best_of(repeat, decide)
     tracemalloc.start()
-    decide(dicts, FLAVOR, MODULE_CALL_INSTANCES, options).to_dict()
+    decide()
     _, peak_bytes = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {

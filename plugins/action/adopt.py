@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.action.schedule import flavor_option
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
 
@@ -29,16 +29,23 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         host = args["host"]
-        variables = task_vars.get("hostvars", {}).get(host) or {}
-        state = variables.get("berth_host_state")
-        if not state or not variables.get("berth_libvirt_uri"):
-            raise InputError("host", f"host {host} is not a hypervisor of the inventory (no berth_host_state: "
-                                     f"point -i at a berth.fleet.hypervisors source)")
-        if not state.get("service_up"):
-            raise InputError("host", f"hypervisor {host} did not answer: {state.get('down_reason') or 'down'}")
         check_mode = bool(self._task.check_mode)
         ledger = Ledger(args["ledger_url"]).open()
-        with Hypervisor(host, variables["berth_libvirt_uri"], args["timeout"]) as hv:
+        # The inventory's live facts where it gathered them (synced before adopting), else the
+        # ledger's record of the hypervisor.
+        variables = task_vars.get("hostvars", {}).get(host) or {}
+        state = variables.get("berth_host_state")
+        uri = variables.get("berth_libvirt_uri")
+        if state and not state.get("service_up"):
+            raise InputError("host", f"hypervisor {host} did not answer: {state.get('down_reason') or 'down'}")
+        if not uri:
+            known = {row["host"]: row["uri"] for row in ledger.hypervisors()}
+            uri = known.get(host)
+            if not uri:
+                raise InputError("host", f"host {host} is neither in the inventory's hypervisors nor a hypervisor the "
+                                         f"ledger knows with a URI (known: {', '.join(sorted(known)) or 'none'}): "
+                                         f"run playbooks/gather.yml, or point -i at a berth.fleet.hypervisors source")
+        with Hypervisor(host, uri, args["timeout"]) as hv:
             domain = hv.find_domain_named(args["domain"])
             if domain is None:
                 raise InputError("domain", f"no domain {args['domain']!r} on {host}")
@@ -75,8 +82,9 @@ class ActionModule(BerthAction):
                                  f"{wanted['name']} back into domain {domain['name']} on {host}")
             if check_mode:
                 return result
-            # The hypervisor's row and the domain's usage as the inventory saw them, as a launch does.
-            ledger.sync_hypervisors([state])
+            if state:
+                # The hypervisor's row and the domain's usage as the inventory saw them.
+                ledger.sync_hypervisors([{**state, "uri": uri}])
             if relabel:
                 hv.set_berth_metadata(domain["uuid"], wanted)
             try:

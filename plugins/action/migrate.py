@@ -6,15 +6,17 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.action.instance import (
-    remove_instance,
-)
-from ansible_collections.berth.fleet.plugins.action.schedule import _host_states
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, pool_image
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+    DEFAULT_SERVICE_DOWN_TIME_S,
+    SOURCES,
+    failure_message,
+    read_fleet,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
@@ -30,7 +32,9 @@ class ActionModule(BerthAction):
         "name": {"type": "str", "required": True},
         "to_host": {"type": "str"},
         "mode": {"type": "str", "choices": ["auto", "cold", "live"], "default": "auto"},
+        "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
         "hypervisor_group": {"type": "str", "default": "hypervisors"},
+        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
         "storage_pool": {"type": "str", "default": "default"},
         "timeout": {"type": "float", "default": 120},
         "transfer_timeout": {"type": "float", "default": 3600},
@@ -48,23 +52,26 @@ class ActionModule(BerthAction):
         if instance["state"] != ACTIVE:
             raise InputError("name", f"{args['name']} is {instance['state']}, only ACTIVE instances migrate")
         source = instance["host"]
-        states, uris = _host_states({"hosts": None, "hypervisor_group": args["hypervisor_group"]}, task_vars)
-        by_host = {state["host"]: state for state in states}
-        target, why = self._destination(args, ledger, instance, states)
+        target = self._destination(args, task_vars, ledger, instance)
         result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
-                                  "from_host": source, "to_host": target, "why": why}
+                                  "from_host": source, "to_host": target["host"], "why": target["why"]}
+        if not instance["uri"]:
+            raise BerthError(f"the ledger has no URI for {source}: run playbooks/gather.yml to sync it")
         connect = {"timeout_s": args["timeout"], "transfer_timeout_s": args["transfer_timeout"]}
-        with Hypervisor(source, uris[source], **connect) as src, Hypervisor(target, uris[target], **connect) as dst:
+        with Hypervisor(source, instance["uri"], **connect) as src, \
+                Hypervisor(target["host"], target["uri"], **connect) as dst:
             disks, volumes = self._volumes(src, dst, instance, args["storage_pool"])
             if self._task.check_mode:
-                result["msg"] = f"would migrate {args['name']} from {source} to {target} ({why})"
+                result["msg"] = f"would migrate {args['name']} from {source} to {target['host']} ({target['why']})"
                 return result
             try:
-                claim = ledger.claim_move(instance["uuid"], by_host[target]["uuid"], run_owner())
+                claim = ledger.claim_move(instance["uuid"], target["hypervisor_uuid"], run_owner())
             except ClaimConflict as conflict:
-                raise BerthError(f"cannot claim {target} for {args['name']}: {conflict.reason}") from conflict
+                raise BerthError(f"cannot claim {target['host']} for {args['name']}: {conflict.reason}") from conflict
             try:
-                address = task_vars["hostvars"][target].get("berth_migration_address")
+                hostvars = task_vars.get("hostvars", {})
+                address = (hostvars.get(target["host"]) or {}).get(
+                    "berth_migration_address", task_vars.get("berth_migration_address"))
                 result.update(self._move(src, dst, instance["uuid"], args, address, disks, volumes))
             except Exception:
                 # The domain runs on the source again: the destination's claim goes back.
@@ -74,30 +81,42 @@ class ActionModule(BerthAction):
         ledger.finish_move(instance["uuid"], claim["id"])
         return result
 
-    def _destination(self, args: dict[str, Any], ledger: Ledger, instance: dict[str, Any],
-                     states: list[dict[str, Any]]) -> tuple[str, str]:
-        """The named host, checked; else the scheduler's pick among the others (never the source)."""
+    def _destination(self, args: dict[str, Any], task_vars: dict[str, Any], ledger: Ledger,
+                     instance: dict[str, Any]) -> dict[str, Any]:
+        """The named host, checked; else the scheduler's pick among the others (never the
+        source), decided on the ledger's host states with their claims as usage (a drain moves
+        instances one after the other: each migration moved its claim). Returns the build
+        target ({host, hypervisor_uuid, uri, ...}) with why it was chosen."""
         source = instance["host"]
-        hosts = {state["host"]: state for state in states}
+        spec = RequestSpec(flavor=instance_flavor(instance), count=1, ignore_hosts=[source],
+                           service_down_time=args["service_down_time"])
+        fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
+        names = list(fleet.hosts.column("host"))
         if args["to_host"]:
             target = args["to_host"]
             if target == source:
                 raise InputError("to_host", f"{args['name']} already runs on {source}: name another host")
-            if target not in hosts:
-                raise InputError("to_host", f"unknown host {target} (hypervisors: {', '.join(sorted(hosts))})")
-            if not hosts[target].get("service_up"):
-                raise BerthError(f"{target} does not answer: {hosts[target].get('disabled_reason') or 'down'}")
-            return target, "named by to_host"
-        # No sync here: the facts are from the start of the run, and a drain moves instances
-        # within it; the ledger's claims (moved by each migration) are the usage that counts.
-        flavor = instance_flavor(instance)
-        views = ledger.tracker_states(states)
-        decision = schedule([HostState.from_dict(view) for view in views],
-                            RequestSpec(flavor=flavor, count=1, ignore_hosts=[source]))
-        if not decision.ok:
-            reasons = "; ".join(f"{r.host}: {r.message()}" for r in decision.rejections)
-            raise BerthError(f"no valid host to migrate {args['name']} to: {decision.summary}. {reasons}")
-        return decision.placements[0].host, f"chosen by the scheduler: {decision.summary}"
+            if target not in names:
+                raise InputError("to_host", f"unknown host {target} (hypervisors: {', '.join(sorted(names))})")
+            state = fleet.hosts[names.index(target)]
+            if not state.service_up:
+                raise BerthError(f"{target} does not answer: {state.down_reason or 'down'}")
+            chosen, why = state, "named by to_host"
+        else:
+            decision = schedule(fleet.hosts, spec)
+            if not decision.ok:
+                raise BerthError(f"cannot migrate {args['name']}: {failure_message(decision)}")
+            chosen = fleet.hosts[names.index(decision.placements[0].host)]
+            why = f"chosen by the scheduler: {decision.summary}"
+        if fleet.uris:
+            offered = sorted({triple[1] for triple in chosen.supported_instances if len(triple) > 1})
+            target_info = {"host": chosen.host, "hypervisor_uuid": chosen.uuid, "uri": fleet.uris.get(chosen.host),
+                           "domain_types": offered}
+        else:
+            target_info = ledger.build_targets([chosen.uuid])[chosen.uuid]
+        if not target_info.get("uri"):
+            raise BerthError(f"no URI known for {chosen.host}: run playbooks/gather.yml to sync it")
+        return {**target_info, "why": why}
 
     @staticmethod
     def _volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],

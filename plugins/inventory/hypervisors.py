@@ -56,6 +56,14 @@ description:
     available_mb}), C(gathered_at) (Unix time of the gathering)."
   - The tracker view (usage from the ledger's claims) replaces the usage fields when the
     schedule action or the tracker sync reads these facts against the ledger.
+  - With O(gather_facts=false) no hypervisor is contacted: each is listed with
+    C(berth_libvirt_uri) and C(berth_hypervisor) only, at any fleet size in the time Ansible
+    takes to add the hosts. That is all C(playbooks/gather.yml) (which then gathers each
+    hypervisor in its own task, over Ansible's forks) and the ledger-backed launch need.
+  - "C(berth_hypervisor), set in both modes: C(settings) (the source's allocation ratios and
+    reserved amounts for the host), C(aggregates) ([{name, metadata}]), C(availability_zone),
+    C(default_availability_zone), C(storage_pool), C(timeout), C(keepalive_interval) and
+    C(keepalive_count): what gathering the host's state needs."
 extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
@@ -96,6 +104,16 @@ options:
     description: The zone of hosts whose aggregates name none (Nova's default_availability_zone).
     type: str
     default: nova
+  gather_facts:
+    description:
+      - Connect to every hypervisor while the inventory is built and put its facts in
+        C(berth_host_state) (and the down ones in the group C(down)).
+      - V(false) lists the hypervisors without connecting, for plays that need no live facts
+        (the tracker sync of C(playbooks/gather.yml) gathers each host in its own task; a launch
+        decides from the ledger). Constructable options that read C(berth_host_state) have
+        nothing to read then.
+    type: bool
+    default: true
   storage_pool:
     description: The libvirt storage pool that holds instance disks; its capacity is the disk.
     type: str
@@ -196,6 +214,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     connection_uri,
     fetch,
+    host_aggregates,
     state_from_outcome,
     validate_aggregates,
     validate_hypervisors,
@@ -216,7 +235,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         self._read_config_data(path)
         try:
             hypervisors, aggregates, targets = self._source()
-            outcomes = self._fetch_cached(path, targets, cache)
+            outcomes = self._fetch_cached(path, targets, cache) if self.get_option("gather_facts") else None
             self._populate(hypervisors, aggregates, targets, outcomes)
         except InputError as exc:
             raise AnsibleParserError(f"{path}: {exc}") from exc
@@ -268,7 +287,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         return outcomes
 
     def _populate(self, hypervisors, aggregates, targets, outcomes):
-        """Hosts, groups and variables from the fetched facts; no I/O."""
+        """Hosts, groups and variables from the fetched facts (None: not gathered); no I/O."""
         strict = self.get_option("strict")
         self.inventory.add_group(HYPERVISOR_GROUP)
         self.inventory.add_group(DOWN_GROUP)
@@ -276,15 +295,24 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self.inventory.add_group(aggregate)
         default_zone = self.get_option("default_availability_zone")
         for name, settings in hypervisors.items():
-            state = state_from_outcome(name, outcomes[name], settings, aggregates, default_zone)
+            mine, zone = host_aggregates(name, aggregates, default_zone)
             self.inventory.add_host(name, group=HYPERVISOR_GROUP)
-            for aggregate in state["aggregates"]:
+            for aggregate in mine:
                 self.inventory.add_host(name, group=aggregate["name"])
-            self.inventory.set_variable(name, "berth_host_state", wrap_var(state))
             self.inventory.set_variable(name, "berth_libvirt_uri", wrap_var(targets[name]))
-            if not state["service_up"]:
-                self.inventory.add_host(name, group=DOWN_GROUP)
-                self.display.warning(f"hypervisor {name} is down: {state['down_reason']}")
+            self.inventory.set_variable(name, "berth_hypervisor", wrap_var({
+                "settings": {key: value for key, value in settings.items() if key != "uri"},
+                "aggregates": mine, "availability_zone": zone, "default_availability_zone": default_zone,
+                "storage_pool": self.get_option("storage_pool"), "timeout": float(self.get_option("timeout")),
+                "keepalive_interval": self.get_option("keepalive_interval"),
+                "keepalive_count": self.get_option("keepalive_count"),
+            }))
+            if outcomes is not None:
+                state = state_from_outcome(name, outcomes[name], settings, aggregates, default_zone)
+                self.inventory.set_variable(name, "berth_host_state", wrap_var(state))
+                if not state["service_up"]:
+                    self.inventory.add_host(name, group=DOWN_GROUP)
+                    self.display.warning(f"hypervisor {name} is down: {state['down_reason']}")
             hostvars = self.inventory.get_host(name).get_vars()
             self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
             self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)

@@ -26,6 +26,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_INTERVAL_S,
     Hypervisor,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.request import is_instance_volume
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
@@ -354,6 +355,10 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "orphans": [dom["name"] for dom in domains if not dom["berth"]],
         "storage_pool": pool_name,
         "pools": list(facts["pools"]),
+        # What a launch may use as its image (the volumes builds made are not images), and the
+        # networks it may attach to: PoolImageFilter and NetworkFilter read them.
+        "images": [name for name in facts.get("volumes", []) if not is_instance_volume(name)],
+        "networks": list(facts.get("networks", [])),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective)
@@ -375,7 +380,7 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
         "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
-        "pools": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
+        "pools": [], "images": [], "networks": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective_settings(settings, list(aggregates)))
     return state

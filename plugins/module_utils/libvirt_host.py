@@ -211,6 +211,8 @@ class Hypervisor:
             "cpu_times": self._cpu_times(),
             "pools": pools,
             "storage_pool": pool_name,
+            "volumes": self.volume_names(pool_name),
+            "networks": self.network_names(),
             "domains": self.facts_domains(),
         }
 

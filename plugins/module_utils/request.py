@@ -51,6 +51,23 @@ def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
     raise InputError("flavor", f"flavor must be a flavor name or a dict of sizes, got {type(flavor).__name__}")
 
 
+# The volumes a build makes, named after the instance: a sync tells them from images by name.
+_INSTANCE_VOLUME = re.compile(r"^berth-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-(root\.qcow2|seed\.iso)$")
+
+
+def root_volume_name(instance_uuid: str) -> str:
+    return f"berth-{instance_uuid}-root.qcow2"
+
+
+def seed_volume_name(instance_uuid: str) -> str:
+    return f"berth-{instance_uuid}-seed.iso"
+
+
+def is_instance_volume(name: str) -> bool:
+    """Whether a pool volume is one a Berth build made (an instance's disk or seed), not an image."""
+    return bool(_INSTANCE_VOLUME.match(name))
+
+
 # A volume name inside a storage pool: one path component, never "." or "..", no leading dot.
 _VOLUME_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}$")
 IMAGE_FORMATS = ("qcow2", "raw")

@@ -12,9 +12,11 @@ description:
   - Checks the instance names (DNS labels, with their index), the count, the image, networks,
     metadata, user data and boot paths of a launch, so that bad input fails before
     M(berth.fleet.schedule) claims anything.
-  - When an image or a libvirt network is asked for, asks each answering hypervisor of
-    O(hypervisor_group) (read only) whether it has them. An image that no hypervisor has and
-    that has no C(source) to upload it from is refused; so is a network one of them lacks.
+  - Contacts no hypervisor. Which hypervisors have the image and the networks is known from the
+    ledger's last tracker sync; M(berth.fleet.schedule) filters out those that lack them
+    (C(PoolImageFilter), C(NetworkFilter)) and says so, given the C(image_volume) and
+    C(requested_networks) this module returns. The image's safety (no link, no backing file
+    outside the pool) is checked again on the chosen hypervisor before anything is made there.
 options:
   name:
     description: The launch name; instances are C(<name>-1) .. C(<name>-<count>).
@@ -46,18 +48,6 @@ options:
     description: Direct kernel boot, C(kernel), C(initrd) (absolute paths on the hypervisor), C(cmdline).
     type: raw
     default: {}
-  storage_pool:
-    description: The storage pool that holds images and instance volumes.
-    type: str
-    default: default
-  hypervisor_group:
-    description: Inventory group of the hypervisors.
-    type: str
-    default: hypervisors
-  timeout:
-    description: Seconds each libvirt call may take.
-    type: float
-    default: 10
 attributes:
   check_mode:
     support: full
@@ -84,13 +74,23 @@ names:
   returned: always
   type: list
   elements: str
-hosts_with_image:
-  description: Answering hypervisors whose pool holds the image.
+image:
+  description: The image, checked, as a dict (C(name), C(format), C(source)); null without one.
+  returned: always
+  type: dict
+networks:
+  description: The interfaces, checked.
   returned: always
   type: list
-  elements: str
-hosts_without_image:
-  description: Answering hypervisors the image would be uploaded to if chosen.
+  elements: dict
+image_volume:
+  description:
+    - The volume every chosen hypervisor's pool must hold (M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:image_volume));
+      null without an image, or when the image has a C(source) to upload it from where it is missing.
+  returned: always
+  type: str
+requested_networks:
+  description: The libvirt networks every chosen hypervisor must define, by name.
   returned: always
   type: list
   elements: str

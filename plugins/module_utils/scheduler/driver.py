@@ -30,6 +30,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
     Flavor,
     HostState,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
     DEFAULT_FILTERS,
     DEFAULT_WEIGHERS,
@@ -109,6 +110,13 @@ class RequestSpec:
     metrics_weight_of_unavailable: float = -10000.0
     explain: str = "auto"
     engine: str = "auto"
+    # Nova's service_down_time: a host whose last tracker sync is older counts as down.
+    service_down_time: int = 600
+    # What the build needs on the host (Berth's PoolImageFilter and NetworkFilter): the image
+    # volume its storage pool must hold (None when the launch uploads it where missing), and
+    # the libvirt networks it must define.
+    image_volume: str | None = None
+    requested_networks: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.flavor, Flavor):
@@ -133,8 +141,10 @@ class RequestSpec:
                 raise SchedulerInputError(
                     name, f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
                 )
-        for name in ("availability_zone", "image_id"):
+        for name in ("availability_zone", "image_id", "image_volume"):
             check_optional_string(name, getattr(self, name))
+        check_integer("service_down_time", self.service_down_time, minimum=1)
+        self.requested_networks = check_string_list("requested_networks", self.requested_networks)
         if not isinstance(self.default_availability_zone, str) or not self.default_availability_zone:
             raise SchedulerInputError("default_availability_zone",
                                       "default_availability_zone must be a non-empty string")
@@ -402,12 +412,25 @@ def active_filters(spec: RequestSpec) -> list[Any]:
     return [host_filter for host_filter in filters if not host_filter.is_noop(spec)]
 
 
-def schedule(hosts: Sequence[HostState], spec: RequestSpec) -> Decision:
+def needed_host_fields(spec: RequestSpec) -> set[str]:
+    """The HostState fields this request's filters and weighers read beyond the ones every
+    host-state source gives (what the ledger must read besides its one table scan)."""
+    fields: set[str] = set()
+    for host_filter in active_filters(spec):
+        fields.update(host_filter.host_fields)
+    for name in spec.weighers:
+        fields.update(WEIGHERS[name]().host_fields_for(spec))
+    return fields
+
+
+def schedule(hosts: Sequence[HostState] | HostTable, spec: RequestSpec) -> Decision:
     """Place spec.count instances on hosts, as Nova's FilterScheduler._schedule does.
 
-    Works on copies: the caller's host states and server group are left as they were, so the
-    same snapshot can be scheduled again (check mode, then the real run).
+    ``hosts`` is a list of HostStates or a HostTable (a fleet read as columns). Works on
+    copies: the caller's host states and server group are left as they were, so the same
+    snapshot can be scheduled again (check mode, then the real run).
     """
+    hosts = HostTable.of(hosts)
     # The request's server group gains a member per placement; that is this run's business.
     if spec.server_group is not None:
         spec = dataclasses.replace(spec, server_group=spec.server_group.copy())
@@ -497,7 +520,7 @@ def _backend(hosts: Sequence[HostState], spec: RequestSpec,
     return PlainBackend(hosts, spec, filters, weighers)
 
 
-def _select_candidates(hosts: Sequence[HostState], spec: RequestSpec, backend: Any) -> list[int]:
+def _select_candidates(hosts: HostTable, spec: RequestSpec, backend: Any) -> list[int]:
     """Apply ignore_hosts, then force_hosts and force_nodes, recording whom they drop.
 
     Host names match case-insensitively and node names exactly, as in Nova.
@@ -508,13 +531,15 @@ def _select_candidates(hosts: Sequence[HostState], spec: RequestSpec, backend: A
     if not (ignored or forced_hosts or forced_nodes):
         return list(range(len(hosts)))
     candidates = []
-    for position, host_state in enumerate(hosts):
-        if host_state.host.lower() in ignored:
-            backend.reject(position, Rejection(host_state.host, "ignore_hosts", REASON_IGNORED))
-        elif forced_hosts and host_state.host.lower() not in forced_hosts:
-            backend.reject(position, Rejection(host_state.host, "force_hosts", REASON_NOT_FORCED))
-        elif forced_nodes and host_state.nodename not in forced_nodes:
-            backend.reject(position, Rejection(host_state.host, "force_nodes", REASON_NOT_FORCED))
+    for position, (host, nodename) in enumerate(zip(hosts.column("host"), hosts.column("nodename"))):
+        # A table's nodename may be empty where a HostState would say its host name.
+        nodename = nodename or host
+        if host.lower() in ignored:
+            backend.reject(position, Rejection(host, "ignore_hosts", REASON_IGNORED))
+        elif forced_hosts and host.lower() not in forced_hosts:
+            backend.reject(position, Rejection(host, "force_hosts", REASON_NOT_FORCED))
+        elif forced_nodes and nodename not in forced_nodes:
+            backend.reject(position, Rejection(host, "force_nodes", REASON_NOT_FORCED))
         else:
             candidates.append(position)
     return candidates

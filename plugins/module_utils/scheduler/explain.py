@@ -13,13 +13,16 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_DIFFERENT_HOST,
     REASON_HOST_DISABLED,
     REASON_HOST_DOWN,
+    REASON_HOST_STALE,
     REASON_IGNORED,
+    REASON_IMAGE_MISSING,
     REASON_IMAGE_PROPERTIES,
     REASON_INSUFFICIENT_DISK,
     REASON_INSUFFICIENT_RAM,
     REASON_INSUFFICIENT_VCPUS,
     REASON_ISOLATED,
     REASON_LARGER_THAN_HOST,
+    REASON_NETWORK_MISSING,
     REASON_NOT_FORCED,
     REASON_QUERY,
     REASON_RETRIED,
@@ -40,10 +43,13 @@ if TYPE_CHECKING:
 # How many rejected hosts a compact explanation names: those that came closest to fitting.
 CLOSEST_MISSES_SHOWN = 5
 
-# Phrases that only count hosts; {zone}, {group} and {flavor} come from the request.
+# Phrases that only count hosts; {zone}, {group}, {flavor}... come from the request.
 _PLAIN_PHRASES = {
     REASON_HOST_DOWN: "down",
     REASON_HOST_DISABLED: "disabled",
+    REASON_HOST_STALE: "stale (not synced for over {service_down_time} s)",
+    REASON_IMAGE_MISSING: "without image {image} in the storage pool",
+    REASON_NETWORK_MISSING: "without network {networks}",
     REASON_IGNORED: "ignored",
     REASON_NOT_FORCED: "not forced",
     REASON_WRONG_ZONE: "not in availability zone {zone}",
@@ -92,7 +98,9 @@ class ReasonCount:
         if self.reason in _PLAIN_PHRASES:
             group = spec.server_group.name if spec.server_group is not None else ""
             return _PLAIN_PHRASES[self.reason].format(
-                zone=spec.availability_zone, group=group, flavor=spec.flavor.name)
+                zone=spec.availability_zone, group=group, flavor=spec.flavor.name,
+                service_down_time=spec.service_down_time, image=spec.image_volume,
+                networks=", ".join(spec.requested_networks))
         return self.reason.replace("_", " ")
 
     def to_dict(self, spec: RequestSpec) -> dict[str, Any]:

@@ -17,7 +17,6 @@ random scenarios), because it leans on three facts of Nova's algorithm:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 try:
@@ -41,6 +40,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
     VectorColumn,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     SHORTFALL_REASONS,
     Rejection,
@@ -62,22 +62,22 @@ _MISSING = object()  # "no aggregate sets this key": no metadata value can be th
 class Columns:
     """The hosts' numbers as float64 arrays, one attribute per HostState field, and every
     per-host number that stays the same for the whole request (filters' own columns, such as
-    allocation ratios), built once per request so that filtering is array operations only."""
+    allocation ratios), built once per request so that filtering is array operations only.
+    Any other HostState field (images, networks...) is an object array, made on first use."""
 
-    def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
+    def __init__(self, hosts: HostTable, spec: RequestSpec,
                  filters: Sequence[BaseHostFilter]) -> None:
         count = len(hosts)
         self.hosts = hosts
-        # One attrgetter call per host fetches all the fields, rather than one getattr per
-        # host and field; the values convert to float64 exactly as one column at a time.
-        table = np.array(list(map(attrgetter(*_NUMBER_COLUMNS), hosts)), dtype=np.float64)
-        table = table.reshape(count, len(_NUMBER_COLUMNS))
-        for index, name in enumerate(_NUMBER_COLUMNS):
-            setattr(self, name, np.ascontiguousarray(table[:, index]))
-        self.hypervisor_version = np.array([host.hypervisor_version or 0 for host in hosts],
+        for name in _NUMBER_COLUMNS:
+            setattr(self, name, np.array(hosts.column(name), dtype=np.float64))
+        self.hypervisor_version = np.array([version or 0 for version in hosts.column("hypervisor_version")],
                                            dtype=np.float64)
-        self.disabled = np.array([host.disabled for host in hosts], dtype=bool)
-        self.service_up = np.array([host.service_up for host in hosts], dtype=bool)
+        self.disabled = np.array(hosts.column("disabled"), dtype=bool)
+        self.service_up = np.array(hosts.column("service_up"), dtype=bool)
+        # NaN where the age is unknown (live facts): it never compares greater than a limit.
+        self.sync_age_s = np.array([np.nan if age is None else age for age in hosts.column("sync_age_s")],
+                                   dtype=np.float64)
         self.zeros = np.zeros(count, dtype=np.float64)
         self.group_members = np.zeros(count, dtype=np.float64)
         self.aggregate_groups = _aggregate_groups(hosts)
@@ -90,6 +90,18 @@ class Columns:
             }
             for host_filter in filters
         }
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Only for what __init__ did not set: any other HostState field, as objects.
+        if name.startswith("_") or name in ("hosts", "per_filter"):
+            raise AttributeError(name)
+        try:
+            values = self.hosts.column(name)
+        except KeyError:
+            raise AttributeError(name) from None
+        array = np.fromiter(values, dtype=object, count=len(values))
+        setattr(self, name, array)
+        return array
 
     def _filter_column(self, column: Any, spec: RequestSpec) -> np.ndarray:
         if not isinstance(column, VectorColumn):
@@ -115,7 +127,7 @@ class Columns:
         return default
 
 
-def _aggregate_groups(hosts: Sequence[HostState]) -> list[tuple[np.ndarray, HostState]]:
+def _aggregate_groups(hosts: HostTable) -> list[tuple[np.ndarray, HostState]]:
     """The hosts that have aggregates, grouped so that every host of a group gets the same
     HostState.aggregate_number for any key: (positions, one of the hosts).
 
@@ -123,13 +135,13 @@ def _aggregate_groups(hosts: Sequence[HostState]) -> list[tuple[np.ndarray, Host
     string, aggregate after aggregate. One flat sequence is enough, as a name appears at most
     once per aggregate, so the sequence still gives each name's values in aggregate order.
     """
-    groups: dict[tuple[tuple[Any, str], ...], tuple[list[int], HostState]] = {}
-    for position, host in enumerate(hosts):
-        if host.aggregates:
-            key = tuple([(name, str(value)) for aggregate in host.aggregates
-                         for name, value in aggregate["metadata"].items()])
-            groups.setdefault(key, ([], host))[0].append(position)
-    return [(np.array(positions, dtype=np.int64), host) for positions, host in groups.values()]
+    groups: dict[tuple[tuple[Any, str], ...], tuple[list[int], int]] = {}
+    for position, aggregates in enumerate(hosts.column("aggregates")):
+        if aggregates:
+            key = tuple([(name, str(value)) for aggregate in aggregates
+                         for name, value in (aggregate.get("metadata") or {}).items()])
+            groups.setdefault(key, ([], position))[0].append(position)
+    return [(np.array(positions, dtype=np.int64), hosts[first]) for positions, first in groups.values()]
 
 
 class _RowView:
@@ -221,7 +233,7 @@ class VectorBackend(Backend):
 
     name = "vectorized"
 
-    def __init__(self, hosts: Sequence[HostState], spec: RequestSpec,
+    def __init__(self, hosts: HostTable, spec: RequestSpec,
                  filters: Sequence[BaseHostFilter], weighers: Sequence[BaseWeigher]) -> None:
         super().__init__(hosts, spec, filters, weighers)
         self.run_filters = True
@@ -236,9 +248,10 @@ class VectorBackend(Backend):
         self.materialized: dict[int, Rejection] = {}
         self.misses: list[tuple[float, int, Rejection]] = []
         self.working: dict[int, HostState] = {}
+        self.names = hosts.column("host")
         self.positions_by_name: dict[str, list[int]] = {}
-        for position, host in enumerate(hosts):
-            self.positions_by_name.setdefault(host.host, []).append(position)
+        for position, name in enumerate(self.names):
+            self.positions_by_name.setdefault(name, []).append(position)
         # Each weigher's per-host multiplier, aligned with self.weighers: they hold for the
         # whole request, so the first instance's weighing need not look them up.
         self.multipliers = [self._multipliers(weigher) for weigher in weighers]
@@ -430,8 +443,7 @@ class VectorBackend(Backend):
         if group is None:
             return
         for position in self.dirty:
-            self.columns.group_members[position] = group.member_count(
-                self.hosts[position].host)
+            self.columns.group_members[position] = group.member_count(self.names[position])
 
     def _slots(self, positions: Sequence[int]) -> list[int]:
         slots = np.searchsorted(self.rows, positions)

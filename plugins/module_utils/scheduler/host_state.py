@@ -13,6 +13,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation import (
     check_bool,
     check_integer,
+    check_number,
     check_optional_string,
     check_positive_number,
     check_string_list,
@@ -154,6 +155,14 @@ class HostState:
     metrics: dict[str, Any] = field(default_factory=dict)
     instances: list[str] = field(default_factory=list)  # instance uuids on the host
     failed_builds: int = 0  # recent failed builds, for BuildFailureWeigher
+    # Seconds since the tracker sync last recorded the host (ComputeFilter compares it with
+    # service_down_time, as Nova's with a service's last heartbeat); None for live facts.
+    sync_age_s: float | None = None
+    # Volumes of the instance storage pool a launch can use as its image, and the libvirt
+    # networks the host defines (PoolImageFilter, NetworkFilter). Read from the ledger, they
+    # hold only the names the request asks for.
+    images: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
     # Filled by the filters of one scheduling pass, handed to the claim as Nova's `limits`.
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -200,6 +209,11 @@ class HostState:
         _check_mapping(f"{prefix}.cpu_info", self.cpu_info)
         _check_mapping(f"{prefix}.metrics", self.metrics)
         self.instances = check_string_list(f"{prefix}.instances", self.instances)
+        self.images = check_string_list(f"{prefix}.images", self.images)
+        self.networks = check_string_list(f"{prefix}.networks", self.networks)
+        if self.sync_age_s is not None:
+            check_number(f"{prefix}.sync_age_s", self.sync_age_s)
+            self.sync_age_s = float(self.sync_age_s)
         self.aggregates = _check_aggregates(f"{prefix}.aggregates", self.aggregates)
         if not isinstance(self.limits, dict):
             raise SchedulerInputError(

@@ -26,6 +26,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.isolated_hosts import IsolatedHostsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.retry import RetryFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.all_hosts import AllHostsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.pool_image import PoolImageFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.network import NetworkFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
@@ -65,6 +67,8 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "IsolatedHostsFilter": IsolatedHostsFilter,
     "RetryFilter": RetryFilter,
     "AllHostsFilter": AllHostsFilter,
+    "PoolImageFilter": PoolImageFilter,
+    "NetworkFilter": NetworkFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {
@@ -81,10 +85,12 @@ WEIGHERS: dict[str, type[BaseWeigher]] = {
 }
 
 # DESIGN.md: Newton's default list with CoreFilter added (retries use alternates, so no
-# RetryFilter); every weigher, with Nova's default multipliers.
+# RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
+# its networks), which do nothing unless the launch names them; every weigher, with Nova's
+# default multipliers.
 DEFAULT_FILTERS = [
     "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
     "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter",
+    "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
 ]
 DEFAULT_WEIGHERS = list(WEIGHERS)

@@ -10,6 +10,8 @@ Number = Union[int, float]
 # the words come last (Rejection.message, explain.py).
 REASON_HOST_DOWN = "host_down"
 REASON_HOST_DISABLED = "host_disabled"
+# The host's last tracker sync is older than service_down_time: as good as down.
+REASON_HOST_STALE = "host_stale"
 REASON_INSUFFICIENT_RAM = "insufficient_ram"
 REASON_INSUFFICIENT_VCPUS = "insufficient_vcpus"
 REASON_INSUFFICIENT_DISK = "insufficient_disk"
@@ -31,6 +33,8 @@ REASON_TOO_MANY_IO_OPS = "too_many_io_ops"
 REASON_AGGREGATE_TYPE = "aggregate_instance_type"
 REASON_ISOLATED = "isolated"
 REASON_RETRIED = "retried"
+REASON_IMAGE_MISSING = "image_missing"
+REASON_NETWORK_MISSING = "network_missing"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
 # is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's
@@ -40,6 +44,7 @@ KIND_NEVER = "never"
 NOT_NOW_REASONS = frozenset({
     REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,
     REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS, REASON_ANTI_AFFINITY, REASON_HOST_DOWN,
+    REASON_HOST_STALE,
 })
 # Resource shortfalls, the ones a "closest miss" is measured on.
 SHORTFALL_REASONS = frozenset({
@@ -112,6 +117,9 @@ class Rejection:
             return _with_detail("host down", self.detail)
         if self.reason == REASON_HOST_DISABLED:
             return _with_detail("host disabled", self.detail)
+        if self.reason == REASON_HOST_STALE:
+            return (f"stale: last synced {_amount(self.used)} s ago "
+                    f"(service_down_time {_amount(self.limit)} s)")
         if self.reason == REASON_IGNORED:
             return f"ignored: listed in {self.filter}"
         if self.reason == REASON_NOT_FORCED:

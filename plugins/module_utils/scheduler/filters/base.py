@@ -64,6 +64,10 @@ class BaseHostFilter:
     # Extra per-host numbers for vector_rejects: column name -> VectorColumn (built once per
     # request from arrays) or function(host_state, spec) (called host by host).
     vector_columns: dict[str, VectorColumn | Callable[[Any, Any], Any]] = {}
+    # HostState fields this filter reads beyond those every host-state read gives (names,
+    # status, the resource numbers, zone, aggregates, hypervisor version): the ledger reads
+    # them only for requests whose filters need them.
+    host_fields: frozenset[str] = frozenset()
 
     def run_filter_for_index(self, index: int) -> bool:
         return index == 0 or not self.run_filter_once_per_request

@@ -9,6 +9,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_HOST_DISABLED,
     REASON_HOST_DOWN,
+    REASON_HOST_STALE,
     Rejection,
 )
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 
 class ComputeFilter(BaseHostFilter):
-    """Only hosts that answered and that no operator disabled."""
+    """Only hosts that answered, that no operator disabled, and whose last tracker sync is
+    younger than service_down_time (Nova's check of a service's last heartbeat)."""
 
     name = "ComputeFilter"
     run_filter_once_per_request = True
@@ -33,8 +35,13 @@ class ComputeFilter(BaseHostFilter):
                                detail=host_state.disabled_reason)
         if not host_state.service_up:
             return self.reject(host_state, REASON_HOST_DOWN, detail=host_state.down_reason)
+        if host_state.sync_age_s is not None and host_state.sync_age_s > spec.service_down_time:
+            return self.reject(host_state, REASON_HOST_STALE, used=round(host_state.sync_age_s),
+                               limit=spec.service_down_time)
         return None
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        # An unknown age (NaN: live facts) never compares greater.
         return [(REASON_HOST_DISABLED, None, None, columns.disabled, None),
-                (REASON_HOST_DOWN, None, None, ~columns.service_up, None)]
+                (REASON_HOST_DOWN, None, None, ~columns.service_up, None),
+                (REASON_HOST_STALE, None, None, columns.sync_age_s > spec.service_down_time, None)]

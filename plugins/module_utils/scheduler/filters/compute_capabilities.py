@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import FACT_FIELDS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_instance_extra_specs import (
     scoped_specs,
@@ -29,6 +30,8 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     with Nova's extra_specs_ops operators ("capabilities:cpu_info:arch": "x86_64")."""
 
     name = "ComputeCapabilitiesFilter"
+    # An extra spec may name any fact.
+    host_fields = FACT_FIELDS
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

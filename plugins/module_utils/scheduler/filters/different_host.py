@@ -21,6 +21,7 @@ class DifferentHostFilter(BaseHostFilter):
     """Scheduler hint different_host: only hosts running none of these instance uuids."""
 
     name = "DifferentHostFilter"
+    host_fields = frozenset({"instances"})
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

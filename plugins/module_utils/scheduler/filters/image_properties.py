@@ -74,6 +74,7 @@ class ImagePropertiesFilter(BaseHostFilter):
     supported_instances, and its img_hv_requested_version satisfied by hypervisor_version."""
 
     name = "ImagePropertiesFilter"
+    host_fields = frozenset({"supported_instances"})
     run_filter_once_per_request = True
 
     @staticmethod

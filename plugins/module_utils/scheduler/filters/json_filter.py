@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import FACT_FIELDS
 import json
 import operator
 
@@ -97,6 +98,8 @@ class JsonFilter(BaseHostFilter):
     e.g. [">=", "$free_ram_mb", 1024]."""
 
     name = "JsonFilter"
+    # A query may name any fact.
+    host_fields = FACT_FIELDS
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

@@ -21,6 +21,7 @@ class SameHostFilter(BaseHostFilter):
     """Scheduler hint same_host: only hosts running one of these instance uuids."""
 
     name = "SameHostFilter"
+    host_fields = frozenset({"instances"})
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

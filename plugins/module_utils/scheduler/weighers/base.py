@@ -50,9 +50,16 @@ class BaseWeigher:
     multiplier_option = ""  # the key in RequestSpec.weight_multipliers and aggregate metadata
     default_multiplier = 1.0
     minval: Number | None = None
+    # HostState fields read beyond the usual ones (see BaseHostFilter.host_fields).
+    host_fields: frozenset[str] = frozenset()
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> Number:
         raise NotImplementedError
+
+    def host_fields_for(self, spec: RequestSpec) -> frozenset[str]:
+        """The fields this request makes the weigher read (``host_fields`` unless it has
+        nothing to weigh)."""
+        return self.host_fields
 
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
         return None

@@ -23,8 +23,12 @@ class MetricsWeigher(BaseWeigher):
     """
 
     name = "MetricsWeigher"
+    host_fields = frozenset({"metrics"})
     multiplier_option = "metrics_weight_multiplier"
     default_multiplier = 1.0
+
+    def host_fields_for(self, spec: RequestSpec) -> frozenset[str]:
+        return self.host_fields if spec.metrics_weight_setting else frozenset()
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
         value = 0.0

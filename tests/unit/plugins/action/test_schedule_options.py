@@ -2,18 +2,23 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.berth.fleet.plugins.action.schedule import (
-    ActionModule,
-    decide,
+from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     failure_message,
+    ledger_group,
     request_options,
-    _ledger_group_name,
     server_group_option,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 
 FLAVOR = Flavor(name="small", vcpus=1, memory_mb=2048, root_gb=10)
+
+
+def decide(states, flavor, count, options):
+    return schedule([HostState.from_dict(state) for state in states],
+                    RequestSpec(flavor=flavor, count=count, **options))
 
 
 def host(name, **fields):
@@ -58,7 +63,7 @@ def test_server_group_option_errors_name_the_field(value, field):
 def test_a_group_name_is_left_to_the_ledger_and_refused_without_it():
     assert server_group_option("web") is None
     with pytest.raises(InputError, match="needs the ledger") as error:
-        _ledger_group_name("web", None)
+        ledger_group("web", None)
     assert error.value.field == "server_group"
 
 

@@ -66,7 +66,7 @@ def revision(url):
 
 
 def test_open_migrates_to_head_and_records_the_revision(ledger, ledger_url):
-    assert revision(ledger_url) == "0002"
+    assert revision(ledger_url) == "0003"
     assert ledger.hypervisors() == [] and ledger.server_groups() == [] and ledger.decisions() == []
 
 
@@ -494,22 +494,30 @@ def test_tracker_sync_never_releases_on_a_hypervisor_that_did_not_answer(ledger)
     assert [h["host"] for h in report["down"]] == ["hv1"]
 
 
-def test_tracker_sync_flags_missing_instances_and_missing_hypervisors_but_not_on_a_limited_run(ledger):
+def test_tracker_sync_of_some_hypervisors_leaves_the_others_and_missing_needs_staleness(ledger):
     ledger.sync_hypervisors([HV1, HV2])
     [row] = ledger.claim([placement("vm-1", HV1)], TINY, "a")
     ledger.mark_active(row["uuid"])
 
-    limited = ledger.tracker_sync([HV1], limited=True)
-    assert [i["name"] for i in limited["missing_instances"]] == ["vm-1"]
-    assert [h["host"] for h in limited["not_in_limited_run"]] == ["hv2"] and limited["missing_hypervisors"] == []
+    # A sync of hv1 alone (a --limit run, a slice) says nothing about hv2.
+    some = ledger.tracker_sync([HV1])
+    assert [i["name"] for i in some["missing_instances"]] == ["vm-1"]
+    assert [h["host"] for h in some["hypervisors"]] == ["hv1"] and some["down"] == []
     assert {h["host"]: h["sync_status"] for h in ledger.hypervisors()} == {"hv1": "up", "hv2": "up"}
     assert ledger.instances()[0]["missing_since"] is not None
 
-    full = ledger.tracker_sync([{**HV1, "domains": [domain(row["uuid"], "vm-1")]}])
-    assert [h["host"] for h in full["missing_hypervisors"]] == ["hv2"]
-    assert [i["name"] for i in full["found_again"]] == ["vm-1"]
+    again = ledger.tracker_sync([{**HV1, "domains": [domain(row["uuid"], "vm-1")]}])
+    assert [i["name"] for i in again["found_again"]] == ["vm-1"]
+    # hv2 is not in this inventory, but something synced it within the age: left as it is.
+    recent = ledger.mark_missing(["hv1"], stale_after_s=3600)
+    assert [h["host"] for h in recent["synced_elsewhere"]] == ["hv2"] and recent["missing"] == []
+    assert ledger.mark_missing(["hv1"], stale_after_s=0, dry_run=True)["changed"] is True
+    assert {h["host"]: h["sync_status"] for h in ledger.hypervisors()} == {"hv1": "up", "hv2": "up"}
+    stale = ledger.mark_missing(["hv1"], stale_after_s=0)
+    assert [h["host"] for h in stale["missing"]] == ["hv2"] and stale["changed"] is True
     assert {h["host"]: h["sync_status"] for h in ledger.hypervisors()} == {"hv1": "up", "hv2": "missing"}
-    # Missing is not retired: its inventories stay until an operator retires it.
+    assert ledger.mark_missing(["hv1"], stale_after_s=0)["changed"] is False
+    # Missing is not retired: its capacity and claims stay until an operator retires it.
     assert len(ledger.hypervisors()) == 2
 
 

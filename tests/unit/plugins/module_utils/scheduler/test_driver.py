@@ -362,8 +362,9 @@ def test_request_from_dict_refuses(data, field):
          "AggregateIoOpsFilter, AggregateNumInstancesFilter, AggregateRamFilter, "
          "AggregateTypeAffinityFilter, AllHostsFilter, AvailabilityZoneFilter, "
          "ComputeCapabilitiesFilter, ComputeFilter, CoreFilter, DifferentHostFilter, DiskFilter, "
-         "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, NumInstancesFilter, "
-         "RamFilter, RetryFilter, SameHostFilter, ServerGroupAffinityFilter, "
+         "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, NetworkFilter, "
+         "NumInstancesFilter, PoolImageFilter, RamFilter, RetryFilter, SameHostFilter, "
+         "ServerGroupAffinityFilter, "
          "ServerGroupAntiAffinityFilter"),
         ({"enabled_filters": "RamFilter"}, "enabled_filters",
          "enabled_filters must be a list of strings, got 'RamFilter'"),

@@ -11,6 +11,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
     schedule,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
     FILTERS,
     WEIGHERS,
@@ -69,7 +70,7 @@ def test_request_constant_columns_match_the_per_host_rules():
                                   "weight_multipliers": {"ram_weight_multiplier": 2.5}})
     filters = [FILTERS[name]() for name in sorted(FILTERS)]
     weighers = [WEIGHERS[name]() for name in sorted(WEIGHERS)]
-    backend = fast.VectorBackend(hosts, spec, filters, weighers)
+    backend = fast.VectorBackend(HostTable.of(hosts), spec, filters, weighers)
 
     def same(array, expected):
         expected = np.array(expected, dtype=np.float64)

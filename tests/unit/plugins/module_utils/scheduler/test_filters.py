@@ -209,9 +209,10 @@ def test_registry_names_match_the_classes():
     for name, filter_class in FILTERS.items():
         assert issubclass(filter_class, BaseHostFilter)
         assert filter_class.name == name
-    # DESIGN.md: Newton's defaults with CoreFilter added.
+    # DESIGN.md: Newton's defaults with CoreFilter added, and Berth's image and network
+    # filters (no-ops unless a launch names an image volume or networks).
     assert DEFAULT_FILTERS == [
         "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
         "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-        "ServerGroupAffinityFilter",
+        "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
     ]

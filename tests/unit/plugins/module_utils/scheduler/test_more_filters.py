@@ -356,7 +356,9 @@ def test_retry_and_all_hosts_filters():
 ONCE = {"ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
         "ImagePropertiesFilter", "AggregateInstanceExtraSpecsFilter", "SameHostFilter",
         "DifferentHostFilter", "JsonFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
-        "AllHostsFilter"}
+        "AllHostsFilter",
+        # Berth's own: a pool's images and a host's networks do not change within a request.
+        "PoolImageFilter", "NetworkFilter"}
 
 
 @pytest.mark.parametrize("name", sorted(FILTERS))

@@ -1,0 +1,185 @@
+"""Building and removing an instance's domain on one hypervisor: what berth.fleet.instance and
+berth.fleet.migrate share. Private to the collection.
+
+A task that builds several instances opens each hypervisor once (``HostSession``) and reads its
+pool (path, images) and networks once, whatever the number of instances it builds there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    pool_image,
+    root_volume_name,
+    seed_volume_name,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
+
+# Shown in check mode, where the ledger has not assigned the instance its UUID yet.
+PLANNED_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def mac_address(instance_uuid: str, index: int) -> str:
+    """A stable locally administered MAC in QEMU's 52:54:00 range, from the instance UUID.
+
+    Unique across the fleet as far as the UUIDs' hashes are: 24 bits per instance and interface.
+    """
+    digest = hashlib.sha256(f"{instance_uuid}/{index}".encode()).digest()
+    return "52:54:00:" + ":".join(f"{byte:02x}" for byte in digest[:3])
+
+
+def injected_fault(host: str, stage: str) -> None:
+    """Test-only: fail a build at ``stage`` on ``host`` when BERTH_TEST_FAULTS names them.
+
+    BERTH_TEST_FAULTS="hv1:volume,hv2:start" fails after hv1's volume is created and where hv2
+    would start the defined domain. Unset (always, outside Berth's tests) it does nothing.
+    """
+    if f"{host}:{stage}" in os.environ.get("BERTH_TEST_FAULTS", "").split(","):
+        raise HypervisorError(host, f"injected fault at {stage} (BERTH_TEST_FAULTS)")
+
+
+def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
+    """Remove an instance's domain and volumes from a host; True if anything was there."""
+    removed = hv.remove_domain(instance_uuid)
+    for volume in (root_volume_name(instance_uuid), seed_volume_name(instance_uuid)):
+        removed = hv.delete_volume(pool, volume) or removed
+    return removed
+
+
+def domain_type(requested: str, offered: list[str]) -> str:
+    """The domain type to build: the one asked for, else kvm where the host offers it, else
+    plain QEMU emulation."""
+    return requested or ("kvm" if "kvm" in offered else "qemu")
+
+
+class HostSession:
+    """One hypervisor for the length of one task: its connection, opened on first use, and what
+    builds read of it (pool path, images, networks), read once. Builds on it may run in
+    several threads (an instance and another's retry); the reads are shared under a lock."""
+
+    def __init__(self, host: str, uri: str, timeout_s: float) -> None:
+        self.host, self.uri, self.timeout_s = host, uri, timeout_s
+        self._hv: Hypervisor | None = None
+        self._lock = threading.Lock()
+        self._pool_paths: dict[str, str] = {}
+        self._images: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._networks: list[str] | None = None
+
+    @property
+    def hv(self) -> Hypervisor:
+        with self._lock:
+            if self._hv is None:
+                self._hv = Hypervisor(self.host, self.uri, self.timeout_s).__enter__()
+            return self._hv
+
+    def close(self) -> None:
+        with self._lock:
+            if self._hv is not None:
+                self._hv.__exit__(None, None, None)
+                self._hv = None
+
+    def pool_path(self, pool: str) -> str:
+        hv = self.hv
+        with self._lock:
+            if pool not in self._pool_paths:
+                self._pool_paths[pool] = hv.pool_path(pool)
+            return self._pool_paths[pool]
+
+    def image(self, pool: str, name: str) -> dict[str, Any] | None:
+        """The image volume (checked never to lead out of the pool), or None if the pool lacks it."""
+        hv = self.hv
+        with self._lock:
+            if (pool, name) not in self._images:
+                self._images[(pool, name)] = pool_image(hv, pool, name, self.host)
+            return self._images[(pool, name)]
+
+    def uploaded(self, pool: str, name: str) -> None:
+        """An image was uploaded here: look it up again next time."""
+        with self._lock:
+            self._images.pop((pool, name), None)
+
+    def networks(self) -> list[str]:
+        hv = self.hv
+        with self._lock:
+            if self._networks is None:
+                self._networks = hv.network_names()
+            return self._networks
+
+
+def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str, Any]:
+    """What the build will make on ``session``'s host, found with read-only calls: refuses
+    unknown images and networks. ``render(plan)`` gives the domain XML."""
+    pool, host = request["pool"], session.host
+    pool_path = session.pool_path(pool)
+    result: dict[str, Any] = {
+        "disk": {"path": os.path.join(pool_path, root_volume_name(request["uuid"])), "backing": None},
+        "seed": None, "upload": None,
+    }
+    image = request["image"]
+    if image:
+        base = session.image(pool, image["name"])
+        if base is None and not image["source"]:
+            volumes = ", ".join(session.hv.volume_names(pool)) or "none"
+            raise InputError("image", f"image {image['name']} is not in storage pool {pool} on {host} "
+                             f"and no image.source to upload it from (volumes there: {volumes})")
+        if base is None:
+            size_mb = os.path.getsize(image["source"]) // (1024 * 1024)
+            base = {"path": os.path.join(pool_path, image["name"]), "format": image["format"], "capacity_mb": size_mb}
+            result["upload"] = image
+        flavor_mb = request["flavor"].root_gb * 1024
+        if flavor_mb and flavor_mb < base["capacity_mb"]:
+            raise InputError("flavor.root_gb", f"flavor.root_gb {request['flavor'].root_gb} is smaller than "
+                             f"image {image['name']} ({base['capacity_mb']} MB)")
+        result["disk"]["backing"] = {"path": base["path"], "format": base["format"]}
+        result["disk"]["capacity_gb"] = max(request["flavor"].root_gb, -(-base["capacity_mb"] // 1024))
+    else:
+        result["disk"]["capacity_gb"] = request["flavor"].root_gb
+    wanted = sorted({net["name"] for net in request["networks"] if net["type"] == "network"})
+    if wanted:
+        known = session.networks()
+        for name in wanted:
+            if name not in known:
+                raise InputError("networks", f"network {name} is not defined on {host} "
+                                 f"(networks there: {', '.join(known) or 'none'})")
+    if request["user_data"] is not None:
+        result["seed"] = {
+            "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
+            "data": seed_iso(request["uuid"], request["name"], request["user_data"]),
+        }
+    result["xml"] = render(result)
+    return result
+
+
+def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool) -> None:
+    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed."""
+    hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
+    # A domain left stopped by an interrupted build is rebuilt from scratch.
+    remove_instance(hv, uuid, pool)
+    try:
+        if planned["upload"]:
+            with open(planned["upload"]["source"], "rb") as handle:
+                data = handle.read()
+            hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
+            session.uploaded(pool, planned["upload"]["name"])
+        hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
+        injected_fault(host, "volume")
+        if planned["seed"]:
+            hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
+        hv.define(planned["xml"])
+        injected_fault(host, "start")
+        hv.start(uuid, autostart)
+    except Exception as exc:
+        # Nothing half made stays behind, whatever failed: no domain, no volume.
+        try:
+            remove_instance(hv, uuid, pool)
+        except HypervisorError as cleanup:
+            raise HypervisorError(host, f"{exc}; cleanup failed too: {cleanup}") from exc
+        if isinstance(exc, OSError):
+            raise HypervisorError(host, f"cannot read image.source: {exc}") from exc
+        raise

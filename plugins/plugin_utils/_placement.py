@@ -1,0 +1,194 @@
+"""What the placement actions (schedule, capacity, migrate) share: the flavor and request
+options, where the host states come from, and how a failed decision reads. Private to the
+collection."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
+    AUTO_FULL_EXPLAIN_HOSTS,
+    Decision,
+    RequestSpec,
+    needed_host_fields,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
+    ServerGroup,
+    server_group_from_dict,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, inventory_host_states
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
+# Where host states come from (the ``source`` option): the ledger's last tracker sync plus its
+# claims (no hypervisor is contacted: any fleet size), or the inventory's live facts.
+SOURCES = ("ledger", "inventory")
+DEFAULT_SERVICE_DOWN_TIME_S = 600
+# Nova's option names, passed to the engine's RequestSpec as they are.
+REQUEST_OPTIONS = (
+    "enabled_filters", "weighers", "host_subset_size", "seed", "max_attempts", "ignore_hosts",
+    "force_hosts", "force_nodes", "driver", "availability_zone", "default_availability_zone",
+    "image_id", "image_properties", "scheduler_hints", "retry_hosts", "max_instances_per_host",
+    "max_io_ops_per_host", "isolated_hosts", "isolated_images",
+    "restrict_isolated_hosts_to_isolated_images", "metrics_weight_setting",
+    "metrics_weight_of_unavailable", "explain", "engine", "service_down_time", "image_volume",
+    "requested_networks",
+)
+MULTIPLIER_OPTIONS = tuple(sorted(weigher.multiplier_option for weigher in WEIGHERS.values()))
+# The options of berth.fleet.schedule that shape which hosts pass, which berth.fleet.capacity
+# takes too (placement-only ones - count, weighers, subset, force - mean nothing for a count).
+REQUEST_ARGS: dict[str, Any] = {
+    "flavor": {"type": "raw", "required": True},
+    "flavors_file": {"type": "path"},
+    "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
+    "hosts": {"type": "list", "elements": "dict"},
+    "hypervisor_group": {"type": "str", "default": "hypervisors"},
+    "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
+    "image_volume": {"type": "str"},
+    "requested_networks": {"type": "list", "elements": "str", "default": []},
+    "enabled_filters": {"type": "list", "elements": "str"},
+    "ignore_hosts": {"type": "list", "elements": "str", "default": []},
+    "availability_zone": {"type": "str"},
+    "default_availability_zone": {"type": "str", "default": "nova"},
+    "image_id": {"type": "str"},
+    "image_properties": {"type": "dict", "default": {}},
+    "scheduler_hints": {"type": "dict", "default": {}},
+    "server_group": {"type": "raw"},
+    "max_instances_per_host": {"type": "int", "default": 50},
+    "max_io_ops_per_host": {"type": "int", "default": 8},
+    "isolated_hosts": {"type": "list", "elements": "str", "default": []},
+    "isolated_images": {"type": "list", "elements": "str", "default": []},
+    "restrict_isolated_hosts_to_isolated_images": {"type": "bool", "default": True},
+    **LEDGER_ARGS,
+}
+
+
+def flavor_option(args: Mapping[str, Any]) -> Flavor:
+    """The task's ``flavor``: a name from ``flavors_file`` (default the shipped one) or a dict of sizes."""
+    return resolve_flavor(args["flavor"], _load_flavors(args.get("flavors_file") or DEFAULT_FLAVORS_FILE))
+
+
+def _load_flavors(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except OSError as exc:
+        raise InputError("flavors_file", f"cannot read flavors_file {path}: {exc.strerror}") from exc
+    flavors = data.get("berth_flavors") if isinstance(data, dict) else None
+    if not isinstance(flavors, dict):
+        raise InputError("flavors_file", f"flavors_file {path} must hold a mapping 'berth_flavors'")
+    return flavors
+
+
+def request_options(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's request options from the module's arguments (Nova's names on both sides)."""
+    options = {key: args[key] for key in REQUEST_OPTIONS if args.get(key) is not None}
+    multipliers = {key: args[key] for key in MULTIPLIER_OPTIONS if args.get(key) is not None}
+    if multipliers:
+        options["weight_multipliers"] = multipliers
+    group = server_group_option(args.get("server_group"))
+    if group is not None:
+        options["server_group"] = group
+    return options
+
+
+def server_group_option(value: Any) -> ServerGroup | None:
+    """The `server_group` option in its dict form ({name, policy, rules, hosts, members}),
+    for "what if" runs and explicit use; a name is the ledger's group (read by the caller)."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, dict):
+        return server_group_from_dict(value)
+    raise InputError("server_group", f"server_group must be a ledger group name or a mapping {{name, policy, rules, hosts, members}}, "
+                                     f"got {type(value).__name__}")
+
+
+def ledger_group(server_group: Any, ledger: Any) -> dict[str, Any] | None:
+    """A server group given by name lives in the ledger: its engine form, checked to exist."""
+    if server_group is None or isinstance(server_group, dict):
+        return None
+    if not isinstance(server_group, str) or not server_group:
+        raise InputError("server_group", f"server_group must be a group name or a dict, got {server_group!r}")
+    if ledger is None:
+        raise InputError("server_group", "a server_group given by name needs the ledger (ledger=true); "
+                                         "without it pass the group as a dict")
+    group = ledger.scheduler_group(server_group)
+    if group is None:
+        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+                                         f"with berth.fleet.server_group first")
+    return group
+
+
+@dataclass
+class Fleet:
+    """The host states of one decision and what the claim and the build need beside them."""
+
+    hosts: HostTable
+    generations: list[Any]  # per host: the ledger generation it was read at (None: not in the ledger)
+    uris: dict[str, str]  # inventory source only: host -> URI; the ledger's come with build_targets
+
+
+def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: RequestSpec, ledger: Any,
+               sync: bool) -> Fleet:
+    """The hosts to decide on: the explicit ``hosts`` list, else per ``source`` the ledger's
+    host states (one read, only the fields the request's filters need) or the inventory's live
+    facts with the ledger's usage (synced into the ledger first when ``sync``)."""
+    if args.get("hosts") is None and args.get("source", "ledger") == "ledger":
+        if ledger is None:
+            raise InputError("source", "source=ledger reads the hosts from the ledger: set ledger=true, or "
+                                       "give hosts (or source=inventory) for a decision without it")
+        images = [spec.image_volume] if spec.image_volume else []
+        table, generations = ledger.host_table(needed_host_fields(spec), images, spec.requested_networks)
+        if not len(table):
+            raise InputError("source", "the ledger knows no hypervisor yet: run playbooks/gather.yml (the tracker "
+                                       "sync) first, or give hosts, or source=inventory")
+        return Fleet(table, generations, {})
+    if args.get("hosts") is not None:
+        states, uris = [dict(state) for state in args["hosts"]], {}
+    else:
+        states, uris = inventory_host_states(dict(task_vars), args.get("hypervisor_group") or "hypervisors")
+    if ledger is not None:
+        if sync:
+            ledger.sync_hypervisors([{**state, "uri": uris.get(state["host"])} for state in states])
+        states = ledger.tracker_states(states)
+    table = HostTable.from_states([HostState.from_dict(state) for state in states])
+    return Fleet(table, [state.get("generation") for state in states], uris)
+
+
+def recorded_states(fleet: Fleet, decision: Decision) -> list[dict[str, Any]]:
+    """The host states a decision record keeps: all of them on small fleets (so it replays
+    whole), else those the decision names (placed, alternates, runners-up, closest misses):
+    every host of a 100,000-host fleet would be megabytes per launch."""
+    table = fleet.hosts
+    if len(table) <= AUTO_FULL_EXPLAIN_HOSTS:
+        positions: Sequence[int] = range(len(table))
+    else:
+        named = {p.host for p in decision.placements}
+        for placement in decision.placements:
+            named.update(placement.alternates)
+            named.update(runner["host"] for runner in placement.runners_up)
+        named.update(miss.host for miss in decision.closest_misses)
+        positions = [position for position, host in enumerate(table.column("host")) if host in named]
+    return [{**table[position].to_dict(), "generation": fleet.generations[position]} for position in positions]
+
+
+def failure_message(decision: Decision) -> str:
+    """'no valid host: <summary>. hv1: <why>; ...', every host on small fleets, else the
+    closest misses (the counts per reason are in the summary already)."""
+    if decision.rejections is not None:
+        named, label = decision.rejections, ""
+    else:
+        named, label = decision.closest_misses, "closest misses: "
+    if not named:
+        return f"no valid host: {decision.summary}"
+    reasons = "; ".join(f"{rejection.host}: {rejection.message()}" for rejection in named)
+    return f"no valid host: {decision.summary}. {label}{reasons}"

@@ -1,0 +1,199 @@
+"""Reaching the ledger's database: its URL, the engine, migrations, and errors that say what to do.
+
+SQLite takes its write lock when a writing transaction starts (BEGIN IMMEDIATE), so that a
+claim's re-check and its write see the same state; readers take a snapshot beside it (WAL).
+PostgreSQL locks rows with SELECT ... FOR UPDATE instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+import socket
+from pathlib import Path
+from typing import Any, Callable
+
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# The newest migration's revision (tests/unit check that it is alembic's head). Every action
+# opens the ledger; one that is at this revision is opened without importing alembic, which
+# costs a fifth of a second of each ansible-playbook run.
+SCHEMA_REVISION = "0003"
+SQLITE_LOCK_TIMEOUT_S = 30
+
+
+def default_url() -> str:
+    """BERTH_LEDGER_URL, else a SQLite file under $XDG_STATE_HOME (~/.local/state)/berth/."""
+    if os.environ.get("BERTH_LEDGER_URL"):
+        return os.environ["BERTH_LEDGER_URL"]
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return "sqlite:///" + os.path.join(state_home, "berth", "ledger.sqlite3")
+
+
+def safe_url(url: str) -> str:
+    """The URL as it may be shown: never with its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable ledger URL>"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def run_owner() -> str:
+    """Who holds a BUILDING claim: this controller process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def explain_database_error(url: str, exc: BaseException) -> str:
+    """What went wrong with the ledger and what to do, naming the URL without its password."""
+    shown = safe_url(url)
+    text = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    if password:
+        text = text.replace(str(password), "***")
+    low = text.lower()
+    if "database is locked" in low or "lock timeout" in low or "could not obtain lock" in low:
+        return (f"the ledger at {shown} is locked by another process ({text}). A launch or sync "
+                f"probably still runs: wait for it and retry; if none runs, find the process "
+                f"that holds the ledger open (fuser on the file) and stop it")
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return (f"the ledger at {shown} is corrupt ({text}). Restore it from a backup, or move the "
+                f"file aside to start an empty ledger and run playbooks/gather.yml to record the "
+                f"hypervisors again (instances and claims are then lost)")
+    if "does not exist" in low and "database" in low:
+        return (f"the ledger database at {shown} does not exist ({text}): create it "
+                f"(createdb, as its owner) or fix the database name in the URL")
+    if "unable to open database file" in low or "readonly" in low or "read-only" in low:
+        return (f"cannot open the ledger at {shown} for writing ({text}): check that its "
+                f"directory exists and that this user may write there")
+    if "password authentication failed" in low or "authentication" in low:
+        return f"the ledger at {shown} refused the login ({text}): check the user and password"
+    if "connection refused" in low or "could not connect" in low or "connection failed" in low \
+            or "timeout expired" in low or "could not translate host name" in low:
+        return (f"cannot reach the ledger at {shown} ({text}): is the PostgreSQL server running, "
+                f"and are the host and port in the URL right?")
+    return f"the ledger at {shown} failed: {exc.__class__.__name__}: {text}"
+
+
+def database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a database failure in a Ledger method into a LedgerError that says what to do."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except SQLAlchemyError as exc:
+            raise LedgerError(explain_database_error(self.url, exc)) from exc
+
+    return wrapper
+
+
+def open_engine(url_text: str) -> Engine:
+    """The engine of a checked ledger URL, migrated to the newest schema."""
+    try:
+        url = make_url(url_text)
+    except ArgumentError as exc:
+        raise InputError("ledger_url", f"ledger_url is not a database URL ({safe_url(url_text)}): {exc}") from exc
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise InputError("ledger_url", f"ledger_url must be a sqlite:/// or postgresql+psycopg:// URL, "
+                                       f"got {safe_url(url_text)}")
+    if backend == "sqlite" and url.database and url.database != ":memory:":
+        directory = Path(url.database).expanduser().parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"cannot create the directory of the ledger at {safe_url(url_text)}: "
+                              f"{exc.strerror}: choose a writable path in ledger_url") from exc
+    try:
+        engine = _engine(url)
+        _migrate(engine, url_text)
+    except SQLAlchemyError as exc:
+        raise LedgerError(explain_database_error(url_text, exc)) from exc
+    return engine
+
+
+def reader(engine: Engine) -> Engine:
+    """The same engine for reading only: on SQLite its transactions take no write lock."""
+    return engine.execution_options(berth_read_only=True)
+
+
+def _engine(url: Any) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    connect_args = {} if "timeout" in url.query else {"timeout": SQLITE_LOCK_TIMEOUT_S}
+    engine = create_engine(url, connect_args=connect_args)
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" below start transactions, not the driver's lazy BEGIN.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        # Take the write lock when a writing transaction starts, so a claim's re-check and its
+        # write see the same state: two runs cannot both find the last slot free. Readers take
+        # a snapshot without it (WAL lets them read beside a writer).
+        if connection.get_execution_options().get("berth_read_only"):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _migrate(engine: Engine, url_text: str) -> None:
+    # Every action opens the ledger; an up-to-date one is only read, so concurrent runs do
+    # not queue for SQLite's write lock just to learn that nothing needs migrating.
+    with reader(engine).connect() as connection, connection.begin():
+        if inspect(connection).has_table("alembic_version"):
+            current = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+            if current == SCHEMA_REVISION:
+                return
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    scripts = ScriptDirectory.from_config(config)
+    head = scripts.get_current_head()
+    known = {rev.revision for rev in scripts.walk_revisions()}
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Migrations copy tables on SQLite; with foreign keys on, dropping the old copy
+            # would cascade into its children. The pragma only works outside a transaction.
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with connection.begin():
+                current = MigrationContext.configure(connection).get_current_revision()
+                if current is not None and current not in known:
+                    raise LedgerError(
+                        f"the ledger at {safe_url(url_text)} has schema revision {current}, newer than "
+                        f"this Berth knows (head {head}): upgrade the berth.fleet collection on this "
+                        f"controller to the version that wrote it"
+                    )
+                if current != head:
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, "head")
+        finally:
+            if sqlite:
+                connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")

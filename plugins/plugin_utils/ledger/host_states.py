@@ -1,0 +1,245 @@
+"""The scheduler's read of the ledger: host states, as Nova's scheduler reads compute nodes.
+
+One scan of the hypervisors table gives every host's capacity, usage summary, status and the
+facts the default filters read, straight into the engine's columns (a HostTable): no query
+per host and no ORM object per row. Facts only some filters read (capabilities, metrics, the
+instances on a host, images and networks) are read only when the request's filters need them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from sqlalchemy import Text, cast, func, literal, select
+from sqlalchemy.orm import Session
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
+    HV_DOWN,
+    HV_MISSING,
+    HV_UP,
+    ClaimRow,
+    HypervisorImageRow,
+    HypervisorNetworkRow,
+    HypervisorRow,
+    UnmanagedRow,
+    iso,
+)
+
+H = HypervisorRow
+# The host-state fields every read gives, as SQL over one hypervisor row. The free amounts are
+# DESIGN.md's tracker view: total - reserved - (claims + unmanaged usage), so reserved memory
+# counts as used in the filters, as in Nova.
+USAGE_COLUMNS = {
+    "vcpus_total": H.vcpus_total,
+    "vcpus_used": H.vcpus_used,
+    "total_usable_ram_mb": H.total_usable_ram_mb,
+    "free_ram_mb": H.total_usable_ram_mb - H.reserved_host_memory_mb - H.memory_mb_used,
+    "total_usable_disk_gb": H.total_usable_disk_gb,
+    "free_disk_mb": H.total_usable_disk_gb * 1024 - H.reserved_host_disk_mb - H.disk_mb_used,
+    "num_instances": H.num_instances,
+    "num_io_ops": H.num_io_ops,
+    "cpu_allocation_ratio": H.cpu_allocation_ratio,
+    "ram_allocation_ratio": H.ram_allocation_ratio,
+    "disk_allocation_ratio": H.disk_allocation_ratio,
+    "reserved_host_memory_mb": H.reserved_host_memory_mb,
+    "reserved_host_disk_mb": H.reserved_host_disk_mb,
+}
+# Facts kept as JSON: read as text and parsed once per distinct value (most hosts of a fleet
+# share their aggregates and capabilities).
+JSON_FACTS = ("aggregates", "supported_instances", "cpu_info", "numa_topology", "metrics")
+# Read for every request: the default filters and weighers use them.
+ALWAYS_FACTS = ("availability_zone", "aggregates", "hypervisor_version")
+# Read when a filter or weigher of the request says it needs them (its ``host_fields``).
+OPTIONAL_FACTS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info",
+                  "numa_topology", "metrics")
+_DOWN_REASONS = {
+    HV_DOWN: "did not answer its last sync",
+    HV_MISSING: "missing: in no inventory and not synced since",
+}
+
+
+def _age_seconds(session: Session, now: dt.datetime) -> Any:
+    """Seconds since each row's last sync, computed by the database (no datetime per row here)."""
+    if session.get_bind().dialect.name == "sqlite":
+        return (func.julianday(literal(now)) - func.julianday(H.synced_at)) * 86400.0
+    return func.extract("epoch", literal(now) - H.synced_at)
+
+
+def _fact_column(name: str) -> Any:
+    column = getattr(H, name)
+    return cast(column, Text).label(name) if name in JSON_FACTS else column.label(name)
+
+
+def read_table(session: Session, now: dt.datetime, fields: Iterable[str] = (),
+               images: Sequence[str] = (), networks: Sequence[str] = (),
+               uuids: Sequence[str] | None = None) -> tuple[HostTable, list[int]]:
+    """Every hypervisor of the ledger (or those of ``uuids``) as the engine's columns, by name,
+    with the generation each was read at.
+
+    ``fields``: HostState fields the request's filters read beyond the usual ones (see
+    OPTIONAL_FACTS, and ``instances``); ``images`` and ``networks``: the names the request asks
+    for, so that each host's ``images`` and ``networks`` say which of those it has.
+    """
+    wanted = [name for name in OPTIONAL_FACTS if name in set(fields)]
+    facts = list(ALWAYS_FACTS) + wanted
+    query = select(
+        H.name.label("host"), H.nodename, H.uuid, H.generation, H.sync_status, H.down_reason,
+        H.disabled, H.disabled_reason, H.synced_at, _age_seconds(session, now).label("sync_age_s"),
+        *(expression.label(name) for name, expression in USAGE_COLUMNS.items()),
+        *(_fact_column(name) for name in facts),
+    ).order_by(H.name, H.uuid)
+    if uuids is not None:
+        query = query.where(H.uuid.in_(list(uuids)))
+    result = session.execute(query)
+    keys = list(result.keys())
+    rows = result.fetchall()
+    columns: dict[str, Any] = dict(zip(keys, zip(*rows))) if rows else {key: () for key in keys}
+    generations = list(columns.pop("generation"))
+    statuses = columns.pop("sync_status")
+    synced_at = columns.pop("synced_at")
+    columns["service_up"] = [status == HV_UP for status in statuses]
+    columns["down_reason"] = [
+        None if status == HV_UP else (reason or _down_reason(status, when))
+        for status, reason, when in zip(statuses, columns["down_reason"], synced_at)
+    ]
+    columns["disabled"] = [bool(value) for value in columns["disabled"]]
+    columns["sync_age_s"] = [float(age) for age in columns["sync_age_s"]]
+    for name in JSON_FACTS:
+        if name in columns:
+            columns[name] = _parsed(columns[name])
+    if "instances" in set(fields):
+        columns["instances"] = _instances(session, columns["uuid"])
+    if images:
+        columns["images"] = _named(session, HypervisorImageRow, columns["uuid"], images)
+    if networks:
+        columns["networks"] = _named(session, HypervisorNetworkRow, columns["uuid"], networks)
+    return HostTable(columns), generations
+
+
+def _down_reason(status: str, synced_at: dt.datetime | None) -> str:
+    reason = _DOWN_REASONS.get(status, status)
+    return f"{reason} {iso(synced_at)}" if status == HV_MISSING else reason
+
+
+def _parsed(texts: Sequence[str | None]) -> list[Any]:
+    """JSON texts parsed, each distinct text once (the hosts share the parsed value: the
+    engine never changes a fact)."""
+    cache: dict[str | None, Any] = {}
+    values = []
+    for text in texts:
+        value = cache.get(text, cache)
+        if value is cache:
+            value = cache[text] = json.loads(text) if text is not None else None
+        values.append(value)
+    return values
+
+
+def _instances(session: Session, uuids: Sequence[str]) -> list[list[str]]:
+    """The instance UUIDs each host holds a claim for (SameHost/DifferentHost filters)."""
+    position = {uuid: index for index, uuid in enumerate(uuids)}
+    held: list[list[str]] = [[] for _uuid in uuids]
+    for hv_uuid, instance_uuid in session.execute(
+            select(ClaimRow.hypervisor_uuid, ClaimRow.instance_uuid).order_by(ClaimRow.id)):
+        if hv_uuid in position:
+            held[position[hv_uuid]].append(instance_uuid)
+    return held
+
+
+def _named(session: Session, model: Any, uuids: Sequence[str], names: Sequence[str]) -> list[list[str]]:
+    """Per host, which of ``names`` its last sync listed (its images or its networks)."""
+    position = {uuid: index for index, uuid in enumerate(uuids)}
+    found: list[list[str]] = [[] for _uuid in uuids]
+    for hv_uuid, name in session.execute(
+            select(model.hypervisor_uuid, model.name).where(model.name.in_(sorted(set(names))))
+            .order_by(model.name)):
+        if hv_uuid in position:
+            found[position[hv_uuid]].append(name)
+    return found
+
+
+def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> dict[str, tuple[HostState, int]]:
+    """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check: each with
+    its generation; their rows locked FOR UPDATE in UUID order (a no-op on SQLite, which holds
+    the write lock already), so that concurrent claims on PostgreSQL queue instead of
+    deadlocking. Status and staleness are the scheduler's business, not the claim's."""
+    query = (select(H.uuid, H.name, H.nodename, H.generation,
+                    *(expression.label(name) for name, expression in USAGE_COLUMNS.items()))
+             .where(H.uuid.in_(sorted(set(uuids)))).order_by(H.uuid))
+    if lock:
+        query = query.with_for_update()
+    views = {}
+    for row in session.execute(query).mappings():
+        state = {name: row[name] for name in USAGE_COLUMNS}
+        views[row["uuid"]] = (HostState.from_dict({**state, "host": row["name"], "nodename": row["nodename"],
+                                                   "uuid": row["uuid"]}), row["generation"])
+    return views
+
+
+def tracker_states(session: Session, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Live host states (from the inventory) with the ledger's tracker view: usage from its
+    claims and unmanaged usage, the operator's disabled flag, the generation."""
+    known = {row["uuid"]: row for row in session.execute(
+        select(H.uuid, H.generation, H.disabled, H.disabled_reason,
+               *(expression.label(name) for name, expression in USAGE_COLUMNS.items()))
+        .where(H.uuid.in_([s["uuid"] for s in states if s.get("uuid")]))).mappings()}
+    views = []
+    for state in states:
+        view = dict(state)
+        row = known.get(state.get("uuid") or "")
+        if row is not None:
+            view["disabled"] = bool(state.get("disabled")) or row["disabled"]
+            view["disabled_reason"] = row["disabled_reason"] if row["disabled"] else state.get("disabled_reason")
+            view["generation"] = row["generation"]
+            if state.get("service_up"):
+                view.update({name: row[name] for name in USAGE_COLUMNS})
+        views.append(view)
+    return views
+
+
+def build_targets(session: Session, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """What a build needs of each of these hypervisors: name, the URI of its last sync and the
+    domain types its capabilities offer."""
+    targets = {}
+    for uuid, name, uri, supported in session.execute(
+            select(H.uuid, H.name, H.uri, H.supported_instances).where(H.uuid.in_(sorted(set(uuids))))):
+        types = sorted({triple[1] for triple in supported or [] if len(triple) > 1})
+        targets[uuid] = {"host": name, "hypervisor_uuid": uuid, "uri": uri, "domain_types": types}
+    return targets
+
+
+def hypervisor_list(session: Session, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every hypervisor (or those of ``uuids``) with its capacity, usage and unmanaged domains
+    (ledger_info, drift reports)."""
+    unmanaged: dict[str, list[dict[str, Any]]] = {}
+    orphans = select(UnmanagedRow).order_by(UnmanagedRow.domain_name)
+    query = select(H, *(expression.label(name) for name, expression in USAGE_COLUMNS.items())).order_by(H.name)
+    if uuids is not None:
+        orphans = orphans.where(UnmanagedRow.hypervisor_uuid.in_(list(uuids)))
+        query = query.where(H.uuid.in_(list(uuids)))
+    for row in session.scalars(orphans):
+        unmanaged.setdefault(row.hypervisor_uuid, []).append(
+            {"name": row.domain_name, "uuid": row.domain_uuid, "vcpus": row.vcpus,
+             "memory_mb": row.memory_mb, "disk_mb": row.disk_mb})
+    result = []
+    for record in session.execute(query):
+        row = record[0]
+        result.append({
+            "uuid": row.uuid, "host": row.name, "nodename": row.nodename, "uri": row.uri,
+            "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
+            "sync_status": row.sync_status, "down_reason": row.down_reason, "synced_at": iso(row.synced_at),
+            "inventories": {
+                "VCPU": {"total": row.vcpus_total, "reserved": 0, "allocation_ratio": row.cpu_allocation_ratio},
+                "MEMORY_MB": {"total": row.total_usable_ram_mb, "reserved": row.reserved_host_memory_mb,
+                              "allocation_ratio": row.ram_allocation_ratio},
+                "DISK_MB": {"total": row.total_usable_disk_gb * 1024, "reserved": row.reserved_host_disk_mb,
+                            "allocation_ratio": row.disk_allocation_ratio},
+            },
+            "availability_zone": row.availability_zone, "aggregates": row.aggregates,
+            "unmanaged": unmanaged.get(row.uuid, []),
+            "usage": {name: record._mapping[name] for name in USAGE_COLUMNS},
+        })
+    return result

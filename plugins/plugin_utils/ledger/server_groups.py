@@ -1,0 +1,134 @@
+"""Server groups (Nova's affinity and anti-affinity), their members, and the hard-policy check a
+claim makes with the group locked, so that two concurrent runs cannot break either policy."""
+
+from __future__ import annotations
+
+import collections
+import uuid as uuidlib
+from typing import Any, Sequence
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    POLICIES,
+    ClaimRow,
+    HypervisorRow,
+    MemberRow,
+    ServerGroupRow,
+)
+
+
+def lock(session: Session, name: str) -> ServerGroupRow:
+    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name).with_for_update()).first()
+    if row is None:
+        raise InputError("server_group", f"no server group named {name!r} in the ledger: create it with "
+                                         f"berth.fleet.server_group first")
+    return row
+
+
+def lock_uuid(session: Session, group_uuid: str) -> ServerGroupRow:
+    return session.scalars(select(ServerGroupRow).where(ServerGroupRow.uuid == group_uuid).with_for_update()).one()
+
+
+def violation(session: Session, group: ServerGroupRow, new_hosts: Sequence[str],
+              moving: str | None = None) -> tuple[str, str] | None:
+    """(host, why) if adding members on ``new_hosts`` breaks the group's hard policy, against
+    its members as they are now (the group is locked); None if it holds."""
+    hosts = member_hosts(session, group, moving) + list(new_hosts)
+    if group.policy == ANTI_AFFINITY:
+        limit = group.max_server_per_host or 1
+        for host in sorted(set(new_hosts)):
+            if hosts.count(host) > limit:
+                return host, (f"anti-affinity group {group.name} would have {hosts.count(host)} "
+                              f"members on it (at most {limit})")
+    elif group.policy == AFFINITY and len(set(hosts)) > 1:
+        return new_hosts[0], f"affinity group {group.name} would span {', '.join(sorted(set(hosts)))}"
+    return None
+
+
+def member_hosts(session: Session, group: ServerGroupRow, moving: str | None = None) -> list[str]:
+    """The host of each claim the group's members hold, one entry per claim (so counts work);
+    a moving member's own claims are left out."""
+    query = (select(HypervisorRow.name)
+             .join(ClaimRow, ClaimRow.hypervisor_uuid == HypervisorRow.uuid)
+             .join(MemberRow, MemberRow.instance_uuid == ClaimRow.instance_uuid)
+             .where(MemberRow.group_uuid == group.uuid))
+    if moving is not None:
+        query = query.where(ClaimRow.instance_uuid != moving)
+    return list(session.scalars(query))
+
+
+def view(session: Session, row: ServerGroupRow) -> dict[str, Any]:
+    members = sorted(session.scalars(select(MemberRow.instance_uuid).where(MemberRow.group_uuid == row.uuid)))
+    return {
+        "uuid": row.uuid, "name": row.name, "policy": row.policy,
+        "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
+        "members": members, "hosts": sorted(set(member_hosts(session, row))),
+    }
+
+
+def check_args(name: Any, policy: Any, max_server_per_host: Any) -> None:
+    if not isinstance(name, str) or not name or len(name) > 255:
+        raise InputError("name", f"name must be a non-empty string of at most 255 characters, got {name!r}")
+    if policy not in POLICIES:
+        raise InputError("policy", f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if max_server_per_host is not None:
+        if policy != ANTI_AFFINITY:
+            raise InputError("max_server_per_host", "max_server_per_host is a rule of the anti-affinity policy only")
+        if isinstance(max_server_per_host, bool) or not isinstance(max_server_per_host, int) \
+                or max_server_per_host < 1:
+            raise InputError("max_server_per_host",
+                             f"max_server_per_host must be an integer of at least 1, got {max_server_per_host!r}")
+
+
+def create(session: Session, name: str, policy: str, max_server_per_host: int | None,
+           dry_run: bool) -> tuple[dict[str, Any], bool]:
+    """Ledger.create_server_group's transaction (see there)."""
+    check_args(name, policy, max_server_per_host)
+    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+    if row is not None:
+        if (row.policy, row.max_server_per_host) != (policy, max_server_per_host):
+            raise InputError("policy", f"server group {name} exists with policy {row.policy} and "
+                                       f"max_server_per_host {row.max_server_per_host}; a group's "
+                                       f"rules cannot change: delete it first, or use another name")
+        return view(session, row), False
+    row = ServerGroupRow(uuid=str(uuidlib.uuid4()), name=name, policy=policy,
+                         max_server_per_host=max_server_per_host, created_at=utcnow())
+    session.add(row)
+    session.flush()
+    created = view(session, row)
+    if dry_run:
+        session.rollback()
+    return created, True
+
+
+def remove(session: Session, name: str, dry_run: bool) -> bool:
+    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+    if row is None:
+        return False
+    if not dry_run:
+        session.execute(delete(MemberRow).where(MemberRow.group_uuid == row.uuid))
+        session.delete(row)
+    return True
+
+
+def listing(session: Session, name: str | None) -> list[dict[str, Any]]:
+    query = select(ServerGroupRow).order_by(ServerGroupRow.name)
+    if name is not None:
+        query = query.where(ServerGroupRow.name == name)
+    return [view(session, row) for row in session.scalars(query)]
+
+
+def scheduler_group(session: Session, name: str) -> dict[str, Any] | None:
+    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+    if row is None:
+        return None
+    per_host = collections.Counter(member_hosts(session, row))
+    return {"name": row.name, "policy": row.policy,
+            "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
+            "hosts": sorted(per_host), "members": dict(sorted(per_host.items()))}

@@ -1,0 +1,327 @@
+"""The tracker sync (Nova's ResourceTracker update): hypervisors' host states into the ledger.
+
+A sync writes what each hypervisor that answered reports: capacity, the facts the filters
+read, the URI it was reached at, its images and networks, and its orphans as unmanaged usage;
+then it reconciles the ledger with the domains found there (instances gone missing, builds
+abandoned past their lease). A hypervisor that did not answer is marked down with the reason
+and keeps its last synced state (its age makes it stale to the scheduler). Nothing here looks
+at hypervisors outside the states given, so slices of a fleet can sync at the same time;
+``mark_missing`` is the separate step that looks at the rest.
+
+Every step is a few statements for the whole batch, not a query per hypervisor.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable, Mapping, Sequence
+
+from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
+    ACTIVE,
+    CAPACITY_FIELDS,
+    FACT_FIELDS,
+    HOST_MEMORY_FIELDS,
+    HV_DOWN,
+    HV_MISSING,
+    HV_UP,
+    ClaimRow,
+    HypervisorImageRow,
+    HypervisorNetworkRow,
+    HypervisorRow,
+    InstanceRow,
+    UnmanagedRow,
+    iso,
+)
+
+H = HypervisorRow
+# Core tables, for statements run once per row of a batch (executemany).
+HT = HypervisorRow.__table__
+UT = UnmanagedRow.__table__
+# Copied from the host state, and compared to say whether the hypervisor changed: capacity
+# (its usage depends on it) and name. Facts are written every time without moving anything.
+_COMPARED = ("name", "nodename", *CAPACITY_FIELDS)
+
+
+def _domain_instance(domain: Mapping[str, Any]) -> str | None:
+    berth = domain.get("berth")
+    return berth.get("instance_uuid") if berth else None
+
+
+def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted((s for s in states if s.get("service_up") and s.get("uuid")), key=lambda s: s["uuid"])
+
+
+def _row_values(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The hypervisor row's columns from a host state (DESIGN.md's schema)."""
+    values = {"name": state["host"], "nodename": state.get("nodename") or state["host"]}
+    for name in CAPACITY_FIELDS:
+        values[name] = state[name]
+    for name in ("vcpus_total", "total_usable_ram_mb", "reserved_host_memory_mb", "total_usable_disk_gb",
+                 "reserved_host_disk_mb"):
+        values[name] = int(values[name])
+    for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
+        values[name] = float(values[name])
+    defaults = {"aggregates": [], "supported_instances": [], "cpu_info": {}, "numa_topology": {},
+                "metrics": {}, "pools": []}
+    for name in FACT_FIELDS:
+        value = state.get(name)
+        values[name] = defaults.get(name) if value is None and name in defaults else value
+    values["host_memory"] = {name: state.get(name) for name in HOST_MEMORY_FIELDS}
+    return values
+
+
+def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime) -> dict[str, Any]:
+    """Write the answering hypervisors of ``states`` and mark the others down; then reconcile
+    each answering one's instances and claims with the domains it reported.
+
+    Returns the report: hypervisors (per answering one: host, uuid, generation, changed,
+    orphans), down, missing_instances, found_again, released_claims, kept_expired_claims.
+    """
+    answering = _answering(states)
+    uuids = [state["uuid"] for state in answering]
+    report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
+                              "released_claims": [], "kept_expired_claims": []}
+    inserted = _insert_new(session, answering, now)
+    down = [state for state in states if not state.get("service_up")]
+    down_uuids = set(session.scalars(select(H.uuid).where(H.name.in_([state["host"] for state in down]))))
+    # Every row this sync writes is locked at once, in UUID order, as claims lock them.
+    locked = session.execute(
+        select(H.uuid, H.generation, H.sync_status, *(getattr(H, name) for name in _COMPARED))
+        .where(H.uuid.in_([*uuids, *down_uuids])).order_by(H.uuid).with_for_update()).mappings()
+    current = {row["uuid"]: row for row in locked}
+    changed = set(inserted)
+    updates = []
+    for state in answering:
+        values = _row_values(state)
+        row = current[state["uuid"]]
+        if any(row[name] != values[name] for name in _COMPARED) or row["sync_status"] != HV_UP:
+            changed.add(state["uuid"])
+        updates.append({"key": state["uuid"], **values, "synced_at": now, "sync_status": HV_UP,
+                        "down_reason": None})
+    if updates:
+        columns = {name: bindparam(name) for name in updates[0] if name != "key"}
+        session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), updates)
+    # The URI the hypervisor was reached at this time; a state without one keeps the last.
+    uris = [{"key": state["uuid"], "uri": state["uri"]} for state in answering if state.get("uri")]
+    if uris:
+        session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(uri=bindparam("uri")), uris)
+    _replace_names(session, HypervisorImageRow, answering, "images")
+    _replace_names(session, HypervisorNetworkRow, answering, "networks")
+    orphans = _sync_unmanaged(session, answering, now, changed)
+    refresh_usage(session, changed)
+    generations = dict(session.execute(select(H.uuid, H.generation).where(H.uuid.in_(uuids))).all())
+    for state in answering:
+        report["hypervisors"].append({
+            "host": state["host"], "uuid": state["uuid"], "generation": generations[state["uuid"]],
+            "changed": state["uuid"] in changed, "orphans": sorted(orphans.get(state["uuid"], [])),
+        })
+    report["down"] = _mark_down(session, down)
+    _reconcile(session, answering, now, report)
+    for claim in session.scalars(select(ClaimRow).where(
+            ClaimRow.lease_expires_at < now, ClaimRow.hypervisor_uuid.in_(sorted(down_uuids))).order_by(ClaimRow.id)):
+        report["kept_expired_claims"].append({**claim.to_dict(), "why": "its hypervisor did not answer"})
+    report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
+        report[key] for key in ("missing_instances", "found_again", "released_claims"))
+    return report
+
+
+def _insert_new(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime) -> set[str]:
+    """Rows for hypervisors the ledger has never seen. Several runs may sync a new hypervisor at
+    once: on PostgreSQL nothing is locked yet, so a row is inserted unless another run just
+    did (ON CONFLICT DO NOTHING), and locked afterwards with the others."""
+    uuids = [state["uuid"] for state in answering]
+    known = set(session.scalars(select(H.uuid).where(H.uuid.in_(uuids))))
+    new = [state for state in answering if state["uuid"] not in known]
+    if not new:
+        return set()
+    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    rows = [{"uuid": state["uuid"], "synced_at": now, "generation": 0, "disabled": False, "sync_status": HV_UP,
+             **_row_values(state)} for state in new]
+    statement = dialect_insert(HT).on_conflict_do_nothing(index_elements=["uuid"]).returning(HT.c.uuid)
+    return set(session.execute(statement, rows).scalars())
+
+
+def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str, Any]], key: str) -> None:
+    """Make the rows of ``model`` (images or networks) those the states list, where they list any."""
+    listed = {state["uuid"]: set(state[key]) for state in answering if state.get(key) is not None}
+    if not listed:
+        return
+    rows = session.execute(select(model.hypervisor_uuid, model.name).where(model.hypervisor_uuid.in_(listed)))
+    have: dict[str, set[str]] = {}
+    for hv_uuid, name in rows:
+        have.setdefault(hv_uuid, set()).add(name)
+    gone = [(hv_uuid, name) for hv_uuid, names in have.items() for name in names - listed[hv_uuid]]
+    new = [{"hypervisor_uuid": hv_uuid, "name": name} for hv_uuid, names in listed.items()
+           for name in sorted(names - have.get(hv_uuid, set()))]
+    if gone:
+        session.execute(delete(model).where(tuple_(model.hypervisor_uuid, model.name).in_(gone)))
+    if new:
+        session.execute(insert(model.__table__), new)
+
+
+def _sync_unmanaged(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+                    changed: set[str]) -> dict[str, list[str]]:
+    """Orphans (domains without a claim on their hypervisor) become unmanaged usage; those gone
+    are dropped. A domain is managed when the ledger holds a claim for its instance on that very
+    hypervisor (the domain UUID is the instance UUID). Adds the hypervisors whose unmanaged
+    usage moved to ``changed``; returns the orphans' names per hypervisor."""
+    uuids = [state["uuid"] for state in answering]
+    claimed: dict[str, set[str]] = {}
+    for hv_uuid, instance_uuid in session.execute(
+            select(ClaimRow.hypervisor_uuid, ClaimRow.instance_uuid).where(ClaimRow.hypervisor_uuid.in_(uuids))):
+        claimed.setdefault(hv_uuid, set()).add(instance_uuid)
+    known: dict[tuple[str, str], tuple[Any, ...]] = {
+        (row.hypervisor_uuid, row.domain_uuid): (row.domain_name, row.vcpus, row.memory_mb, row.disk_mb)
+        for row in session.execute(select(UnmanagedRow).where(UnmanagedRow.hypervisor_uuid.in_(uuids))).scalars()
+    }
+    wanted: dict[tuple[str, str], tuple[Any, ...]] = {}
+    names: dict[str, list[str]] = {}
+    for state in answering:
+        ours = claimed.get(state["uuid"], set())
+        for dom in state.get("domains", []):
+            if dom["uuid"] in ours or _domain_instance(dom) in ours:
+                continue
+            disk_mb = sum(int(d["capacity_mb"]) for d in dom.get("disks", []))
+            wanted[(state["uuid"], dom["uuid"])] = (dom["name"], int(dom["vcpus"]), int(dom["memory_mb"]), disk_mb)
+            names.setdefault(state["uuid"], []).append(dom["name"])
+    gone = [key for key in known if key not in wanted]
+    new = [key for key in wanted if key not in known]
+    moved = [key for key in wanted if key in known and known[key] != wanted[key]]
+    if gone:
+        session.execute(delete(UnmanagedRow).where(
+            tuple_(UnmanagedRow.hypervisor_uuid, UnmanagedRow.domain_uuid).in_(gone)))
+    if new:
+        session.execute(insert(UnmanagedRow.__table__), [
+            {"hypervisor_uuid": hv, "domain_uuid": dom, "domain_name": wanted[(hv, dom)][0],
+             "vcpus": wanted[(hv, dom)][1], "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3],
+             "seen_at": now} for hv, dom in new])
+    if moved:
+        session.execute(
+            update(UT).where(and_(UT.c.hypervisor_uuid == bindparam("hv"), UT.c.domain_uuid == bindparam("dom")))
+            .values(domain_name=bindparam("domain_name"), vcpus=bindparam("vcpus"),
+                    memory_mb=bindparam("memory_mb"), disk_mb=bindparam("disk_mb")),
+            [{"hv": hv, "dom": dom, "domain_name": wanted[(hv, dom)][0], "vcpus": wanted[(hv, dom)][1],
+              "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3]} for hv, dom in moved])
+    changed.update(hv for hv, _dom in [*gone, *new, *moved])
+    return names
+
+
+def _mark_down(session: Session, down: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Hypervisors that did not answer: down, with why; their last synced state stays."""
+    reasons = {state["host"]: state.get("down_reason") or "did not answer" for state in down}
+    entries = []
+    if not reasons:
+        return entries
+    rows = session.execute(select(H.uuid, H.name, H.sync_status, H.down_reason, H.synced_at)
+                           .where(H.name.in_(sorted(reasons))).order_by(H.uuid)).all()
+    for uuid, name, status, old_reason, synced_at in rows:
+        changed = (status, old_reason) != (HV_DOWN, reasons[name])
+        if changed:
+            session.execute(update(H).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name])
+                            .execution_options(synchronize_session=False))
+        entries.append({"host": name, "uuid": uuid, "reason": reasons[name], "last_synced_at": iso(synced_at),
+                        "changed": changed})
+    return entries
+
+
+def _reconcile(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+               report: dict[str, Any]) -> None:
+    """On the hypervisors that answered: ACTIVE instances whose domain is gone are flagged
+    missing (and found again); a claim whose lease expired is released only when the
+    instance's domain is not there, and its BUILDING instance becomes ERROR."""
+    domains = {state["uuid"]: {d["uuid"] for d in state.get("domains", [])} for state in answering}
+    names = {state["uuid"]: state["host"] for state in answering}
+    instances = session.scalars(select(InstanceRow).where(
+        InstanceRow.state == ACTIVE, InstanceRow.hypervisor_uuid.in_(list(domains))).order_by(InstanceRow.name))
+    for instance in instances:
+        entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host}
+        if instance.uuid not in domains[instance.hypervisor_uuid]:
+            if instance.missing_since is None:
+                instance.missing_since = now
+            report["missing_instances"].append({**entry, "missing_since": iso(instance.missing_since)})
+        elif instance.missing_since is not None:
+            instance.missing_since = None
+            report["found_again"].append(entry)
+    expired = session.scalars(select(ClaimRow).where(
+        ClaimRow.lease_expires_at < now, ClaimRow.hypervisor_uuid.in_(list(domains))).order_by(ClaimRow.id)).all()
+    released = set()
+    for claim in expired:
+        entry = claim.to_dict(names.get(claim.hypervisor_uuid))
+        if claim.instance_uuid in domains[claim.hypervisor_uuid]:
+            report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
+            continue
+        release(session, claim, f"build abandoned by {claim.owner}: lease expired at "
+                                f"{iso(claim.lease_expires_at)} and no domain on {names.get(claim.hypervisor_uuid)}",
+                now)
+        report["released_claims"].append(entry)
+        released.add(claim.hypervisor_uuid)
+    refresh_usage(session, released)
+
+
+def mark_missing(session: Session, listed: Iterable[str], stale_before: dt.datetime,
+                 dry_run: bool) -> dict[str, Any]:
+    """Hypervisors of the ledger that the inventory does not list (``listed``: its names).
+
+    One that nothing has synced since ``stale_before`` is missing: marked so, and reported,
+    never retired. One synced since then is left as it is: another slice or controller syncs
+    it. Returns {missing, synced_elsewhere, changed}.
+    """
+    names = set(listed)
+    report: dict[str, Any] = {"missing": [], "synced_elsewhere": [], "changed": False}
+    rows = session.execute(select(H.uuid, H.name, H.sync_status, H.synced_at).order_by(H.name)).all()
+    for uuid, name, status, synced_at in rows:
+        if name in names:
+            continue
+        entry = {"host": name, "uuid": uuid, "last_synced_at": iso(synced_at)}
+        if synced_at is not None and synced_at >= stale_before:
+            report["synced_elsewhere"].append(entry)
+            continue
+        report["missing"].append(entry)
+        if status != HV_MISSING:
+            report["changed"] = True
+            if not dry_run:
+                session.execute(update(H).where(H.uuid == uuid).values(sync_status=HV_MISSING)
+                                .execution_options(synchronize_session=False))
+    return report
+
+
+# ---- operators' acts on hypervisors ------------------------------------------------------------
+
+def set_disabled(session: Session, host: str, disabled: bool, reason: str | None, dry_run: bool) -> dict[str, Any]:
+    """Ledger.set_disabled's transaction (see there)."""
+    row = find_hypervisor(session, host)
+    wanted_reason = reason if disabled else None
+    changed = row.disabled != disabled or row.disabled_reason != wanted_reason
+    if changed and not dry_run:
+        session.execute(update(H).where(H.uuid == row.uuid).values(
+            disabled=disabled, disabled_reason=wanted_reason, generation=H.generation + 1)
+            .execution_options(synchronize_session=False))
+    return {"changed": changed, "host": row.name, "uuid": row.uuid, "disabled": disabled,
+            "disabled_reason": wanted_reason}
+
+
+def retire(session: Session, host: str, now: dt.datetime, dry_run: bool) -> dict[str, Any]:
+    """Ledger.retire_hypervisor's transaction (see there)."""
+    row = find_hypervisor(session, host, missing_ok=True)
+    if row is None:
+        return {"changed": False, "host": host, "released_claims": []}
+    claims = session.scalars(select(ClaimRow).where(ClaimRow.hypervisor_uuid == row.uuid)).all()
+    released = [claim.to_dict(row.name) for claim in claims]
+    for claim in claims:
+        release(session, claim, f"hypervisor {row.name} was retired", now)
+    session.execute(update(InstanceRow).where(InstanceRow.hypervisor_uuid == row.uuid)
+                    .values(hypervisor_uuid=None).execution_options(synchronize_session=False))
+    result = {"changed": True, "host": row.name, "uuid": row.uuid, "released_claims": released}
+    session.flush()
+    # Its images, networks and unmanaged usage go with it (ON DELETE CASCADE).
+    session.delete(row)
+    session.flush()
+    if dry_run:
+        session.rollback()
+    return result
