@@ -56,7 +56,7 @@ description:
     available_mb}), C(gathered_at) (Unix time of the gathering)."
   - The tracker view (usage from the ledger's claims) replaces the usage fields when the
     schedule action or the tracker sync reads these facts against the ledger.
-  - With O(gather_facts=false) no hypervisor is contacted: each is listed with
+  - With O(gather_facts=false) no hypervisor is contacted. Each is listed with
     C(berth_libvirt_uri) and C(berth_hypervisor) only, at any fleet size in the time Ansible
     takes to add the hosts. That is all C(playbooks/gather.yml) (which then gathers each
     hypervisor in its own task, over Ansible's forks) and the ledger-backed launch need.

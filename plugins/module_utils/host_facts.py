@@ -26,7 +26,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_INTERVAL_S,
     Hypervisor,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.request import is_instance_volume
+from ansible_collections.berth.fleet.plugins.module_utils.request import image_refusals, is_instance_volume
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
@@ -254,6 +254,7 @@ def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
                         keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
                         keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT)) as hv:
             facts = hv.facts(pool_name)
+            facts["image_refusals"] = image_refusals(hv, pool_name, facts["volumes"], name)
     except HypervisorError as exc:
         return {"down_reason": str(exc), "gathered_at": gathered_at}
     facts["metrics"] = dict(facts.pop("cpu_times"))
@@ -355,9 +356,12 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "orphans": [dom["name"] for dom in domains if not dom["berth"]],
         "storage_pool": pool_name,
         "pools": list(facts["pools"]),
-        # What a launch may use as its image (the volumes builds made are not images), and the
-        # networks it may attach to: PoolImageFilter and NetworkFilter read them.
-        "images": [name for name in facts.get("volumes", []) if not is_instance_volume(name)],
+        # What a launch may use as its image (the volumes builds made are not images; those that
+        # could lead out of the pool are refused, with why), and the networks it may attach to:
+        # PoolImageFilter and NetworkFilter read them.
+        "images": [name for name in facts.get("volumes", [])
+                   if not is_instance_volume(name) and name not in facts.get("image_refusals", {})],
+        "refused_images": dict(facts.get("image_refusals", {})),
         "networks": list(facts.get("networks", [])),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
@@ -380,7 +384,7 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
         "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
-        "pools": [], "images": [], "networks": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
+        "pools": [], "images": [], "refused_images": {}, "networks": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective_settings(settings, list(aggregates)))
     return state

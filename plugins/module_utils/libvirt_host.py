@@ -294,13 +294,15 @@ class Hypervisor:
         vol = self._call(pool.createXML, vol_xml, 0)
         return vol.path()
 
-    def volume(self, pool_name: str, name: str) -> dict[str, Any] | None:
+    def volume(self, pool_name: str, name: str, refresh: bool = True) -> dict[str, Any] | None:
         """{name, path, format, capacity_mb} of a volume in a pool, or None if it is not there.
 
         Only volumes the pool lists count: a name can never reach outside the pool this way.
+        ``refresh=False`` trusts the pool's last scan (several lookups right after one).
         """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        self._call(pool.refresh, 0)
+        if refresh:
+            self._call(pool.refresh, 0)
         if name not in self._call(pool.listVolumes):
             return None
         vol = self._call(pool.storageVolLookupByName, name)

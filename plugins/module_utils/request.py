@@ -186,11 +186,12 @@ _QCOW2_HEADER_BYTES = 104
 _QCOW2_EXTERNAL_DATA_FILE = 1 << 2
 
 
-def pool_image(hv: Any, pool: str, name: str, host: str) -> dict[str, Any] | None:
+def pool_image(hv: Any, pool: str, name: str, host: str, refresh: bool = True) -> dict[str, Any] | None:
     """The image volume ``name`` of ``pool`` (None if it is not there), refused unless it and every
     backing file under it are plain files of that pool: a link, a device or a backing file
-    elsewhere could hand a guest any file or disk of the hypervisor."""
-    image = current = hv.volume(pool, name)
+    elsewhere could hand a guest any file or disk of the hypervisor. ``refresh=False`` trusts the
+    pool's last scan."""
+    image = current = hv.volume(pool, name, refresh)
     for _depth in range(MAX_BACKING_CHAIN):
         if current is None:
             return image
@@ -210,12 +211,26 @@ def pool_image(hv: Any, pool: str, name: str, host: str) -> dict[str, Any] | Non
         if os.path.dirname(backing) != directory:
             raise InputError("image", f"{where} is backed by {current['backing']}, outside the pool; Berth's "
                              f"images and their backing files are files of the pool")
-        current = hv.volume(pool, os.path.basename(backing))
+        current = hv.volume(pool, os.path.basename(backing), refresh)
         if current is None:
             raise InputError("image", f"{where} is backed by {os.path.basename(backing)}, which is not a volume "
                              f"of the pool")
     raise InputError("image", f"image {name} in storage pool {pool} on {host} has a backing chain deeper "
                      f"than {MAX_BACKING_CHAIN}")
+
+
+def image_refusals(hv: Any, pool: str, volumes: list[str], host: str) -> dict[str, str]:
+    """Why each volume of ``pool`` that is not a build's own would be refused as an image (the
+    checks of ``pool_image``), for the volumes it refuses; ``volumes`` was just listed."""
+    refused = {}
+    for name in volumes:
+        if is_instance_volume(name):
+            continue
+        try:
+            pool_image(hv, pool, name, host, refresh=False)
+        except InputError as exc:
+            refused[name] = str(exc)
+    return refused
 
 
 def check_image_source(image: Mapping[str, Any] | None) -> None:

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -30,16 +31,40 @@ def ansible_env() -> dict:
     return env
 
 
+# Playbooks that decide from the ledger's last tracker sync: in production gather.yml runs on a
+# schedule; here Lab.playbook runs it first when the ledger they use was not synced lately.
+LEDGER_PLAYBOOKS = ("launch.yml", "migrate.yml", "drain.yml")
+SYNC_EVERY_S = 60
+
+
 class Lab:
     def __init__(self, directory: str, hosts: list[dict]) -> None:
         self.dir = directory
         self.hosts = {record["name"]: record for record in hosts}
         self.inventory = str(fleet.inventory_dir(directory))
         self.ledger_path = str(fleet.ledger_path(directory))
+        self._synced: dict[tuple, float] = {}
 
     def playbook(self, playbook: str, *extra: str, check: bool = False, env_extra: dict | None = None) -> dict:
         """Run a playbook with the JSON callback; returns its parsed output plus rc."""
+        if playbook in LEDGER_PLAYBOOKS:
+            self.keep_synced(extra, env_extra)
         return self.finish(self.start_playbook(playbook, *extra, *(["--check"] if check else []), env=env_extra))
+
+    def gather(self, *extra: str, env_extra: dict | None = None) -> dict:
+        """The tracker sync (gather.yml) of the lab's hypervisors into the ledger ``extra`` names."""
+        output = self.finish(self.start_playbook("gather.yml", *extra, env=env_extra))
+        assert output["rc"] == 0, failed_messages(output)
+        self._synced[_ledger_key(extra, env_extra)] = time.monotonic()
+        return output
+
+    def keep_synced(self, extra: tuple, env_extra: dict | None) -> None:
+        """gather.yml into the ledger that ``extra`` names, unless it ran within SYNC_EVERY_S."""
+        key = _ledger_key(extra, env_extra)
+        if time.monotonic() - self._synced.get(key, -SYNC_EVERY_S - 1) > SYNC_EVERY_S:
+            ledger_args = [arg for pair in zip(extra, extra[1:]) if pair[0] == "-e" and "berth_ledger_url" in pair[1]
+                           for arg in pair]
+            self.gather(*ledger_args, env_extra=env_extra)
 
     def start_playbook(self, playbook: str, *extra: str, inventory: str | None = None,
                        env: dict | None = None, **popen) -> subprocess.Popen:
@@ -84,6 +109,12 @@ def lab():
         fleet.down(directory)
 
 
+def _ledger_key(extra: tuple, env_extra: dict | None) -> tuple:
+    """Which ledger a run uses: its -e berth_ledger_url, else BERTH_LEDGER_URL, else the lab's."""
+    named = [arg for arg in extra if "berth_ledger_url" in arg]
+    return tuple(named) or ((env_extra or {}).get("BERTH_LEDGER_URL"),)
+
+
 def changed_count(output: dict) -> int:
     return sum(stats.get("changed", 0) for stats in output["stats"].values())
 
@@ -113,8 +144,9 @@ def task_results(output: dict, name: str) -> list[dict]:
 
 
 def drift(output: dict) -> list[str]:
-    """The lines of gather.yml's drift report."""
-    return [line for result in task_results(output, "Drift report") for line in result["msg"]]
+    """The lines of gather.yml's drift report: each hypervisor's, then the missing ones'."""
+    return [line for task in ("Drift report", "Missing hypervisors") for result in task_results(output, task)
+            for line in result["msg"]]
 
 
 def fleet_snapshot(lab) -> dict:

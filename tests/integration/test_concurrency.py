@@ -132,6 +132,8 @@ def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool) -> tuple[list[dict]
     """Run the eight launches through the barrier; returns their outputs and the inventory."""
     inventory = write_inventory(lab, tmp_path, ledger_url, SLOTS)
     create_groups(lab, inventory)
+    synced = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
+    assert synced["rc"] == 0, failed_messages(synced)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "before-claim",
@@ -151,19 +153,19 @@ def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool) -> tuple[list[dict]
 def violations(lab, ledger_url: str, outputs: list[dict]) -> list[str]:
     """Every rule the race may not break, checked from the ledger and from libvirt."""
     found = []
-    hypervisors = {row["uuid"]: row["name"] for row in rows(ledger_url, "hypervisors")}
-    inventories = {(row["hypervisor_uuid"], row["resource_class"]): row for row in rows(ledger_url, "inventories")}
+    capacity = {row["uuid"]: row for row in rows(ledger_url, "hypervisors")}
+    hypervisors = {uuid: row["name"] for uuid, row in capacity.items()}
     instances = {row["uuid"]: row for row in rows(ledger_url, "instances")}
     claims = rows(ledger_url, "claims")
     domains = running_domains(lab)
 
     for hv_uuid, host in hypervisors.items():
-        cpu, ram = inventories[(hv_uuid, "VCPU")], inventories[(hv_uuid, "MEMORY_MB")]
-        vcpu_limit = cpu["total"] * cpu["allocation_ratio"]
-        ram_limit = ram["total"] * ram["allocation_ratio"]
+        row = capacity[hv_uuid]
+        vcpu_limit = row["vcpus_total"] * row["cpu_allocation_ratio"]
+        ram_limit = row["total_usable_ram_mb"] * row["ram_allocation_ratio"]
         on_host = [c for c in claims if c["hypervisor_uuid"] == hv_uuid]
         claimed_vcpus = sum(c["vcpus"] for c in on_host)
-        claimed_ram = ram["reserved"] + sum(c["memory_mb"] for c in on_host)
+        claimed_ram = row["reserved_host_memory_mb"] + sum(c["memory_mb"] for c in on_host)
         if claimed_vcpus > vcpu_limit + 1e-9:
             found.append(f"{host}: claims hold {claimed_vcpus} vCPUs, limit {vcpu_limit}")
         if claimed_ram > ram_limit:
@@ -237,6 +239,8 @@ def test_a_launch_killed_after_its_claim_is_released_by_gather_once_its_lease_ex
                                                                                       ledger_url):
     lab = clean_lab
     inventory = write_inventory(lab, tmp_path, ledger_url, {host: 1 for host in lab.hosts})
+    synced = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
+    assert synced["rc"] == 0, failed_messages(synced)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     lease_s = 15

@@ -54,6 +54,8 @@ def test_the_password_from_the_environment_logs_in_and_launches(sasl_lab):
     assert SECRET not in inventory["_json"] + inventory["_stdout"] + inventory["_stderr"]
 
     playbooks = REPO / "playbooks"
+    synced = run_playbook(str(playbooks / "gather.yml"), fleet.inventory_dir(sasl_lab), env=env)
+    assert synced["rc"] == 0, synced["stderr"]
     launch = run_playbook(str(playbooks / "launch.yml"), fleet.inventory_dir(sasl_lab), "-e",
                           json.dumps({"name": "locked", "flavor": "m1.tiny"}), env=env)
     assert launch["rc"] == 0, launch["stderr"]
@@ -63,4 +65,4 @@ def test_the_password_from_the_environment_logs_in_and_launches(sasl_lab):
                            env=env)
     assert deleted["rc"] == 0, deleted["stderr"]
     assert "locked-1" not in fleet.virsh(uri, "list", "--all", "--name").split()
-    assert SECRET not in json.dumps(launch) + json.dumps(deleted)
+    assert SECRET not in json.dumps(synced) + json.dumps(launch) + json.dumps(deleted)

@@ -162,6 +162,9 @@ class HostState:
     # networks the host defines (PoolImageFilter, NetworkFilter). Read from the ledger, they
     # hold only the names the request asks for.
     images: list[str] = field(default_factory=list)
+    # Volumes of the pool that would be refused as images ({name: why}: a link, a backing file
+    # outside the pool...), so that the filter can say why.
+    refused_images: dict[str, str] = field(default_factory=dict)
     networks: list[str] = field(default_factory=list)
     # Filled by the filters of one scheduling pass, handed to the claim as Nova's `limits`.
     limits: dict[str, float] = field(default_factory=dict)
@@ -211,6 +214,7 @@ class HostState:
         self.instances = check_string_list(f"{prefix}.instances", self.instances)
         self.images = check_string_list(f"{prefix}.images", self.images)
         self.networks = check_string_list(f"{prefix}.networks", self.networks)
+        _check_mapping(f"{prefix}.refused_images", self.refused_images)
         if self.sync_age_s is not None:
             check_number(f"{prefix}.sync_age_s", self.sync_age_s)
             self.sync_age_s = float(self.sync_age_s)

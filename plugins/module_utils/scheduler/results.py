@@ -34,6 +34,7 @@ REASON_AGGREGATE_TYPE = "aggregate_instance_type"
 REASON_ISOLATED = "isolated"
 REASON_RETRIED = "retried"
 REASON_IMAGE_MISSING = "image_missing"
+REASON_IMAGE_REFUSED = "image_refused"
 REASON_NETWORK_MISSING = "network_missing"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
@@ -120,6 +121,8 @@ class Rejection:
         if self.reason == REASON_HOST_STALE:
             return (f"stale: last synced {_amount(self.used)} s ago "
                     f"(service_down_time {_amount(self.limit)} s)")
+        if self.reason == REASON_IMAGE_REFUSED:
+            return f"image refused: {self.detail}"
         if self.reason == REASON_IGNORED:
             return f"ignored: listed in {self.filter}"
         if self.reason == REASON_NOT_FORCED:

@@ -114,7 +114,7 @@ def read_table(session: Session, now: dt.datetime, fields: Iterable[str] = (),
     if "instances" in set(fields):
         columns["instances"] = _instances(session, columns["uuid"])
     if images:
-        columns["images"] = _named(session, HypervisorImageRow, columns["uuid"], images)
+        columns["images"], columns["refused_images"] = _images(session, columns["uuid"], images)
     if networks:
         columns["networks"] = _named(session, HypervisorNetworkRow, columns["uuid"], networks)
     return HostTable(columns), generations
@@ -159,6 +159,23 @@ def _named(session: Session, model: Any, uuids: Sequence[str], names: Sequence[s
         if hv_uuid in position:
             found[position[hv_uuid]].append(name)
     return found
+
+
+def _images(session: Session, uuids: Sequence[str], names: Sequence[str]) -> tuple[list[list[str]], list[dict]]:
+    """Per host, which of the image volumes ``names`` its last sync listed as usable, and why
+    it refused the others it listed."""
+    position = {uuid: index for index, uuid in enumerate(uuids)}
+    usable: list[list[str]] = [[] for _uuid in uuids]
+    refused: list[dict[str, str]] = [{} for _uuid in uuids]
+    for hv_uuid, name, why in session.execute(
+            select(HypervisorImageRow.hypervisor_uuid, HypervisorImageRow.name, HypervisorImageRow.refused)
+            .where(HypervisorImageRow.name.in_(sorted(set(names)))).order_by(HypervisorImageRow.name)):
+        if hv_uuid in position:
+            if why is None:
+                usable[position[hv_uuid]].append(name)
+            else:
+                refused[position[hv_uuid]][name] = why
+    return usable, refused
 
 
 def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> dict[str, tuple[HostState, int]]:

@@ -106,13 +106,15 @@ class HypervisorRow(Base):
 
 
 class HypervisorImageRow(Base):
-    """A volume of the hypervisor's instance pool that a launch can use as its image (not one
-    of Berth's own instance volumes), as the last sync listed them."""
+    """A volume of the hypervisor's instance pool that a launch could name as its image (not one
+    of Berth's own instance volumes), as the last sync listed them; ``refused`` says why it may
+    not be used (a link, a backing file outside the pool...), None when it may."""
 
     __tablename__ = "hypervisor_images"
     hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
                                                  primary_key=True)
     name: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
+    refused: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class HypervisorNetworkRow(Base):

@@ -111,7 +111,7 @@ def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime
     uris = [{"key": state["uuid"], "uri": state["uri"]} for state in answering if state.get("uri")]
     if uris:
         session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(uri=bindparam("uri")), uris)
-    _replace_names(session, HypervisorImageRow, answering, "images")
+    _replace_names(session, HypervisorImageRow, answering, "images", refusals="refused_images")
     _replace_names(session, HypervisorNetworkRow, answering, "networks")
     orphans = _sync_unmanaged(session, answering, now, changed)
     refresh_usage(session, changed)
@@ -147,18 +147,26 @@ def _insert_new(session: Session, answering: Sequence[Mapping[str, Any]], now: d
     return set(session.execute(statement, rows).scalars())
 
 
-def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str, Any]], key: str) -> None:
-    """Make the rows of ``model`` (images or networks) those the states list, where they list any."""
-    listed = {state["uuid"]: set(state[key]) for state in answering if state.get(key) is not None}
+def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str, Any]], key: str,
+                   refusals: str | None = None) -> None:
+    """Make the rows of ``model`` (images or networks) those the states list, where they list any;
+    with ``refusals``, each image's row keeps why it is refused (the state's ``refusals`` field)."""
+    listed = {state["uuid"]: {name: None for name in state[key]} for state in answering if state.get(key) is not None}
+    if refusals:
+        for state in answering:
+            if state["uuid"] in listed:
+                listed[state["uuid"]].update(state.get(refusals) or {})
     if not listed:
         return
-    rows = session.execute(select(model.hypervisor_uuid, model.name).where(model.hypervisor_uuid.in_(listed)))
-    have: dict[str, set[str]] = {}
-    for hv_uuid, name in rows:
-        have.setdefault(hv_uuid, set()).add(name)
-    gone = [(hv_uuid, name) for hv_uuid, names in have.items() for name in names - listed[hv_uuid]]
-    new = [{"hypervisor_uuid": hv_uuid, "name": name} for hv_uuid, names in listed.items()
-           for name in sorted(names - have.get(hv_uuid, set()))]
+    columns = [model.hypervisor_uuid, model.name] + ([model.refused] if refusals else [])
+    have: dict[str, dict[str, Any]] = {}
+    for row in session.execute(select(*columns).where(model.hypervisor_uuid.in_(listed))):
+        have.setdefault(row[0], {})[row[1]] = row[2] if refusals else None
+    gone = [(hv_uuid, name) for hv_uuid, names in have.items() for name in names
+            if name not in listed[hv_uuid] or names[name] != listed[hv_uuid][name]]
+    new = [{"hypervisor_uuid": hv_uuid, "name": name, **({"refused": why} if refusals else {})}
+           for hv_uuid, names in listed.items() for name, why in sorted(names.items())
+           if name not in have.get(hv_uuid, {}) or have[hv_uuid][name] != why]
     if gone:
         session.execute(delete(model).where(tuple_(model.hypervisor_uuid, model.name).in_(gone)))
     if new:

@@ -8,6 +8,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_IMAGE_MISSING,
+    REASON_IMAGE_REFUSED,
     Rejection,
 )
 
@@ -29,7 +30,7 @@ class PoolImageFilter(BaseHostFilter):
 
     name = "PoolImageFilter"
     run_filter_once_per_request = True
-    host_fields = frozenset({"images"})
+    host_fields = frozenset({"images", "refused_images"})
 
     def is_noop(self, spec: RequestSpec) -> bool:
         return not spec.image_volume
@@ -37,11 +38,17 @@ class PoolImageFilter(BaseHostFilter):
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         if not spec.image_volume or spec.image_volume in host_state.images:
             return None
+        refused = host_state.refused_images.get(spec.image_volume)
+        if refused is not None:
+            return self.reject(host_state, REASON_IMAGE_REFUSED, detail=refused)
         return self.reject(host_state, REASON_IMAGE_MISSING, detail=spec.image_volume)
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         import numpy as np  # the vectorised path only, which has NumPy
 
-        # One membership test per host, on the lists the ledger read (only the requested names).
-        has = [spec.image_volume in names for names in columns.images]
-        return [(REASON_IMAGE_MISSING, None, None, ~np.array(has, dtype=bool), None)]
+        # One membership test per host, on what the ledger read (only the requested name).
+        image = spec.image_volume
+        has = np.array([image in names for names in columns.images], dtype=bool)
+        refused = np.array([image in reasons for reasons in columns.refused_images], dtype=bool)
+        return [(REASON_IMAGE_REFUSED, None, None, ~has & refused, None),
+                (REASON_IMAGE_MISSING, None, None, ~has, None)]

@@ -67,7 +67,7 @@ class Pool:
     def __init__(self, **backing):
         self.backing = backing  # volume name -> its backing path (None: standalone)
 
-    def volume(self, _pool, name):
+    def volume(self, _pool, name, _refresh=True):
         if name not in self.backing:
             return None
         return {"name": name, "path": f"/pool/{name}", "type": "file", "link": False, "backing": self.backing[name]}

@@ -4,6 +4,7 @@ claims and their re-check, server groups, tracker sync, decisions, errors."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 import sqlite3
 import threading
 
@@ -626,3 +627,131 @@ def test_ledger_at_an_older_revision_is_migrated_on_open(tmp_path):
     assert revision(url) == "0001"
     Ledger(url).open().close()
     assert revision(url) == SCHEMA_REVISION
+
+
+# ---- the scheduler's read ---------------------------------------------------------------------
+
+def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):
+    orphan = domain("x", "handmade", memory_mb=256)
+    first = {**HV1, "domains": [orphan], "images": ["debian.qcow2", "alpine.raw"], "networks": ["default"],
+             "refused_images": {"linked.qcow2": "image linked.qcow2 ... is a symbolic link"},
+             "uri": "qemu+ssh://hv1/system", "supported_instances": [["x86_64", "kvm", "hvm"]]}
+    ledger.sync_hypervisors([first, HV2])
+    ledger.claim([placement("web-1", HV2)], TINY, "run", lease_s=60)
+    table, generations = ledger.host_table()
+    assert list(table.column("host")) == ["hv1", "hv2"]
+    views = {view["host"]: view for view in ledger.tracker_states([first, HV2])}
+    for position, name in enumerate(["hv1", "hv2"]):
+        state = table[position]
+        for field in ("vcpus_used", "free_ram_mb", "free_disk_mb", "num_instances", "vcpus_total"):
+            assert getattr(state, field) == views[name][field], (name, field)
+        assert generations[position] == views[name]["generation"]
+        assert state.service_up and 0 <= state.sync_age_s < 60
+    # A build in progress (a claim with a lease) is an io op, as in Nova.
+    assert (table[0].num_io_ops, table[1].num_io_ops) == (0, 1)
+    # Optional facts are read when a filter needs them; images and networks by the names asked.
+    assert table[0].images == [] and table[0].supported_instances == []
+    table, _ = ledger.host_table(fields={"supported_instances"}, images=["debian.qcow2", "linked.qcow2"],
+                                 networks=["default"])
+    assert table[0].supported_instances == [["x86_64", "kvm", "hvm"]]
+    assert (table[0].images, table[1].images) == (["debian.qcow2"], [])
+    assert table[0].refused_images == {"linked.qcow2": "image linked.qcow2 ... is a symbolic link"}
+    assert (table[0].networks, table[1].networks) == (["default"], [])
+    targets = ledger.build_targets(["hv-1"])
+    assert targets == {"hv-1": {"host": "hv1", "hypervisor_uuid": "hv-1", "uri": "qemu+ssh://hv1/system",
+                                "domain_types": ["kvm"]}}
+
+
+def test_a_hypervisor_that_did_not_answer_is_down_with_why_and_keeps_its_last_state(ledger):
+    ledger.sync_hypervisors([HV1, HV2])
+    report = ledger.tracker_sync([{**host("hv2", up=False), "down_reason": "hv2: connection refused"}])
+    assert [(d["host"], d["reason"]) for d in report["down"]] == [("hv2", "hv2: connection refused")]
+    table, _ = ledger.host_table()
+    down = table[1]
+    assert (down.host, down.service_up, down.down_reason) == ("hv2", False, "hv2: connection refused")
+    assert down.vcpus_total == 8  # the last synced capacity stays
+    ledger.sync_hypervisors([HV2])
+    assert ledger.host_table()[0][1].service_up is True
+
+
+def test_the_usage_summary_always_equals_the_claims_and_unmanaged_rows(ledger):
+    """Every write keeps each hypervisor row's usage summary equal to its rows, whatever order."""
+    rng = random.Random(5)
+    ledger.sync_hypervisors([HV1, HV2])
+    live: list[dict] = []
+    for step in range(40):
+        action = rng.choice(["claim", "active", "error", "delete", "move", "alternate", "orphans"])
+        try:
+            if action == "claim" or not live:
+                where = rng.choice([HV1, HV2])
+                live += ledger.claim([placement(f"vm-{step}", where)], TINY, "run", lease_s=rng.choice([60, -1]))
+            elif action == "active":
+                ledger.mark_active(rng.choice(live)["uuid"])
+            elif action == "error":
+                ledger.mark_error(live.pop(rng.randrange(len(live)))["uuid"], "test")
+            elif action == "delete":
+                ledger.delete_instance(live.pop(rng.randrange(len(live)))["uuid"])
+            elif action in ("move", "alternate"):
+                row = ledger.instances([rng.choice(live)["name"]])[0]
+                other = "hv-2" if row["hypervisor_uuid"] == "hv-1" else "hv-1"
+                if action == "move" and row["state"] == ACTIVE:
+                    ledger.finish_move(row["uuid"], ledger.claim_move(row["uuid"], other, "run")["id"])
+                else:
+                    ledger.claim_alternate(row["uuid"], other[3:], other, "run")
+            else:
+                orphans = [domain(f"o-{step}-{n}", f"orphan-{n}", memory_mb=64) for n in range(rng.randint(0, 2))]
+                ledger.tracker_sync([{**rng.choice([HV1, HV2]), "domains": orphans}])
+        except ClaimConflict:
+            pass
+        with ledger.engine.connect() as db:
+            for hv_uuid, used_vcpus, used_mb, used_disk, count, io_ops in db.execute(text(
+                    "SELECT uuid, vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops "
+                    "FROM hypervisors")):
+                sums = db.execute(text(
+                    "SELECT (SELECT COALESCE(SUM(vcpus), 0) FROM claims WHERE hypervisor_uuid = :u) + "
+                    "(SELECT COALESCE(SUM(vcpus), 0) FROM unmanaged_usage WHERE hypervisor_uuid = :u), "
+                    "(SELECT COALESCE(SUM(memory_mb), 0) FROM claims WHERE hypervisor_uuid = :u) + "
+                    "(SELECT COALESCE(SUM(memory_mb), 0) FROM unmanaged_usage WHERE hypervisor_uuid = :u), "
+                    "(SELECT COALESCE(SUM(disk_mb), 0) FROM claims WHERE hypervisor_uuid = :u) + "
+                    "(SELECT COALESCE(SUM(disk_mb), 0) FROM unmanaged_usage WHERE hypervisor_uuid = :u), "
+                    "(SELECT COUNT(*) FROM claims WHERE hypervisor_uuid = :u) + "
+                    "(SELECT COUNT(*) FROM unmanaged_usage WHERE hypervisor_uuid = :u), "
+                    "(SELECT COUNT(*) FROM claims WHERE hypervisor_uuid = :u AND lease_expires_at IS NOT NULL)"),
+                    {"u": hv_uuid}).one()
+                assert (used_vcpus, used_mb, used_disk, count, io_ops) == tuple(sums), (step, action, hv_uuid)
+
+
+def test_a_ledger_of_schema_0002_keeps_its_capacity_and_usage_through_0003(tmp_path):
+    url = f"sqlite:///{tmp_path}/old.sqlite3"
+    config = alembic_config()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+        connection.execute(text(
+            "INSERT INTO hypervisors (uuid, name, nodename, generation, synced_at, disabled, sync_status) "
+            "VALUES ('hv-1', 'hv1', 'hv1', 3, '2026-11-20 10:00:00', 0, 'up')"))
+        for resource, total, reserved, ratio in (("VCPU", 8, 0, 4.0), ("MEMORY_MB", 8192, 512, 1.5),
+                                                 ("DISK_MB", 102400, 0, 1.0)):
+            connection.execute(text("INSERT INTO inventories VALUES ('hv-1', :r, :t, :v, :a)"),
+                               {"r": resource, "t": total, "v": reserved, "a": ratio})
+        connection.execute(text(
+            "INSERT INTO instances (uuid, name, flavor_name, vcpus, memory_mb, root_gb, ephemeral_gb, swap, "
+            "hypervisor_uuid, host, state, created_at, updated_at) VALUES ('i-1', 'vm-1', 'm1.tiny', 1, 512, 1, "
+            "0, 0, 'hv-1', 'hv1', 'ACTIVE', '2026-11-20 10:00:00', '2026-11-20 10:00:00')"))
+        connection.execute(text(
+            "INSERT INTO claims (instance_uuid, hypervisor_uuid, vcpus, memory_mb, disk_mb, owner, created_at) "
+            "VALUES ('i-1', 'hv-1', 1, 512, 1024, 'old', '2026-11-20 10:00:00')"))
+        connection.execute(text(
+            "INSERT INTO unmanaged_usage VALUES ('hv-1', 'd-1', 'handmade', 2, 256, 0, '2026-11-20 10:00:00')"))
+    engine.dispose()
+    ledger = Ledger(url).open()
+    [row] = ledger.hypervisors()
+    assert row["inventories"] == {
+        "VCPU": {"total": 8, "reserved": 0, "allocation_ratio": 4.0},
+        "MEMORY_MB": {"total": 8192, "reserved": 512, "allocation_ratio": 1.5},
+        "DISK_MB": {"total": 102400, "reserved": 0, "allocation_ratio": 1.0},
+    }
+    assert (row["usage"]["vcpus_used"], row["usage"]["free_ram_mb"], row["usage"]["num_instances"]) == (
+        3, 8192 - 512 - 512 - 256, 2)
+    ledger.close()

@@ -5,8 +5,9 @@
   usage (claims plus unmanaged usage, kept by every write), the URI of the last sync, why a
   hypervisor is down, and the facts the filters read (zone, aggregates, capabilities...).
   ``last_seen_at`` goes: it was always ``synced_at``.
-- hypervisor_images and hypervisor_networks: what each hypervisor's last sync listed, so that a
-  host lacking a launch's image or network is filtered out instead of failing its build.
+- hypervisor_images and hypervisor_networks: what each hypervisor's last sync listed (and why an
+  image would be refused), so that a host lacking a launch's image or network is filtered out
+  with the reason instead of failing its build.
 
 Revision ID: 0003
 Revises: 0002
@@ -74,12 +75,14 @@ def upgrade() -> None:
     op.execute("UPDATE hypervisors SET num_io_ops = (SELECT COUNT(*) FROM claims WHERE "
                "claims.hypervisor_uuid = hypervisors.uuid AND claims.lease_expires_at IS NOT NULL)")
     op.drop_table("inventories")
-    for table in ("hypervisor_images", "hypervisor_networks"):
+    for table, extra in (("hypervisor_images", [sa.Column("refused", sa.Text, nullable=True)]),
+                         ("hypervisor_networks", [])):
         op.create_table(
             table,
             sa.Column("hypervisor_uuid", sa.String(36), sa.ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
                       primary_key=True),
             sa.Column("name", sa.String(255), primary_key=True),
+            *extra,
         )
         op.create_index(f"ix_{table}_name", table, ["name"])
 

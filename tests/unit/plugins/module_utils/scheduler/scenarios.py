@@ -18,6 +18,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
 ZONES = ["az1", "az2"]
 FLAVOR_NAMES = ["m1.tiny", "m1.small", "m1.medium"]
 UUIDS = [f"uuid-{number}" for number in range(8)]
+IMAGES = ["debian.qcow2", "alpine.raw"]
+NETWORKS = ["default", "private"]
 
 
 def random_aggregate(rng: random.Random, number: int) -> dict[str, Any]:
@@ -71,6 +73,11 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
                                {"cpu.percent": 20, "load": 1.5}]),
         "instances": rng.sample(UUIDS, rng.randint(0, 2)),
         "failed_builds": rng.choice([0, 0, 0, 1, 3]),
+        # As the ledger gives them: seconds since the last sync (None for live facts), and the
+        # images and networks it listed.
+        "sync_age_s": rng.choice([None, None, 12.5, 400.0, 900.0]),
+        "images": rng.sample(IMAGES, rng.randint(0, len(IMAGES))),
+        "networks": rng.sample(NETWORKS, rng.randint(0, len(NETWORKS))),
     }
 
 
@@ -149,6 +156,12 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
     if rng.random() < 0.2:
         request["metrics_weight_setting"] = rng.choice([["cpu.percent=-1.0"],
                                                         ["cpu.percent=1", "load=2.0"]])
+    if rng.random() < 0.3:
+        request["service_down_time"] = rng.choice([600, 60])
+    if rng.random() < 0.2:
+        request["image_volume"] = rng.choice(IMAGES)
+    if rng.random() < 0.2:
+        request["requested_networks"] = rng.sample(NETWORKS, rng.randint(1, len(NETWORKS)))
     if rng.random() < 0.1:
         request["ignore_hosts"] = rng.sample(host_names, 1)
     if rng.random() < 0.05:
