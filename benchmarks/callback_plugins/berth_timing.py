@@ -17,6 +17,8 @@ description:
     of the run, so that the benchmark can tell Ansible's start-up and the inventory's fact
     gathering (before the first task) from the tasks and the exit. Task starts count from the
     callback's loading.
+  - A task whose result has C(timing) (berth.fleet.schedule's read, decide and claim seconds) or
+    C(placements) keeps them, under C(timing) and C(hosts).
 """
 
 
@@ -40,6 +42,12 @@ class CallbackModule(CallbackBase):
         self.marks.setdefault("first_task", time.time())
         self._close()
         self.tasks.append({"task": task.get_name(), "start": time.monotonic()})
+
+    def v2_runner_on_ok(self, result, **kwargs):
+        if "timing" in result._result:
+            self.tasks[-1]["timing"] = result._result["timing"]
+        if result._result.get("placements"):
+            self.tasks[-1]["hosts"] = [p.get("host") for p in result._result["placements"]]
 
     def v2_runner_on_failed(self, result, ignore_errors=False, **kwargs):
         self.failed.append(str(result._result.get("msg", "")))

@@ -249,9 +249,7 @@ class VectorBackend(Backend):
         self.misses: list[tuple[float, int, Rejection]] = []
         self.working: dict[int, HostState] = {}
         self.names = hosts.column("host")
-        self.positions_by_name: dict[str, list[int]] = {}
-        for position, name in enumerate(self.names):
-            self.positions_by_name.setdefault(name, []).append(position)
+        self._unique_names: bool | None = None
         # Each weigher's per-host multiplier, aligned with self.weighers: they hold for the
         # whole request, so the first instance's weighing need not look them up.
         self.multipliers = [self._multipliers(weigher) for weigher in weighers]
@@ -261,10 +259,10 @@ class VectorBackend(Backend):
         self.dirty: list[int] = []  # positions whose numbers changed since the last weighing
         self.index = 0
         group = spec.server_group
-        if group is not None:
-            for name, members in group.members.items():
-                for position in self.positions_by_name.get(name, ()):
-                    self.columns.group_members[position] = members
+        if group is not None and group.members:
+            for position, name in enumerate(self.names):
+                if name in group.members:
+                    self.columns.group_members[position] = group.members[name]
 
     # ---- the driver's interface --------------------------------------------------------------
 
@@ -337,7 +335,7 @@ class VectorBackend(Backend):
         for name in _CONSUMED_COLUMNS:
             getattr(self.columns, name)[position] = getattr(host_state, name)
         # Other nodes of the same host name share its group membership.
-        self.dirty = list(self.positions_by_name[host_state.host])
+        self.dirty = self.positions_of(host_state.host, position)
 
     def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         rejected = self.reason_ids >= 0
@@ -355,6 +353,15 @@ class VectorBackend(Backend):
         if self.full_explain:
             rejections = [self.materialized[position] for position in sorted(self.materialized)]
         return int(rejected.sum()), sort_counts(counts), misses, rejections
+
+    def positions_of(self, name: str, position: int) -> list[int]:
+        """Every position of host ``name`` (which is at ``position``): that one, unless the
+        fleet lists several nodes under one host name (a set of the names tells, once)."""
+        if self._unique_names is None:
+            self._unique_names = len(set(self.names)) == len(self.names)
+        if self._unique_names:
+            return [position]
+        return [where for where, host in enumerate(self.names) if host == name]
 
     # ---- filtering ---------------------------------------------------------------------------
 

@@ -26,6 +26,10 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # costs a fifth of a second of each ansible-playbook run.
 SCHEMA_REVISION = "0003"
 SQLITE_LOCK_TIMEOUT_S = 30
+# The PostgreSQL advisory lock that makes concurrent first opens of a ledger migrate it one
+# after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
+# will do, this one reads "berth".
+_MIGRATION_LOCK = 0x6265727468
 
 
 def default_url() -> str:
@@ -184,6 +188,10 @@ def _migrate(engine: Engine, url_text: str) -> None:
             connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
         try:
             with connection.begin():
+                if not sqlite:
+                    # SQLite's write lock serialises this already; PostgreSQL needs the lock
+                    # taken before the revision is read, or two runs both create the tables.
+                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
                 current = MigrationContext.configure(connection).get_current_revision()
                 if current is not None and current not in known:
                     raise LedgerError(

@@ -1,11 +1,13 @@
 """The ledger's tables (SQLAlchemy 2 declarative models) and the values their columns take.
 
-A hypervisor row holds everything the scheduler reads about one hypervisor, so that a launch
-decides from one scan of one table: its capacity (as synced: totals, reserved amounts,
-allocation ratios), a summary of its usage (kept equal to its claims plus its unmanaged usage
-by ``claims.refresh_usage`` in every transaction that changes either), its status and the
-facts the filters read (zone, aggregates, capabilities). The rows behind the usage stay the
-truth: claims and unmanaged usage.
+A hypervisor row holds everything the default filters and weighers read about one hypervisor,
+so that a launch decides from one scan of one narrow table: its capacity (as synced: totals,
+reserved amounts, allocation ratios), a summary of its usage (kept equal to its claims plus its
+unmanaged usage by ``claims.refresh_usage`` in every transaction that changes either), its
+status, zone, aggregates and hypervisor version. The facts only some filters read
+(capabilities, metrics, pools) are in ``hypervisor_facts``, one row per hypervisor beside it:
+kilobytes of CPU features per row would make every launch's scan several times slower. The
+rows behind the usage stay the truth: claims and unmanaged usage.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ CAPACITY_FIELDS = (
     "vcpus_total", "cpu_allocation_ratio", "total_usable_ram_mb", "reserved_host_memory_mb",
     "ram_allocation_ratio", "total_usable_disk_gb", "reserved_host_disk_mb", "disk_allocation_ratio",
 )
-FACT_FIELDS = (
-    "availability_zone", "aggregates", "hypervisor_type", "hypervisor_version", "libvirt_version",
-    "supported_instances", "cpu_info", "numa_topology", "metrics", "storage_pool", "pools",
-)
+# Facts on the hypervisor row (every read) and in hypervisor_facts (read when a filter needs them).
+HOT_FACT_FIELDS = ("availability_zone", "aggregates", "hypervisor_version")
+COLD_FACT_FIELDS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info", "numa_topology",
+                    "metrics", "storage_pool", "pools")
 # The hypervisor's own memory view (/proc/meminfo), kept for drift reports, never scheduled on.
 HOST_MEMORY_FIELDS = (
     "hv_memory_total_mb", "hv_memory_free_mb", "hv_memory_buffers_mb", "hv_memory_cached_mb",
@@ -90,11 +92,19 @@ class HypervisorRow(Base):
     disk_mb_used: Mapped[int] = mapped_column(Integer, default=0)
     num_instances: Mapped[int] = mapped_column(Integer, default=0)
     num_io_ops: Mapped[int] = mapped_column(Integer, default=0)
-    # Facts the filters read.
+    # Facts the default filters and weighers read.
     availability_zone: Mapped[str | None] = mapped_column(String(255), nullable=True)
     aggregates: Mapped[Any] = mapped_column(JSON, default=list)
-    hypervisor_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     hypervisor_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class HypervisorFactsRow(Base):
+    """The facts of a hypervisor's last sync that only some filters read, beside its row."""
+
+    __tablename__ = "hypervisor_facts"
+    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
+                                                 primary_key=True)
+    hypervisor_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     libvirt_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     supported_instances: Mapped[Any] = mapped_column(JSON, default=list)
     cpu_info: Mapped[Any] = mapped_column(JSON, default=dict)

@@ -25,12 +25,14 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import f
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     CAPACITY_FIELDS,
-    FACT_FIELDS,
+    COLD_FACT_FIELDS,
+    HOT_FACT_FIELDS,
     HOST_MEMORY_FIELDS,
     HV_DOWN,
     HV_MISSING,
     HV_UP,
     ClaimRow,
+    HypervisorFactsRow,
     HypervisorImageRow,
     HypervisorNetworkRow,
     HypervisorRow,
@@ -43,6 +45,7 @@ H = HypervisorRow
 # Core tables, for statements run once per row of a batch (executemany).
 HT = HypervisorRow.__table__
 UT = UnmanagedRow.__table__
+FT = HypervisorFactsRow.__table__
 # Copied from the host state, and compared to say whether the hypervisor changed: capacity
 # (its usage depends on it) and name. Facts are written every time without moving anything.
 _COMPARED = ("name", "nodename", *CAPACITY_FIELDS)
@@ -57,21 +60,30 @@ def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((s for s in states if s.get("service_up") and s.get("uuid")), key=lambda s: s["uuid"])
 
 
+_EMPTY = {"aggregates": [], "supported_instances": [], "cpu_info": {}, "numa_topology": {}, "metrics": {},
+          "pools": []}
+
+
+def _fact(state: Mapping[str, Any], name: str) -> Any:
+    value = state.get(name)
+    return _EMPTY.get(name) if value is None and name in _EMPTY else value
+
+
 def _row_values(state: Mapping[str, Any]) -> dict[str, Any]:
     """The hypervisor row's columns from a host state (DESIGN.md's schema)."""
     values = {"name": state["host"], "nodename": state.get("nodename") or state["host"]}
-    for name in CAPACITY_FIELDS:
-        values[name] = state[name]
     for name in ("vcpus_total", "total_usable_ram_mb", "reserved_host_memory_mb", "total_usable_disk_gb",
                  "reserved_host_disk_mb"):
-        values[name] = int(values[name])
+        values[name] = int(state[name])
     for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
-        values[name] = float(values[name])
-    defaults = {"aggregates": [], "supported_instances": [], "cpu_info": {}, "numa_topology": {},
-                "metrics": {}, "pools": []}
-    for name in FACT_FIELDS:
-        value = state.get(name)
-        values[name] = defaults.get(name) if value is None and name in defaults else value
+        values[name] = float(state[name])
+    values.update({name: _fact(state, name) for name in HOT_FACT_FIELDS})
+    return values
+
+
+def _facts_values(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The hypervisor_facts row's columns from a host state."""
+    values = {name: _fact(state, name) for name in COLD_FACT_FIELDS}
     values["host_memory"] = {name: state.get(name) for name in HOST_MEMORY_FIELDS}
     return values
 
@@ -107,6 +119,7 @@ def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime
     if updates:
         columns = {name: bindparam(name) for name in updates[0] if name != "key"}
         session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), updates)
+    _write_facts(session, answering)
     # The URI the hypervisor was reached at this time; a state without one keeps the last.
     uris = [{"key": state["uuid"], "uri": state["uri"]} for state in answering if state.get("uri")]
     if uris:
@@ -145,6 +158,21 @@ def _insert_new(session: Session, answering: Sequence[Mapping[str, Any]], now: d
              **_row_values(state)} for state in new]
     statement = dialect_insert(HT).on_conflict_do_nothing(index_elements=["uuid"]).returning(HT.c.uuid)
     return set(session.execute(statement, rows).scalars())
+
+
+def _write_facts(session: Session, answering: Sequence[Mapping[str, Any]]) -> None:
+    """Each answering hypervisor's hypervisor_facts row, as this sync read it."""
+    if not answering:
+        return
+    rows = [{"key": state["uuid"], **_facts_values(state)} for state in answering]
+    have = set(session.scalars(select(FT.c.hypervisor_uuid).where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows]))))
+    if have:
+        session.execute(update(FT).where(FT.c.hypervisor_uuid == bindparam("key"))
+                        .values({name: bindparam(name) for name in rows[0] if name != "key"}),
+                        [row for row in rows if row["key"] in have])
+    new = [{"hypervisor_uuid": row.pop("key"), **row} for row in rows if row["key"] not in have]
+    if new:
+        session.execute(insert(FT), new)
 
 
 def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str, Any]], key: str,

@@ -755,3 +755,24 @@ def test_a_ledger_of_schema_0002_keeps_its_capacity_and_usage_through_0003(tmp_p
     assert (row["usage"]["vcpus_used"], row["usage"]["free_ram_mb"], row["usage"]["num_instances"]) == (
         3, 8192 - 512 - 512 - 256, 2)
     ledger.close()
+
+
+def test_first_opens_of_a_new_ledger_at_once_migrate_it_once(ledger_url):
+    """gather.yml's per-host tasks all open a new ledger at the same moment."""
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def run():
+        barrier.wait()
+        try:
+            Ledger(ledger_url).open().close()
+        except LedgerError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _thread in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert revision(ledger_url) == SCHEMA_REVISION

@@ -3,8 +3,10 @@
 - hypervisors: capacity comes back from ``inventories`` as columns (a three-way join of the
   inventories costs five times one table scan at 100,000 hypervisors), beside a summary of
   usage (claims plus unmanaged usage, kept by every write), the URI of the last sync, why a
-  hypervisor is down, and the facts the filters read (zone, aggregates, capabilities...).
-  ``last_seen_at`` goes: it was always ``synced_at``.
+  hypervisor is down, and the facts the default filters read (zone, aggregates, hypervisor
+  version). ``last_seen_at`` goes: it was always ``synced_at``.
+- hypervisor_facts: the other facts (capabilities, metrics, pools), apart, so that the
+  hypervisors table that every launch scans stays narrow.
 - hypervisor_images and hypervisor_networks: what each hypervisor's last sync listed (and why an
   image would be refused), so that a host lacking a launch's image or network is filtered out
   with the reason instead of failing its build.
@@ -39,8 +41,8 @@ _USAGE = (
     ("vcpus_used", "SUM(vcpus)"), ("memory_mb_used", "SUM(memory_mb)"), ("disk_mb_used", "SUM(disk_mb)"),
     ("num_instances", "COUNT(*)"),
 )
-_JSON = (("aggregates", "'[]'"), ("supported_instances", "'[]'"), ("cpu_info", "'{}'"),
-         ("numa_topology", "'{}'"), ("metrics", "'{}'"), ("pools", "'[]'"), ("host_memory", "'{}'"))
+_JSON = (("supported_instances", "'[]'"), ("cpu_info", "'{}'"), ("numa_topology", "'{}'"), ("metrics", "'{}'"),
+         ("pools", "'[]'"), ("host_memory", "'{}'"))
 
 
 def upgrade() -> None:
@@ -54,12 +56,8 @@ def upgrade() -> None:
             batch.add_column(sa.Column(column, sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("num_io_ops", sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("availability_zone", sa.String(255), nullable=True))
-        batch.add_column(sa.Column("hypervisor_type", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("aggregates", sa.JSON, nullable=False, server_default=sa.text("'[]'")))
         batch.add_column(sa.Column("hypervisor_version", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("libvirt_version", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("storage_pool", sa.String(255), nullable=True))
-        for column, empty in _JSON:
-            batch.add_column(sa.Column(column, sa.JSON, nullable=False, server_default=sa.text(empty)))
         batch.drop_column("last_seen_at")
         batch.create_index("ix_hypervisors_name", ["name"])
     for column, resource, field in _CAPACITY:
@@ -75,6 +73,17 @@ def upgrade() -> None:
     op.execute("UPDATE hypervisors SET num_io_ops = (SELECT COUNT(*) FROM claims WHERE "
                "claims.hypervisor_uuid = hypervisors.uuid AND claims.lease_expires_at IS NOT NULL)")
     op.drop_table("inventories")
+    op.create_table(
+        "hypervisor_facts",
+        sa.Column("hypervisor_uuid", sa.String(36), sa.ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
+                  primary_key=True),
+        sa.Column("hypervisor_type", sa.String(64), nullable=True),
+        sa.Column("libvirt_version", sa.Integer, nullable=True),
+        sa.Column("storage_pool", sa.String(255), nullable=True),
+        *(sa.Column(column, sa.JSON, nullable=False, server_default=sa.text(empty)) for column, empty in _JSON),
+    )
+    # The facts arrive with each hypervisor's next sync; until then, empty ones.
+    op.execute("INSERT INTO hypervisor_facts (hypervisor_uuid) SELECT uuid FROM hypervisors")
     for table, extra in (("hypervisor_images", [sa.Column("refused", sa.Text, nullable=True)]),
                          ("hypervisor_networks", [])):
         op.create_table(

@@ -1,0 +1,292 @@
+"""Launches at fleet scale, deciding from the ledger: `ansible-playbook playbooks/launch.yml` at
+1,000, 10,000 and 100,000 hypervisors, beside an empty play timed in the same run.
+
+    .venv/bin/python benchmarks/fleet_scale.py [--sizes 1000,10000,100000] [--backends sqlite,postgresql]
+        [--runs 3] [--output benchmarks/results/fleet_scale.md]
+
+Needs root (the lab fleet, and PostgreSQL started from Debian's packages as the tests do).
+
+The fleet: the 3 real lab hypervisors (lab/fleet.py: real libvirtd daemons), synced by
+`playbooks/gather.yml` as a user's scheduled gather does, plus synthetic hypervisors
+(benchmarks/synthetic.py: generated libvirt facts through host_facts.host_state and the tracker
+sync, as gather.yml writes real ones), up to N in all. The lab hosts are given
+cpu_allocation_ratio 16 in their inventory source and the synthetic ones are smaller, so the
+launch picks a lab host every time and the real run builds there; every synthetic host is still
+read, filtered and weighed.
+
+Each launch runs as a user would run it on a large fleet: `ansible-playbook -i <controller
+inventory> playbooks/launch.yml -e name=... -e count=...`, where the controller inventory holds
+only localhost and the berth_* variables (the ledger URL, the lab's boot kernel): no inventory of
+hypervisors is loaded and no hypervisor is contacted except the one built on. The baseline is
+`ansible-playbook -i localhost, benchmarks/playbooks/empty.yml` (the same ansible.cfg and
+callback), timed in turn with the launches so that the machine's noise hits both alike.
+
+Per size and ledger, `--runs` rounds of: empty play; check-mode launch of 1 and of 10; real launch
+of 1 and of 10 (each followed by an untimed delete.yml). Reported: median (min-max) wall seconds,
+the launch minus the empty play, the build task's own seconds (real runs), and the schedule
+action's own read/decide/claim split from its result (berth.fleet.schedule returns it), plus the
+peak memory of that read and decision measured in-process with tracemalloc.
+
+The synthetic hosts are synced once per size, minutes before the last launches: the controller
+inventory sets berth_service_down_time to a day so that none turns stale while the benchmark runs
+(staleness is tested in tests/integration, not measured here). The lab hosts are gathered again
+before each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "lab"), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+import fleet  # noqa: E402  (lab/fleet.py)
+import synthetic  # noqa: E402
+from pg_server import PostgresServer  # noqa: E402
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
+    RequestSpec,
+    needed_host_fields,
+    schedule,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
+
+ANSIBLE_PLAYBOOK = str(REPO / ".venv" / "bin" / "ansible-playbook")
+FLAVOR = {"name": "bench", "vcpus": 1, "memory_mb": 128, "root_gb": 1}
+LAB_CPU_ALLOCATION_RATIO = 16.0
+SERVICE_DOWN_TIME_S = 86400
+BUILD_TASK = "Build instances on their hypervisors"
+SCHEDULE_TASK = "Schedule the instances"
+KINDS = (("check", 1), ("check", 10), ("real", 1), ("real", 10))
+
+
+def ansible_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
+               ANSIBLE_STDOUT_CALLBACK="berth_timing", ANSIBLE_NOCOLOR="1")
+    return env
+
+
+def run(args: list[str]) -> tuple[float, dict]:
+    """One whole ansible-playbook process: its wall seconds and the timing callback's JSON."""
+    started = time.perf_counter()
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=ansible_env(), capture_output=True,
+                          text=True, timeout=1800, check=False)
+    wall = time.perf_counter() - started
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    report = json.loads(lines[-1]) if lines else {}
+    if proc.returncode != 0 or report.get("failed"):
+        raise RuntimeError(f"ansible-playbook {' '.join(args)} failed (rc {proc.returncode}): "
+                           f"{report.get('failed')} {proc.stderr[-2000:]}")
+    return wall, report
+
+
+def lab_inventory(lab_dir: str, url: str, directory: Path) -> Path:
+    """The lab's hypervisors as a berth.fleet.hypervisors source, for gather.yml only."""
+    source = (Path(fleet.inventory_dir(lab_dir)) / "fleet.berth.yml").read_text()
+    lines = []
+    for line in source.splitlines():
+        lines.append(line)
+        if line.strip().startswith("uri:"):
+            lines.append(f"    cpu_allocation_ratio: {LAB_CPU_ALLOCATION_RATIO}")
+    inventory = directory / "lab"
+    (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
+    (inventory / "fleet.berth.yml").write_text("\n".join(lines) + "\n")
+    (inventory / "group_vars" / "all.yml").write_text(lab_variables(lab_dir, url))
+    return inventory
+
+
+def lab_variables(lab_dir: str, url: str) -> str:
+    """The lab's group variables (boot kernel, domain type...), with this benchmark's ledger."""
+    variables = (Path(fleet.inventory_dir(lab_dir)) / "group_vars" / "all.yml").read_text().splitlines()
+    kept = [line for line in variables if not line.startswith("berth_ledger_url:")]
+    return "\n".join([*kept, f"berth_ledger_url: {json.dumps(url)}"]) + "\n"
+
+
+def controller_inventory(lab_dir: str, url: str, directory: Path) -> Path:
+    """localhost and the berth_* variables only: what a launch on a large fleet loads."""
+    inventory = directory / "controller"
+    (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
+    (inventory / "hosts.ini").write_text("localhost ansible_connection=local\n")
+    variables = lab_variables(lab_dir, url) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
+    (inventory / "group_vars" / "all.yml").write_text(variables)
+    return inventory
+
+
+def in_process_split(url: str, count: int) -> dict[str, float]:
+    """The schedule action's read and decision, in this process: seconds and tracemalloc peak."""
+    ledger = Ledger(url).open()
+    spec = RequestSpec(flavor=Flavor.from_dict(FLAVOR, name="bench"), count=count)
+    started = time.perf_counter()
+    table, _generations = ledger.host_table(needed_host_fields(spec))
+    read_s = time.perf_counter() - started
+    started = time.perf_counter()
+    decision = schedule(table, spec)
+    decide_s = time.perf_counter() - started
+    assert decision.ok, decision.summary
+    tracemalloc.start()
+    table, _generations = ledger.host_table(needed_host_fields(spec))
+    schedule(table, spec).to_dict()
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    ledger.close()
+    return {"read_s": read_s, "decide_s": decide_s, "peak_mib": peak / 2 ** 20}
+
+
+def measure(size: int, controller: Path, runs: int) -> dict:
+    figures: dict[str, list] = {"empty": []}
+    for kind, count in KINDS:
+        figures[f"{kind}{count}"] = []
+        figures[f"{kind}{count}_build"] = []
+        figures[f"{kind}{count}_timing"] = []
+    inventory = ["-i", str(controller)]
+    # Warm-up: the first run after a sync pays cold caches (and SQLite's first read of the file).
+    run([*inventory, "playbooks/launch.yml", "--check", "-e", "name=warm", "-e", json.dumps({"flavor": FLAVOR})])
+    for round_ in range(runs):
+        wall, _report = run(["-i", "localhost,", "benchmarks/playbooks/empty.yml"])
+        figures["empty"].append(wall)
+        for kind, count in KINDS:
+            name = f"s{size}r{round_}{kind}{count}"
+            args = [*inventory, "playbooks/launch.yml", "-e", f"name={name}", "-e", f"count={count}",
+                    "-e", json.dumps({"flavor": FLAVOR})]
+            if kind == "check":
+                args.append("--check")
+            wall, report = run(args)
+            tasks = {task["task"]: task for task in report["tasks"]}
+            hosts = tasks[SCHEDULE_TASK].get("hosts") or []
+            assert all(not host.startswith("synth") for host in hosts), f"a synthetic host was chosen: {hosts}"
+            figures[f"{kind}{count}"].append(wall)
+            figures[f"{kind}{count}_timing"].append(tasks[SCHEDULE_TASK].get("timing") or {})
+            figures[f"{kind}{count}_build"].append(
+                sum(task["seconds"] for task in report["tasks"] if task["task"].endswith(BUILD_TASK)))
+            if kind == "real":
+                run([*inventory, "playbooks/delete.yml", "-e", f"name={name}"])
+    return figures
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "-"
+    return (f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+            if len(values) > 1 else f"{values[0]:.{digits}f}")
+
+
+def write(path: str, results: list[dict], started: float, load_before: str) -> None:
+    lines = [
+        "# Launch at fleet scale, from the ledger",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{platform.platform()}, Python {platform.python_version()}. Load average before: {load_before}; "
+        f"after: {Path('/proc/loadavg').read_text().split()[:3]}. Whole run: {(time.time() - started) / 60:.1f} min.",
+        "",
+        "Reproduce: `.venv/bin/python benchmarks/fleet_scale.py` (root; see the script's docstring for",
+        "what is measured and how the fleet is made). Seconds, median (min-max) over the runs; the",
+        "baseline is `ansible-playbook -i localhost, benchmarks/playbooks/empty.yml`, timed in turn",
+        "with the launches.",
+        "",
+        "## Whole ansible-playbook runs",
+        "",
+        "| ledger | hypervisors | empty play | check 1 | check 10 | real 1 | real 10 | check 1 − empty | "
+        "real 1 − empty − build | build (real 1) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        figures = result["figures"]
+        empty = statistics.median(figures["empty"])
+        check_over = [wall - empty for wall in figures["check1"]]
+        real_over = [wall - empty - build for wall, build in zip(figures["real1"], figures["real1_build"])]
+        lines.append(
+            f"| {result['backend']} | {result['size']:,} | {spread(figures['empty'])} | {spread(figures['check1'])} | "
+            f"{spread(figures['check10'])} | {spread(figures['real1'])} | {spread(figures['real10'])} | "
+            f"{spread(check_over)} | {spread(real_over)} | {spread(figures['real1_build'])} |")
+    lines += [
+        "",
+        "## The schedule action's own time (from its result), milliseconds",
+        "",
+        "read = the ledger's host states into the engine's columns; decide = filters and weighers;",
+        "claim = the claim transaction; record = the decision record. Peak = tracemalloc peak of the",
+        "read and the decision, in-process (Python allocations, NumPy's included).",
+        "",
+        "| ledger | hypervisors | run | read | decide | claim | record | total | peak MiB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        figures = result["figures"]
+        for kind, count in KINDS:
+            timings = figures[f"{kind}{count}_timing"]
+
+            def part(key: str, timings: list[dict] = timings) -> str:
+                return spread([t.get(key, 0.0) * 1000 for t in timings], 1)
+
+            lines.append(f"| {result['backend']} | {result['size']:,} | {kind} {count} | {part('read_s')} | "
+                         f"{part('decide_s')} | {part('claim_s')} | {part('record_s')} | {part('total_s')} | "
+                         f"{result['split']['peak_mib']:.0f} |")
+    lines += ["", "## Setup", ""]
+    for result in results:
+        lines.append(f"- {result['backend']}, {result['size']:,} hypervisors: synthetic hosts synced by the tracker "
+                     f"sync at {result['sync_rate']:,.0f} hypervisors/s; in-process read "
+                     f"{result['split']['read_s'] * 1000:.0f} ms, decide {result['split']['decide_s'] * 1000:.0f} ms.")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "fleet_scale.md"))
+    options = parser.parse_args()
+    sizes = sorted(int(size) for size in options.sizes.split(","))
+    started, load_before = time.time(), " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    work = Path(tempfile.mkdtemp(prefix="berth-scale-", dir="/tmp"))
+    lab_dir = str(work / "lab")
+    server = None
+    results = []
+    try:
+        fleet.up(lab_dir, hosts=3)
+        for backend in options.backends.split(","):
+            if backend == "sqlite":
+                url = f"sqlite:///{work}/ledger.sqlite3"
+            else:
+                server = server or PostgresServer().start()
+                url = server.create_database("scale")
+            scratch = work / backend
+            lab = lab_inventory(lab_dir, url, scratch)
+            controller = controller_inventory(lab_dir, url, scratch)
+            ledger = Ledger(url).open()
+            synced = 0
+            for size in sizes:
+                began = time.perf_counter()
+                synthetic.sync(ledger, synced, size - 3 - synced)
+                rate = (size - 3 - synced) / max(time.perf_counter() - began, 1e-9)
+                synced = size - 3
+                run(["-i", str(lab), "playbooks/gather.yml"])
+                print(f"{backend} {size}: synced, measuring", flush=True)
+                results.append({"backend": backend, "size": size, "sync_rate": rate,
+                                "figures": measure(size, controller, options.runs),
+                                "split": in_process_split(url, 1)})
+                write(options.output, results, started, load_before)
+            ledger.close()
+    finally:
+        fleet.down(lab_dir)
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(Path(options.output).read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Synthetic hypervisors for the scale benchmarks, entering the ledger the way real ones do.
+
+Each is a set of raw libvirt facts (what Hypervisor.facts() returns: node info, capabilities,
+memory, pools, volumes, networks, domains) turned into a host state by host_facts.host_state,
+the function the inventory plugin and gather.yml use, and written with the tracker sync
+(Ledger.tracker_sync), as gather.yml writes a real hypervisor. Nothing is written to the ledger
+by hand. Each has two to four domains that Berth did not make (unmanaged usage rows, as a real
+fleet has), a base image in its pool and a libvirt network.
+
+The hosts are deliberately smaller than the lab's hypervisors (fewer free vCPUs, less memory and
+disk), so that a launch among them still picks a real lab hypervisor and can build there; every
+synthetic host is filtered and weighed all the same.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / ".cache" / "collections"))
+
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state  # noqa: E402
+
+IMAGE = "debian-12.qcow2"
+NETWORK = "default"
+_FEATURES = [f"feature{number}" for number in range(60)]  # as long as a real cpu_info's list
+
+
+def _facts(name: str, rng: random.Random) -> dict[str, Any]:
+    memory_mb = rng.choice([8192, 12288, 16384])
+    domains = []
+    for number in range(rng.randint(2, 4)):
+        domains.append({
+            "name": f"{name}-vm{number}", "uuid": str(uuidlib.UUID(int=rng.getrandbits(128))), "state": "running",
+            "vcpus": 2, "memory_mb": rng.choice([1024, 2048]),
+            "disks": [{"path": f"/var/lib/libvirt/images/{name}-vm{number}.qcow2", "capacity_mb": 10240,
+                       "pool": "default"}],
+            "berth": None,
+        })
+    return {
+        "nodename": name, "uuid": str(uuidlib.UUID(int=rng.getrandbits(128))), "vcpus_total": 2,
+        "hypervisor_type": "QEMU", "hypervisor_version": 7002000, "libvirt_version": 9000000,
+        "cpu_info": {"arch": "x86_64", "model": "EPYC-Rome", "vendor": "AMD", "features": _FEATURES,
+                     "topology": {"sockets": 1, "dies": 1, "clusters": 1, "cores": 2, "threads": 1}},
+        "numa_topology": {"cells": [{"id": 0, "memory_mb": memory_mb, "cpus": [0, 1]}]},
+        "supported_instances": [["x86_64", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]],
+        "memory": {"total_mb": memory_mb, "free_mb": memory_mb // 2, "buffers_mb": 128, "cached_mb": 1024},
+        "metrics": {"cpu_user_ns": rng.getrandbits(40), "cpu_kernel_ns": rng.getrandbits(36)},
+        "memory_source": "libvirt",
+        "pools": [{"name": "default", "active": True, "capacity_mb": 102400, "allocation_mb": 30720,
+                   "available_mb": 71680}],
+        "storage_pool": "default", "volumes": [IMAGE], "networks": [NETWORK], "image_refusals": {},
+        "domains": domains, "uri_uuid": "",
+    }
+
+
+def host_states(start: int, count: int, seed: int = 12) -> Iterator[dict[str, Any]]:
+    """Host states of synthetic hypervisors number ``start`` .. ``start + count - 1``; the same
+    numbers always give the same hosts."""
+    for number in range(start, start + count):
+        rng = random.Random(seed * 1_000_003 + number)
+        name = f"synth{number:06d}"
+        state = host_state(name, _facts(name, rng), {}, [], "nova")
+        # A URI as gather.yml records it; nothing answers there (the benchmark never builds on one).
+        state["uri"] = f"qemu+ssh://{name}.invalid/system"
+        yield state
+
+
+def sync(ledger: Any, start: int, count: int, batch: int = 2000) -> None:
+    """Write synthetic hypervisors ``start`` .. ``start + count - 1`` with the tracker sync."""
+    for first in range(start, start + count, batch):
+        ledger.tracker_sync(list(host_states(first, min(batch, start + count - first))))
