@@ -26,7 +26,10 @@ description:
     they are.
 options:
   host:
-    description: Inventory name of the hypervisor the domain is on (a host of a M(berth.fleet.hypervisors) source).
+    description:
+      - Name of the hypervisor the domain is on - a host of a P(berth.fleet.hypervisors#inventory)
+        source (its live facts are synced first), or a hypervisor the ledger knows (reached at the
+        URI of its last sync).
     type: str
     required: true
   domain:

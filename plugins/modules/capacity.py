@@ -10,8 +10,10 @@ short_description: How many more instances of a flavor fit, per hypervisor and i
 version_added: 0.1.0
 description:
   - Answers "how many more of flavor X fit, per host and in total, under the current filters?"
-    for the inventory's hypervisors (or explicit O(hosts)), with the same filters, options and
-    usage as M(berth.fleet.schedule).
+    for the ledger's hypervisors as the tracker sync last recorded them (O(source=ledger), the
+    default), the inventory's live facts (O(source=inventory)) or explicit O(hosts), with the
+    same filters, options and usage as M(berth.fleet.schedule). A hypervisor not synced for
+    O(service_down_time) seconds counts 0, as stale.
   - Each host is counted as if it took every instance - the count is the largest number that
     M(berth.fleet.schedule) would place on that host alone, each instance consumed before the
     next is filtered (RAM, vCPUs and disk with their allocation ratios, instance and io-ops
@@ -23,8 +25,8 @@ description:
     total is then null.
   - With the ledger on, the usage counted is the ledger's (claims plus unmanaged domains), as
     M(berth.fleet.schedule) sees it. Nothing is written.
-  - A module rather than a Jinja filter, because it needs the ledger's usage and the hypervisor
-    inventory, which a filter cannot reach without being handed them.
+  - A module rather than a Jinja filter, because it needs the ledger's host states and usage,
+    which a filter cannot reach without being handed them.
 options:
   flavor:
     description: A flavor name from O(flavors_file), or an inline dict of sizes, as for M(berth.fleet.schedule).
@@ -34,13 +36,30 @@ options:
     description: A YAML file with a mapping C(berth_flavors) of name to sizes.
     type: path
     default: the collection's playbooks/vars/flavors.yml
+  source:
+    description: Where the host states come from, as M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:source).
+    type: str
+    choices: [ledger, inventory]
+    default: ledger
+  service_down_time:
+    description: Seconds after its last sync that a hypervisor is stale, as M(berth.fleet.schedule)'s option.
+    type: int
+    default: 600
+  image_volume:
+    description: The image volume a host's pool must hold, as M(berth.fleet.schedule)'s option.
+    type: str
+  requested_networks:
+    description: The libvirt networks a host must define, as M(berth.fleet.schedule)'s option.
+    type: list
+    elements: str
+    default: []
   hosts:
-    description: Explicit host states instead of the inventory's hypervisors, in the schema
+    description: Explicit host states instead of the ledger's or the inventory's, in the schema
       M(berth.fleet.schedule) documents for its O(berth.fleet.schedule#module:hosts).
     type: list
     elements: dict
   hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state).
+    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
     type: str
     default: hypervisors
   enabled_filters:

@@ -45,7 +45,8 @@ options:
   placements:
     description:
       - Several instances at once, each a dict with C(name), C(uuid), C(host), C(uri), C(flavor)
-        and C(alternates) (the C(placements) of M(berth.fleet.schedule), or ledger rows to remove).
+        C(domain_types) and C(targets) (the C(placements) of M(berth.fleet.schedule), or ledger
+        rows to remove, which carry their hypervisor's C(uri)).
       - Hosts are built in parallel, each host's instances one after the other; each instance's
         result is in C(results). The task fails if any instance failed, after all were tried.
     type: list
@@ -60,7 +61,8 @@ options:
   domain_type:
     description:
       - libvirt domain type, V(kvm) or V(qemu) (plain emulation).
-      - Empty means V(kvm) where the host's C(berth_host_state.supported_instances) offers it, else V(qemu).
+      - Empty means V(kvm) where the host offers it (the placement's C(domain_types), from its
+        capabilities as the tracker sync recorded them), else V(qemu).
     type: str
     choices: [kvm, qemu, ""]
     default: ""
@@ -84,14 +86,19 @@ options:
     description: Extra key/value pairs kept in the domain's Berth metadata (escaped).
     type: dict
     default: {}
-  alternates:
-    description:
-      - Inventory names of the hosts to retry on, best first (a placement's C(alternates) from
-        M(berth.fleet.schedule)). Each needs C(berth_libvirt_uri) and C(berth_host_state) hostvars.
-      - After a failed build on a host, everything made there is removed and the claim released;
-        the next alternate is claimed through the ledger (re-checked for room) and tried.
+  domain_types:
+    description: The domain types O(host) offers (V(kvm), V(qemu)), for an empty O(domain_type).
     type: list
     elements: str
+    default: []
+  targets:
+    description:
+      - The hosts to retry on, best first, each a dict with C(host), C(hypervisor_uuid), C(uri)
+        and C(domain_types) (a placement's C(targets) from M(berth.fleet.schedule)).
+      - After a failed build on a host, everything made there is removed and the claim released;
+        the next one is claimed through the ledger (re-checked for room) and tried.
+    type: list
+    elements: dict
     default: []
   max_attempts:
     description: Hosts tried in all, O(host) first; after that the instance is ERROR with every reason.

@@ -18,8 +18,9 @@ description:
     ran, and removes it and its volumes from the source.
   - Live migration (peer to peer, copying the disks) is used with O(mode=auto) where the domain
     runs and both hosts offer it in their capabilities; if it fails, O(mode=auto) falls back to
-    cold migration and says why. The destination's hostvar C(berth_migration_address), if set,
-    is the address the source's QEMU sends memory and disks to (else its hostname).
+    cold migration and says why. The destination's hostvar C(berth_migration_address), or the
+    play's variable of that name, if set, is the address the source's QEMU sends memory and disks
+    to (else its hostname).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
@@ -40,10 +41,22 @@ options:
     type: str
     choices: [auto, cold, live]
     default: auto
+  source:
+    description:
+      - Where the destinations' host states come from - V(ledger) (the tracker sync's last record
+        plus the claims, which each migration moves) or V(inventory) (the inventory's live facts),
+        as M(berth.fleet.schedule)'s option. The URIs of both hypervisors are the ledger's.
+    type: str
+    choices: [ledger, inventory]
+    default: ledger
   hypervisor_group:
-    description: Inventory group of the hypervisors.
+    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
     type: str
     default: hypervisors
+  service_down_time:
+    description: Seconds after its last sync that a hypervisor is stale and not a destination.
+    type: int
+    default: 600
   storage_pool:
     description: The storage pool of the instance's volumes, the same name on both hosts.
     type: str

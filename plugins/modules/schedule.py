@@ -15,9 +15,21 @@ description:
     FilterScheduler does.
   - Instances of those names that the ledger already holds (ACTIVE or BUILDING) are left alone,
     so a second identical run changes nothing. Instances in ERROR are placed again.
-  - With the ledger on, the usage decided on is the ledger's (claims plus unmanaged domains),
-    and the chosen hosts are claimed in one transaction that re-checks each host's room; a lost
-    race decides again. Either every instance is placed and claimed, or none is.
+  - By default (O(source=ledger)) the hosts are the ledger's hypervisors as the tracker sync
+    (C(playbooks/gather.yml), M(berth.fleet.tracker_sync)) last recorded them, with the ledger's
+    claims and unmanaged domains as their usage, as Nova's scheduler reads compute nodes from its
+    database. One read of one table gives every host's capacity, usage and status, straight into
+    the engine's columns; facts only some filters read (capabilities, metrics, images,
+    networks) are read only when the request's filters need them. No inventory of the
+    hypervisors is needed and none is contacted, at any fleet size. A hypervisor not synced for
+    O(service_down_time) seconds is stale and never picked, and the decision says so.
+  - O(source=inventory) decides on the live facts the P(berth.fleet.hypervisors#inventory)
+    inventory plugin gathered at the start of the play (C(berth_host_state)), synced into the
+    ledger first, with the ledger's usage - for labs and small fleets. O(hosts) decides for host
+    states given by hand ("what if", replays).
+  - With the ledger on, the chosen hosts are claimed in one transaction that re-checks each
+    host's room from the ledger itself; a lost race decides again with fresh usage. Either every
+    instance is placed and claimed, or none is.
   - When no host fits, the task fails before anything is claimed or defined, with a summary
     (C(0/3 hosts are available for instance 1 of 1 ...)) and each host's reason with numbers.
   - Runs on the controller; it needs no connection to the hypervisors.
@@ -41,9 +53,43 @@ options:
     description: A YAML file with a mapping C(berth_flavors) of name to sizes.
     type: path
     default: the collection's playbooks/vars/flavors.yml
+  source:
+    description:
+      - Where the host states come from when O(hosts) is not given.
+      - V(ledger), the default - the tracker sync's last record of every hypervisor plus the
+        ledger's claims. Needs O(ledger=true) and a ledger that C(playbooks/gather.yml) has synced.
+        It scales to any fleet (one read; no hypervisor contacted) and is what several
+        controllers share.
+      - V(inventory) - the C(berth_host_state) of each host of O(hypervisor_group), gathered
+        live by the inventory plugin (its source's C(gather_facts=true)), synced into the
+        ledger before deciding (outside check mode), with the ledger's usage when O(ledger=true).
+    type: str
+    choices: [ledger, inventory]
+    default: ledger
+  service_down_time:
+    description:
+      - Nova's option - a hypervisor whose last tracker sync is older than this many seconds is
+        stale - down for C(ComputeFilter), never picked, and reported as such
+        (C(stale - last synced 412 s ago)). The default fits a gather.yml scheduled every few
+        minutes. Live facts (O(source=inventory), O(hosts)) have no age.
+    type: int
+    default: 600
+  image_volume:
+    description:
+      - The image volume a host's storage pool must hold (C(PoolImageFilter)), as
+        M(berth.fleet.instance_request) returns it - the launch's image, unless it has a
+        C(source) to upload it where it is missing. A host whose pool holds a volume of that
+        name that the tracker sync refused (a link, a backing file outside the pool) is passed
+        over with why.
+    type: str
+  requested_networks:
+    description: The libvirt networks a host must define (C(NetworkFilter)).
+    type: list
+    elements: str
+    default: []
   hosts:
     description:
-      - Explicit host states to decide for instead of the inventory's hypervisors ("what if",
+      - Explicit host states to decide for instead of the ledger's or the inventory's ("what if",
         or replaying a recorded decision), in the schema of the inventory's C(berth_host_state);
         usually with O(ledger=false), which decides without claiming anything.
       - Required in each, Nova's HostState names and units - C(host) (name), C(vcpus_total),
@@ -64,13 +110,14 @@ options:
         flavor's extra specs name), C(availability_zone) (else the aggregates', else
         O(default_availability_zone)), C(metrics) (mapping name to number),
         C(instances) (uuids of the instances on the host, for the same/different host hints),
-        C(failed_builds) (recent failed builds, for C(BuildFailureWeigher)).
+        C(failed_builds) (recent failed builds, for C(BuildFailureWeigher)), C(images) and
+        C(refused_images) (C({name - why})), C(networks), C(sync_age_s) (seconds since its last sync).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
         numa_topology) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state).
+    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
     type: str
     default: hypervisors
   enabled_filters:
@@ -83,12 +130,16 @@ options:
         C(AggregateInstanceExtraSpecsFilter), C(SameHostFilter), C(DifferentHostFilter),
         C(JsonFilter), C(NumInstancesFilter), C(AggregateNumInstancesFilter), C(IoOpsFilter),
         C(AggregateIoOpsFilter), C(AggregateTypeAffinityFilter), C(IsolatedHostsFilter),
-        C(RetryFilter), C(AllHostsFilter).
+        C(RetryFilter), C(AllHostsFilter), and Berth's own C(PoolImageFilter) (the image volume
+        in the host's pool, O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
+      - C(ComputeFilter) also rejects a hypervisor whose last sync is older than O(service_down_time).
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
-        aggregate extra specs and type, isolated hosts, hints) check the first instance only.
+        aggregate extra specs and type, isolated hosts, hints) check the first instance only;
+        so do Berth's image and network filters.
       - Default C(ComputeFilter), C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter),
         C(DiskFilter), C(ComputeCapabilitiesFilter), C(ImagePropertiesFilter),
-        C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter).
+        C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter), C(PoolImageFilter),
+        C(NetworkFilter) (the last two do nothing unless the launch names an image volume or networks).
     type: list
     elements: str
   weighers:
@@ -319,8 +370,11 @@ placements:
     host: {description: Inventory name of the chosen hypervisor., type: str}
     nodename: {description: Its libvirt hostname., type: str}
     hypervisor_uuid: {description: Its libvirt host UUID., type: str}
-    uri: {description: Its libvirt URI from the inventory., type: str}
+    uri: {description: "Its libvirt URI, as its last sync recorded it (O(source=ledger)) or from the inventory.", type: str}
+    domain_types: {description: "The domain types its capabilities offer (kvm, qemu).", type: list, elements: str}
     alternates: {description: Next-best hosts for a retry., type: list, elements: str}
+    targets: {description: "The alternates, each with C(host), C(hypervisor_uuid), C(uri) and C(domain_types), for the build's retries.", type: list, elements: dict}
+    generation: {description: The chosen hypervisor's generation the decision was made on., type: int}
     flavor: {description: The resolved flavor., type: dict}
 existing:
   description: Ledger rows of the wanted instances that exist already and were left alone.
@@ -331,9 +385,18 @@ summary:
   description: One line saying what was decided, or why nothing fits (kube-scheduler style).
   returned: always
   type: str
+timing:
+  description: Seconds this task spent reading host states (C(read_s)), deciding (C(decide_s)),
+    claiming (C(claim_s)), recording the decision (C(record_s)), and in all (C(total_s)).
+  returned: when instances had to be placed
+  type: dict
 decision_id:
-  description: The id under which the ledger keeps this decision with its request and host states
-    (see M(berth.fleet.ledger_info) with C(what=decisions)), so it can be replayed.
+  description:
+    - The id under which the ledger keeps this decision with its request and host states
+      (see M(berth.fleet.ledger_info) with C(what=decisions)), so it can be replayed.
+    - On fleets of up to 100 hosts every host state is kept; on larger ones, those of the hosts
+      the decision names (placed, alternates, runners-up, closest misses), as every host of a
+      100,000-host fleet would be megabytes per launch.
   returned: when the ledger is used, outside check mode
   type: int
 decision:

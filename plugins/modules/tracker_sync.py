@@ -5,41 +5,55 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: tracker_sync
-short_description: Record the hypervisors' facts in Berth's ledger and reconcile it with the domains found
+short_description: Record one hypervisor's state in Berth's ledger and reconcile it with the domains found
 version_added: 0.1.0
 description:
-  - Berth's ResourceTracker update, run by C(playbooks/gather.yml) (schedule it in AWX or cron).
-    Reads the C(berth_host_state) of each inventory hypervisor (from the P(berth.fleet.hypervisors#inventory)
-    inventory plugin) and, in one transaction of the ledger
-  - writes each answering hypervisor's inventories (per resource - vCPUs, memory, disk - the
-    total, the reserved amount and the allocation ratio), keyed by its libvirt host UUID; the
-    hypervisor's generation moves when they change;
-  - records the domains the ledger does not know (orphans) as unmanaged usage, so nothing is
-    scheduled onto their resources, and forgets orphans that are gone;
-  - flags ACTIVE instances whose domain is not on their hypervisor (C(missing_since)), and
-    clears the flag when the domain is back;
-  - marks hypervisors of the ledger that are not in the inventory at all as C(missing) and
-    reports them; on a limited run (O(limited), C(--limit)) they are only reported. A
-    hypervisor that is in the inventory but did not answer is C(down). Neither is ever retired
-    here, and their claims stay - M(berth.fleet.hypervisor) with C(state=retired) drops them;
-  - releases a BUILDING claim only when its lease has expired, its hypervisor answered and no
-    domain of the instance exists there (a run that died); its instance becomes ERROR. A live
-    lease, or a claim whose domain exists, is never released.
-  - Returns a drift report, one line per hypervisor (the ledger's usage beside the hypervisor's
-    own view) and one per finding.
+  - Berth's ResourceTracker update, run by C(playbooks/gather.yml) as an ordinary task of each
+    inventory hypervisor (schedule it in AWX or cron, every few minutes). Hosts run in parallel
+    over Ansible's forks; C(--limit) and AWX job slicing sync part of the fleet, and a run only
+    ever writes the hypervisors it syncs, so slices may run at once (on PostgreSQL, several
+    controllers too).
+  - For the task's host, takes the C(berth_host_state) the P(berth.fleet.hypervisors#inventory)
+    inventory plugin gathered, or, where the source has C(gather_facts=false), gathers it now
+    from the controller through the host's C(berth_libvirt_uri), with the settings, aggregates
+    and zone the source gives it (C(berth_hypervisor)). Credentials come from the environment
+    (C(BERTH_LIBVIRT_USERNAME), C(BERTH_LIBVIRT_PASSWORD)).
+  - Then, in one transaction of the ledger, writes the hypervisor's capacity (totals, reserved
+    amounts, allocation ratios), the URI launches build through, its facts (zone, aggregates,
+    capabilities, metrics), the images of its pool (and why one would be refused, such as a
+    link leading out of the pool) and its libvirt networks, keyed by its libvirt host UUID;
+    records the domains the ledger does not know (orphans) as unmanaged usage and forgets those
+    gone; flags ACTIVE instances whose domain is not there (C(missing_since)) and clears the
+    flag when it is back; releases a BUILDING claim only when its lease has expired and no
+    domain of the instance exists there (a run that died), its instance becoming ERROR. The
+    hypervisor's generation moves when its capacity or usage does.
+  - A hypervisor that does not answer is marked C(down) with the reason and keeps its last
+    synced state; launches skip it, and skip as stale any hypervisor not synced for
+    C(service_down_time) seconds.
+  - With O(mark_missing) (once per run, C(run_once)) it does the other step instead - the
+    hypervisors of the ledger that the inventory does not list at all (O(hypervisor_group) of
+    the whole inventory, which C(--limit) does not narrow) and that nothing has synced for
+    O(service_down_time) seconds are marked C(missing) and reported; one another slice or
+    controller synced lately is left as it is. Nothing is ever retired here, and claims stay -
+    M(berth.fleet.hypervisor) with C(state=retired) drops them.
+  - Returns a drift report - the ledger's usage beside the hypervisor's own view, and each
+    finding.
 options:
-  hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state).
-    type: str
-    default: hypervisors
-  hypervisors:
-    description: Only these hosts of the group (gather.yml passes the play's hosts, which C(--limit) narrows).
-    type: list
-    elements: str
-  limited:
-    description: This run covers only part of the fleet; hypervisors not in it are reported, never marked missing.
+  mark_missing:
+    description: Instead of syncing the task's host, mark the ledger's hypervisors that the inventory does not list as missing.
     type: bool
     default: false
+  hypervisor_group:
+    description: The inventory group of the hypervisors (for O(mark_missing)).
+    type: str
+    default: hypervisors
+  service_down_time:
+    description:
+      - Seconds after its last sync that a hypervisor the inventory does not list counts as
+        missing (for O(mark_missing)); the same age makes the scheduler skip a hypervisor as
+        stale (M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:service_down_time)).
+    type: int
+    default: 600
 extends_documentation_fragment:
   - berth.fleet.ledger
 attributes:
@@ -54,22 +68,28 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Sync the ledger with the hypervisors of this run
-  berth.fleet.tracker_sync:
-    hypervisors: "{{ ansible_play_hosts_all }}"
-    limited: "{{ ansible_limit is defined }}"
-  run_once: true
-  register: sync
+# playbooks/gather.yml
+- name: Record each hypervisor's state in the ledger
+  hosts: hypervisors
+  gather_facts: false
+  tasks:
+    - name: Sync the hypervisor into the ledger
+      berth.fleet.tracker_sync:
+      register: sync
 
-- name: Print the drift report
-  ansible.builtin.debug:
-    msg: "{{ sync.drift }}"
-  run_once: true
+    - name: Drift report
+      ansible.builtin.debug:
+        msg: "{{ sync.drift }}"
+
+    - name: Mark the hypervisors that no inventory lists as missing
+      berth.fleet.tracker_sync:
+        mark_missing: true
+      run_once: true
 """
 
 RETURN = r"""
 drift:
-  description: The drift report, one line per hypervisor and per finding.
+  description: The drift report, one line for the hypervisor and one per finding.
   returned: always
   type: list
   elements: str
@@ -78,12 +98,12 @@ report:
   returned: always
   type: dict
   contains:
-    hypervisors: {description: "Per answering hypervisor - host, uuid, generation, changed, orphans.", type: list, elements: dict}
-    down: {description: Hypervisors in the inventory that did not answer., type: list, elements: dict}
-    missing_hypervisors: {description: Hypervisors of the ledger not in the inventory (marked missing)., type: list, elements: dict}
-    not_in_limited_run: {description: Hypervisors left out by a limited run., type: list, elements: dict}
-    missing_instances: {description: ACTIVE instances whose domain is not on their hypervisor., type: list, elements: dict}
+    hypervisors: {description: "The synced hypervisor - host, uuid, generation, changed, orphans.", type: list, elements: dict}
+    down: {description: "The hypervisor, when it did not answer - host, uuid, reason, last_synced_at.", type: list, elements: dict}
+    missing_instances: {description: ACTIVE instances whose domain is not on the hypervisor., type: list, elements: dict}
     found_again: {description: Instances flagged missing before whose domain is back., type: list, elements: dict}
     released_claims: {description: Expired claims released (no domain)., type: list, elements: dict}
     kept_expired_claims: {description: 'Expired claims kept, each with why.', type: list, elements: dict}
+    missing: {description: "With O(mark_missing) - hypervisors marked missing.", type: list, elements: dict}
+    synced_elsewhere: {description: "With O(mark_missing) - hypervisors the inventory does not list but something synced lately.", type: list, elements: dict}
 """
