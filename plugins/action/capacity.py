@@ -17,6 +17,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
+
 class ActionModule(BerthAction):
     ARGUMENT_SPEC = REQUEST_ARGS
     _supports_check_mode = True

@@ -28,7 +28,7 @@ options:
     default: 1
   image:
     description:
-      - A volume name in O(storage_pool), or a dict with C(name), C(format) (V(qcow2) or V(raw))
+      - A volume name in the hypervisors' instance storage pool, or a dict with C(name), C(format) (V(qcow2) or V(raw))
         and C(source), an absolute path on the controller to upload the image from where a
         hypervisor lacks it.
       - Names never leave the pool, no C(/), no C(..).

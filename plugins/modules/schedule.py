@@ -373,7 +373,10 @@ placements:
     uri: {description: "Its libvirt URI, as its last sync recorded it (O(source=ledger)) or from the inventory.", type: str}
     domain_types: {description: "The domain types its capabilities offer (kvm, qemu).", type: list, elements: str}
     alternates: {description: Next-best hosts for a retry., type: list, elements: str}
-    targets: {description: "The alternates, each with C(host), C(hypervisor_uuid), C(uri) and C(domain_types), for the build's retries.", type: list, elements: dict}
+    targets:
+      description: The alternates, each with C(host), C(hypervisor_uuid), C(uri) and C(domain_types), for the build's retries.
+      type: list
+      elements: dict
     generation: {description: The chosen hypervisor's generation the decision was made on., type: int}
     flavor: {description: The resolved flavor., type: dict}
 existing:

@@ -74,8 +74,8 @@ def test_a_launch_places_claims_and_builds_from_the_ledger_alone(lab, tmp_path):
     plan = task_result(launched, "Schedule the instances")
     assert plan["decision"]["hosts_total"] == 3 and set(plan["timing"]) >= {"read_s", "decide_s", "claim_s"}
     instances = rows(url, "SELECT name, host, state, uuid FROM instances ORDER BY name")
-    assert [(row["name"], row["state"]) for row in instances] == [("led-1", "ACTIVE"), ("led-2", "ACTIVE"),
-                                                                   ("led-3", "ACTIVE")]
+    assert [(row["name"], row["state"]) for row in instances] == [
+        ("led-1", "ACTIVE"), ("led-2", "ACTIVE"), ("led-3", "ACTIVE")]
     domains = running(lab)
     for row in instances:
         assert row["name"] in domains[row["host"]], (row, domains)
@@ -167,4 +167,3 @@ def test_gather_slices_at_once_with_a_launch_leave_the_postgresql_ledger_whole(l
     ledger.close()
     for round_ in range(2):
         assert lab.playbook("delete.yml", *use, "-e", f"name=slice{round_}")["rc"] == 0
-

@@ -553,28 +553,38 @@ def test_scheduler_group_counts_members_per_host_for_the_engine(ledger):
     assert ledger.scheduler_group("nope") is None
 
 
-def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
-    """Eight first launches sync the same new hypervisors at the same moment."""
-    Ledger(ledger_url).open().close()
-    barrier = threading.Barrier(8)
+def at_once(count, work):
+    """Run ``work`` in ``count`` threads released together; the LedgerErrors they raised."""
+    barrier = threading.Barrier(count)
     errors = []
 
     def run():
-        ledger = Ledger(ledger_url).open()
         barrier.wait()
         try:
-            ledger.sync_hypervisors([HV1, HV2])
+            work()
         except LedgerError as exc:
             errors.append(exc)
-        finally:
-            ledger.close()
 
-    threads = [threading.Thread(target=run) for _thread in range(8)]
+    threads = [threading.Thread(target=run) for _thread in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert errors == []
+    return errors
+
+
+def test_first_syncs_of_a_new_fleet_at_once_all_succeed(ledger_url):
+    """Eight first launches sync the same new hypervisors at the same moment."""
+    Ledger(ledger_url).open().close()
+
+    def sync():
+        ledger = Ledger(ledger_url).open()
+        try:
+            ledger.sync_hypervisors([HV1, HV2])
+        finally:
+            ledger.close()
+
+    assert at_once(8, sync) == []
     check = Ledger(ledger_url).open()
     assert [(h["host"], h["generation"]) for h in check.hypervisors()] == [("hv1", 1), ("hv2", 1)]
     check.close()
@@ -616,14 +626,21 @@ def test_schema_revision_is_the_newest_migration():
     assert SCHEMA_REVISION == scripts.get_current_head(), "set ledger.SCHEMA_REVISION to the new migration's revision"
 
 
-def test_ledger_at_an_older_revision_is_migrated_on_open(tmp_path):
-    url = f"sqlite:///{tmp_path}/old.sqlite3"
+def migrated_to(url, target, *statements):
+    """A ledger at schema ``target`` (alembic, as an older Berth left it), with rows of its own."""
     config = alembic_config()
     engine = create_engine(url)
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "0001")
+        command.upgrade(config, target)
+        for statement, params in statements:
+            connection.execute(text(statement), params)
     engine.dispose()
+
+
+def test_ledger_at_an_older_revision_is_migrated_on_open(tmp_path):
+    url = f"sqlite:///{tmp_path}/old.sqlite3"
+    migrated_to(url, "0001")
     assert revision(url) == "0001"
     Ledger(url).open().close()
     assert revision(url) == SCHEMA_REVISION
@@ -651,8 +668,8 @@ def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):
     assert (table[0].num_io_ops, table[1].num_io_ops) == (0, 1)
     # Optional facts are read when a filter needs them; images and networks by the names asked.
     assert table[0].images == [] and table[0].supported_instances == []
-    table, _ = ledger.host_table(fields={"supported_instances"}, images=["debian.qcow2", "linked.qcow2"],
-                                 networks=["default"])
+    table, _generations = ledger.host_table(fields={"supported_instances"},
+                                            images=["debian.qcow2", "linked.qcow2"], networks=["default"])
     assert table[0].supported_instances == [["x86_64", "kvm", "hvm"]]
     assert (table[0].images, table[1].images) == (["debian.qcow2"], [])
     assert table[0].refused_images == {"linked.qcow2": "image linked.qcow2 ... is a symbolic link"}
@@ -666,7 +683,7 @@ def test_a_hypervisor_that_did_not_answer_is_down_with_why_and_keeps_its_last_st
     ledger.sync_hypervisors([HV1, HV2])
     report = ledger.tracker_sync([{**host("hv2", up=False), "down_reason": "hv2: connection refused"}])
     assert [(d["host"], d["reason"]) for d in report["down"]] == [("hv2", "hv2: connection refused")]
-    table, _ = ledger.host_table()
+    table, _generations = ledger.host_table()
     down = table[1]
     assert (down.host, down.service_up, down.down_reason) == ("hv2", False, "hv2: connection refused")
     assert down.vcpus_total == 8  # the last synced capacity stays
@@ -723,28 +740,22 @@ def test_the_usage_summary_always_equals_the_claims_and_unmanaged_rows(ledger):
 
 def test_a_ledger_of_schema_0002_keeps_its_capacity_and_usage_through_0003(tmp_path):
     url = f"sqlite:///{tmp_path}/old.sqlite3"
-    config = alembic_config()
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0002")
-        connection.execute(text(
-            "INSERT INTO hypervisors (uuid, name, nodename, generation, synced_at, disabled, sync_status) "
-            "VALUES ('hv-1', 'hv1', 'hv1', 3, '2026-11-20 10:00:00', 0, 'up')"))
-        for resource, total, reserved, ratio in (("VCPU", 8, 0, 4.0), ("MEMORY_MB", 8192, 512, 1.5),
-                                                 ("DISK_MB", 102400, 0, 1.0)):
-            connection.execute(text("INSERT INTO inventories VALUES ('hv-1', :r, :t, :v, :a)"),
-                               {"r": resource, "t": total, "v": reserved, "a": ratio})
-        connection.execute(text(
-            "INSERT INTO instances (uuid, name, flavor_name, vcpus, memory_mb, root_gb, ephemeral_gb, swap, "
-            "hypervisor_uuid, host, state, created_at, updated_at) VALUES ('i-1', 'vm-1', 'm1.tiny', 1, 512, 1, "
-            "0, 0, 'hv-1', 'hv1', 'ACTIVE', '2026-11-20 10:00:00', '2026-11-20 10:00:00')"))
-        connection.execute(text(
-            "INSERT INTO claims (instance_uuid, hypervisor_uuid, vcpus, memory_mb, disk_mb, owner, created_at) "
-            "VALUES ('i-1', 'hv-1', 1, 512, 1024, 'old', '2026-11-20 10:00:00')"))
-        connection.execute(text(
-            "INSERT INTO unmanaged_usage VALUES ('hv-1', 'd-1', 'handmade', 2, 256, 0, '2026-11-20 10:00:00')"))
-    engine.dispose()
+    when = "2026-11-20 10:00:00"
+    migrated_to(
+        url, "0002",
+        ("INSERT INTO hypervisors (uuid, name, nodename, generation, synced_at, disabled, sync_status) "
+         "VALUES ('hv-1', 'hv1', 'hv1', 3, :when, 0, 'up')", {"when": when}),
+        *(("INSERT INTO inventories VALUES ('hv-1', :r, :t, :v, :a)", {"r": resource, "t": total, "v": reserved,
+                                                                       "a": ratio})
+          for resource, total, reserved, ratio in (("VCPU", 8, 0, 4.0), ("MEMORY_MB", 8192, 512, 1.5),
+                                                   ("DISK_MB", 102400, 0, 1.0))),
+        ("INSERT INTO instances (uuid, name, flavor_name, vcpus, memory_mb, root_gb, ephemeral_gb, swap, "
+         "hypervisor_uuid, host, state, created_at, updated_at) VALUES ('i-1', 'vm-1', 'm1.tiny', 1, 512, 1, "
+         "0, 0, 'hv-1', 'hv1', 'ACTIVE', :when, :when)", {"when": when}),
+        ("INSERT INTO claims (instance_uuid, hypervisor_uuid, vcpus, memory_mb, disk_mb, owner, created_at) "
+         "VALUES ('i-1', 'hv-1', 1, 512, 1024, 'old', :when)", {"when": when}),
+        ("INSERT INTO unmanaged_usage VALUES ('hv-1', 'd-1', 'handmade', 2, 256, 0, :when)", {"when": when}),
+    )
     ledger = Ledger(url).open()
     [row] = ledger.hypervisors()
     assert row["inventories"] == {
@@ -759,20 +770,5 @@ def test_a_ledger_of_schema_0002_keeps_its_capacity_and_usage_through_0003(tmp_p
 
 def test_first_opens_of_a_new_ledger_at_once_migrate_it_once(ledger_url):
     """gather.yml's per-host tasks all open a new ledger at the same moment."""
-    barrier = threading.Barrier(8)
-    errors = []
-
-    def run():
-        barrier.wait()
-        try:
-            Ledger(ledger_url).open().close()
-        except LedgerError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _thread in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    assert at_once(8, lambda: Ledger(ledger_url).open().close()) == []
     assert revision(ledger_url) == SCHEMA_REVISION
