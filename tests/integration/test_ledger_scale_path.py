@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import failed_messages, task_result
+from facts_helpers import group_members, plain, run_inventory
 from sqlalchemy import create_engine, text
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -46,6 +47,19 @@ def unreachable_inventory(lab, directory: Path, url: str) -> str:
              if not line.startswith("berth_ledger_url:")]
     (inventory / "group_vars" / "all.yml").write_text("\n".join([*lines, f"berth_ledger_url: {json.dumps(url)}"]) + "\n")
     return str(inventory)
+
+
+def test_the_inventory_lists_hypervisors_without_connecting_when_told_to(lab, tmp_path):
+    inventory = run_inventory(unreachable_inventory(lab, tmp_path, "sqlite:///unused"))
+    hostvars = plain(inventory["_meta"]["hostvars"])
+    assert group_members(inventory, "hypervisors") == set(lab.hosts)
+    assert group_members(inventory, "down") == set()  # nobody was asked, so nobody is down
+    for host in lab.hosts:
+        assert "berth_host_state" not in hostvars[host]
+        assert hostvars[host]["berth_libvirt_uri"].endswith(f"nobody-{host}.sock")
+        hypervisor = hostvars[host]["berth_hypervisor"]
+        assert (hypervisor["availability_zone"], hypervisor["storage_pool"], hypervisor["aggregates"]) == (
+            "nova", "default", [])
 
 
 def running(lab) -> dict[str, set[str]]:
