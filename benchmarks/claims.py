@@ -1,16 +1,21 @@
-"""Claims per second through the ledger, on SQLite and on PostgreSQL, with 1, 4 and 16 claimers.
+"""Claims per second into a 10,000-hypervisor ledger, on SQLite and on PostgreSQL, with 1, 4 and
+16 concurrent claimers.
 
 Each claimer is its own process with its own Ledger (as separate ansible-playbook runs are) and
-claims one instance at a time - one whole claim transaction each: lock the hypervisor, re-read
-its usage, re-check it with the engine's filters, write the instance and its claim, move the
-generation - on one of 4 hypervisors large enough never to fill, so every claim succeeds and
-claimers contend for the same rows and locks. Run for a fixed time per configuration.
+claims one instance at a time - one whole claim transaction each: lock the hypervisor row, read
+its usage summary, re-check it with the engine's Ram/Core/Disk filters, insert the instance and
+its claim, re-sum the hypervisor's usage from its rows and move its generation, commit - on a
+hypervisor drawn at random among the 10,000 (large ones that never fill up). The 10,000 enter
+the ledger through the tracker sync (benchmarks/synthetic.py), as gather.yml writes real ones.
+Each configuration runs for a fixed time, three times; the median is reported, with the CPU
+seconds per claim of the claimer processes and of the database server (from /proc), which say
+where the time goes.
 
 Reproduce (from the repository root, after scripts/setup; PostgreSQL is started here from
 Debian's packages, as the tests do, which needs root or the postgres user's rights):
 
     .venv/bin/python benchmarks/claims.py            # writes benchmarks/results/claims.md
-    .venv/bin/python benchmarks/claims.py --seconds 2 --output -
+    .venv/bin/python benchmarks/claims.py --seconds 2 --runs 1 --output -
 """
 
 from __future__ import annotations
@@ -19,111 +24,153 @@ import argparse
 import multiprocessing
 import os
 import platform
+import random
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / ".cache" / "collections"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "benchmarks")]
+
+import synthetic  # noqa: E402
+from pg_server import PostgresServer  # noqa: E402
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
-from pg_server import PostgresServer  # noqa: E402
 
-HOSTS = 4
+HYPERVISORS = 10_000
 CLAIMERS = (1, 4, 16)
 FLAVOR = Flavor(name="bench", vcpus=1, memory_mb=64, root_gb=1)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def host_state(index: int) -> dict:
-    return {
-        "host": f"hv{index}", "nodename": f"hv{index}", "uuid": f"00000000-0000-0000-0000-{index:012d}",
-        "service_up": True, "vcpus_total": 1_000_000, "vcpus_used": 0, "total_usable_ram_mb": 1_000_000_000,
-        "free_ram_mb": 1_000_000_000, "total_usable_disk_gb": 1_000_000, "free_disk_mb": 1_000_000 * 1024,
-        "num_instances": 0, "num_io_ops": 0, "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0,
-        "disk_allocation_ratio": 1.0, "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0, "domains": [],
-    }
-
-
-def claimer(url: str, worker: int, start_at: float, stop_at: float, results: multiprocessing.Queue) -> None:
+def claimer(url: str, hosts: list, worker: int, start_at: float, stop_at: float, results: multiprocessing.Queue) -> None:
     ledger = Ledger(url).open()
+    rng = random.Random(worker * 7919 + int(start_at))
     done = 0
     while time.time() < start_at:
         time.sleep(0.001)
     while time.time() < stop_at:
-        state = host_state((worker + done) % HOSTS)
-        ledger.claim([{"name": f"w{worker}-{done}", "host": state["host"], "hypervisor_uuid": state["uuid"]}],
+        name, uuid = rng.choice(hosts)
+        ledger.claim([{"name": f"w{worker}-{int(start_at)}-{done}", "host": name, "hypervisor_uuid": uuid}],
                      FLAVOR, f"bench-{worker}")
         done += 1
     ledger.close()
     results.put(done)
 
 
-def measure(url: str, claimers: int, seconds: float) -> float:
-    setup = Ledger(url).open()
-    setup.sync_hypervisors([host_state(i) for i in range(HOSTS)])
-    setup.close()
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes so far (0 for those gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+def server_pids(server: PostgresServer | None) -> list[int]:
+    """The PostgreSQL server's processes (postmaster and backends), or none for SQLite."""
+    if server is None:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"postgres" in (entry / "cmdline").read_bytes().split(b"\0")[0]:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def measure(url: str, hosts: list, claimers: int, seconds: float, server: PostgresServer | None) -> dict:
     results: multiprocessing.Queue = multiprocessing.Queue()
-    start_at = time.time() + 1.0 + 0.05 * claimers  # every process open and migrated before the clock runs
+    start_at = time.time() + 1.0 + 0.05 * claimers  # every process open before the clock runs
     stop_at = start_at + seconds
-    procs = [multiprocessing.Process(target=claimer, args=(url, w, start_at, stop_at, results))
+    procs = [multiprocessing.Process(target=claimer, args=(url, hosts, w, start_at, stop_at, results))
              for w in range(claimers)]
     for proc in procs:
         proc.start()
-    total = sum(results.get(timeout=seconds + 120) for _ in procs)
+    while time.time() < start_at:
+        time.sleep(0.01)
+    watched = [proc.pid for proc in procs]
+    backends = server_pids(server)
+    before = (cpu_seconds(watched), cpu_seconds(backends))
+    # Read just before the claimers stop (their processes are gone after).
+    time.sleep(max(0.0, stop_at - time.time() - 0.05))
+    after = (cpu_seconds(watched), cpu_seconds(server_pids(server)))
+    total = sum(results.get(timeout=seconds + 300) for _ in procs)
     for proc in procs:
         proc.join()
-    return total / seconds
+    if not total:
+        raise RuntimeError("no claim was made")
+    return {"rate": total / seconds, "client_ms": (after[0] - before[0]) * 1000 / total,
+            "server_ms": (after[1] - before[1]) * 1000 / total}
+
+
+def run(url: str, server: PostgresServer | None, runs: int, seconds: float, label: str) -> list[dict]:
+    ledger = Ledger(url).open()
+    hosts = synthetic.sync(ledger, 0, HYPERVISORS, large=True)
+    ledger.close()
+    rows = []
+    for claimers in CLAIMERS:
+        samples = [measure(url, hosts, claimers, seconds, server) for _run in range(runs)]
+        rates = [sample["rate"] for sample in samples]
+        row = {"database": label, "claimers": claimers, "median": statistics.median(rates), "min": min(rates),
+               "max": max(rates), "client_ms": statistics.median(s["client_ms"] for s in samples),
+               "server_ms": statistics.median(s["server_ms"] for s in samples)}
+        rows.append(row)
+        print(f"{label:28s} {claimers:3d} claimers: {row['median']:7.0f} claims/s "
+              f"({row['min']:.0f}-{row['max']:.0f}); CPU per claim: claimer {row['client_ms']:.2f} ms, "
+              f"server {row['server_ms']:.2f} ms", file=sys.stderr, flush=True)
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per configuration")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per run")
+    parser.add_argument("--runs", type=int, default=3, help="runs per configuration (the median is reported)")
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "claims.md"),
                         help="markdown file to write, or - for stdout")
     args = parser.parse_args()
-
+    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     rows = []
     with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
-        for claimers in CLAIMERS:
-            rate = measure(f"sqlite:///{tmp}/ledger-{claimers}.sqlite3", claimers, args.seconds)
-            rows.append(("SQLite (file, WAL)", claimers, rate))
-            print(f"sqlite      {claimers:3d} claimers: {rate:8.1f} claims/s", file=sys.stderr)
+        rows += run(f"sqlite:///{tmp}/ledger.sqlite3", None, args.runs, args.seconds, "SQLite (file, WAL)")
     server = PostgresServer().start()
     try:
-        for claimers in CLAIMERS:
-            rate = measure(server.create_database(f"bench_{claimers}"), claimers, args.seconds)
-            rows.append(("PostgreSQL 15 (loopback)", claimers, rate))
-            print(f"postgresql  {claimers:3d} claimers: {rate:8.1f} claims/s", file=sys.stderr)
+        rows += run(server.create_database("claims"), server, args.runs, args.seconds, "PostgreSQL 15 (loopback)")
     finally:
         server.stop()
+    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     lines = [
         "# Claims per second",
         "",
-        "One claim = one ledger transaction (lock the hypervisor row, re-read its usage, re-check it with",
-        "the engine's Ram/Core/Disk filters, insert the instance and its claim with owner and lease, move",
-        f"the hypervisor's generation, commit). Each claimer is a separate process with its own ledger",
-        f"connection, claiming one instance at a time on {HOSTS} hypervisors in turn (that never fill up), for",
-        f"{args.seconds:g} s per configuration. PostgreSQL runs on loopback with fsync off (as in the tests);",
-        "SQLite is a file in /tmp with WAL and synchronous=FULL (the default).",
+        f"One claim = one ledger transaction (lock the hypervisor row, read its usage summary, re-check it",
+        "with the engine's Ram/Core/Disk filters, insert the instance and its claim with owner and lease,",
+        "re-sum the hypervisor's usage from its rows and move its generation, commit). Each claimer is a",
+        "separate process with its own ledger connection, claiming one instance at a time on a hypervisor",
+        f"drawn at random among {HYPERVISORS:,} (written by the tracker sync; large enough never to fill up),",
+        f"for {args.seconds:g} s per run, {args.runs} runs per configuration (median, and min-max).",
+        "PostgreSQL runs on loopback with fsync off (as in the tests); SQLite is a file in /tmp with WAL and",
+        "synchronous=FULL (the default). CPU per claim: user + system seconds of the claimer processes,",
+        "and of PostgreSQL's server processes, over the measuring window, divided by the claims made.",
         "",
         f"Machine: {cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()} "
-        f"{platform.release()}.",
+        f"{platform.release()}. Load average before: {load_before}; after: {load_after}.",
         "",
-        "| database | concurrent claimers | claims/s |",
-        "|---|---:|---:|",
-        *[f"| {db} | {claimers} | {rate:.0f} |" for db, claimers, rate in rows],
-        "",
-        "Reading: claims on one ledger serialise by design (SQLite's write lock, taken when the claim",
-        "starts; PostgreSQL's row locks on the hypervisors), so more claimers add no throughput, and on",
-        "this 2-CPU machine the claimers' own Python work (2 to 3 ms per claim, SQLAlchemy and the",
-        "re-check) is what limits it; differences between rows of one database are within the run-to-run",
-        "noise (about 20 %). Even the lowest figure is hundreds of times the rate at which",
-        "ansible-playbook launches (about 1.5 s each, one claim transaction per request) can ask.",
+        "| database | concurrent claimers | claims/s (median) | min-max | claimer CPU ms/claim | server CPU ms/claim |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[f"| {row['database']} | {row['claimers']} | {row['median']:.0f} | {row['min']:.0f}-{row['max']:.0f} | "
+          f"{row['client_ms']:.2f} | {row['server_ms']:.2f} |" for row in rows],
         "",
         "Reproduce: `.venv/bin/python benchmarks/claims.py` (after `scripts/setup`; starts its own",
         "PostgreSQL server from Debian's packages, as root).",

@@ -30,8 +30,9 @@ NETWORK = "default"
 _FEATURES = [f"feature{number}" for number in range(60)]  # as long as a real cpu_info's list
 
 
-def _facts(name: str, rng: random.Random) -> dict[str, Any]:
-    memory_mb = rng.choice([8192, 12288, 16384])
+def _facts(name: str, rng: random.Random, large: bool) -> dict[str, Any]:
+    memory_mb = 524288 if large else rng.choice([8192, 12288, 16384])
+    vcpus = 64 if large else 2
     domains = []
     for number in range(rng.randint(2, 4)):
         domains.append({
@@ -42,35 +43,41 @@ def _facts(name: str, rng: random.Random) -> dict[str, Any]:
             "berth": None,
         })
     return {
-        "nodename": name, "uuid": str(uuidlib.UUID(int=rng.getrandbits(128))), "vcpus_total": 2,
+        "nodename": name, "uuid": str(uuidlib.UUID(int=rng.getrandbits(128))), "vcpus_total": vcpus,
         "hypervisor_type": "QEMU", "hypervisor_version": 7002000, "libvirt_version": 9000000,
         "cpu_info": {"arch": "x86_64", "model": "EPYC-Rome", "vendor": "AMD", "features": _FEATURES,
                      "topology": {"sockets": 1, "dies": 1, "clusters": 1, "cores": 2, "threads": 1}},
-        "numa_topology": {"cells": [{"id": 0, "memory_mb": memory_mb, "cpus": [0, 1]}]},
+        "numa_topology": {"cells": [{"id": 0, "memory_mb": memory_mb, "cpus": list(range(vcpus))}]},
         "supported_instances": [["x86_64", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]],
         "memory": {"total_mb": memory_mb, "free_mb": memory_mb // 2, "buffers_mb": 128, "cached_mb": 1024},
         "metrics": {"cpu_user_ns": rng.getrandbits(40), "cpu_kernel_ns": rng.getrandbits(36)},
         "memory_source": "libvirt",
-        "pools": [{"name": "default", "active": True, "capacity_mb": 102400, "allocation_mb": 30720,
-                   "available_mb": 71680}],
+        "pools": [{"name": "default", "active": True, "capacity_mb": 2097152 if large else 102400,
+                   "allocation_mb": 30720, "available_mb": 71680}],
         "storage_pool": "default", "volumes": [IMAGE], "networks": [NETWORK], "image_refusals": {},
         "domains": domains, "uri_uuid": "",
     }
 
 
-def host_states(start: int, count: int, seed: int = 12) -> Iterator[dict[str, Any]]:
+def host_states(start: int, count: int, seed: int = 12, large: bool = False) -> Iterator[dict[str, Any]]:
     """Host states of synthetic hypervisors number ``start`` .. ``start + count - 1``; the same
-    numbers always give the same hosts."""
+    numbers always give the same hosts. ``large`` ones (64 vCPUs, 512 GiB, 2 TiB of disk) never
+    fill up under a benchmark's claims."""
     for number in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + number)
         name = f"synth{number:06d}"
-        state = host_state(name, _facts(name, rng), {}, [], "nova")
+        state = host_state(name, _facts(name, rng, large), {}, [], "nova")
         # A URI as gather.yml records it; nothing answers there (the benchmark never builds on one).
         state["uri"] = f"qemu+ssh://{name}.invalid/system"
         yield state
 
 
-def sync(ledger: Any, start: int, count: int, batch: int = 2000) -> None:
-    """Write synthetic hypervisors ``start`` .. ``start + count - 1`` with the tracker sync."""
+def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = False) -> list[str]:
+    """Write synthetic hypervisors ``start`` .. ``start + count - 1`` with the tracker sync;
+    returns their names and UUIDs as [(name, uuid)]."""
+    written = []
     for first in range(start, start + count, batch):
-        ledger.tracker_sync(list(host_states(first, min(batch, start + count - first))))
+        states = list(host_states(first, min(batch, start + count - first), large=large))
+        ledger.tracker_sync(states)
+        written += [(state["host"], state["uuid"]) for state in states]
+    return written

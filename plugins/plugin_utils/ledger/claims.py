@@ -15,7 +15,7 @@ import os
 import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -24,7 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import server_groups
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping, utcnow
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import locked_views
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
@@ -62,6 +62,31 @@ def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
                   root_gb=instance["root_gb"], ephemeral_gb=instance["ephemeral_gb"], swap=instance["swap"])
 
 
+def _usage_statement() -> Any:
+    """The UPDATE that re-sums the usage of the hypervisors bound to ``uuids`` from their rows
+    and moves their generation: one pass over each hypervisor's claims and unmanaged usage for
+    all five sums. Built once, as text: it is the same on SQLite and PostgreSQL, and it runs in
+    every claim."""
+    return text("""
+        UPDATE hypervisors SET (vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops) = (
+            SELECT COALESCE(SUM(used.vcpus), 0), COALESCE(SUM(used.memory_mb), 0), COALESCE(SUM(used.disk_mb), 0),
+                   COUNT(*), COALESCE(SUM(used.building), 0)
+            FROM (SELECT vcpus, memory_mb, disk_mb,
+                         CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building
+                  FROM claims WHERE claims.hypervisor_uuid = hypervisors.uuid
+                  UNION ALL
+                  SELECT vcpus, memory_mb, disk_mb, 0 FROM unmanaged_usage
+                  WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid) AS used),
+            generation = generation + 1
+        WHERE uuid IN :uuids""").bindparams(bindparam("uuids", expanding=True))
+
+
+_REFRESH_USAGE = _usage_statement()
+_INSTANCES_NAMED = select(InstanceRow.uuid, InstanceRow.name, InstanceRow.state).where(
+    InstanceRow.name.in_(bindparam("names", expanding=True)))
+_INSERT_CLAIMS = insert(ClaimRow.__table__).returning(ClaimRow.__table__.c.id, sort_by_parameter_order=True)
+
+
 def refresh_usage(session: Session, hv_uuids: Iterable[str]) -> None:
     """Re-sum the usage of these hypervisors from their claims and unmanaged usage, and move
     their generation (DESIGN.md: it moves whenever capacity or usage does)."""
@@ -69,33 +94,14 @@ def refresh_usage(session: Session, hv_uuids: Iterable[str]) -> None:
     if not uuids:
         return
     session.flush()
-
-    def total(model: Any, column: Any) -> Any:
-        return (select(func.coalesce(func.sum(column), 0)).where(model.hypervisor_uuid == HypervisorRow.uuid)
-                .scalar_subquery())
-
-    def count(model: Any, *where: Any) -> Any:
-        return (select(func.count()).select_from(model)
-                .where(model.hypervisor_uuid == HypervisorRow.uuid, *where).scalar_subquery())
-
-    session.execute(
-        update(HypervisorRow).where(HypervisorRow.uuid.in_(uuids)).values(
-            vcpus_used=total(ClaimRow, ClaimRow.vcpus) + total(UnmanagedRow, UnmanagedRow.vcpus),
-            memory_mb_used=total(ClaimRow, ClaimRow.memory_mb) + total(UnmanagedRow, UnmanagedRow.memory_mb),
-            disk_mb_used=total(ClaimRow, ClaimRow.disk_mb) + total(UnmanagedRow, UnmanagedRow.disk_mb),
-            num_instances=count(ClaimRow) + count(UnmanagedRow),
-            # Builds and moves in progress hold a lease: Nova's num_io_ops.
-            num_io_ops=count(ClaimRow, ClaimRow.lease_expires_at.is_not(None)),
-            generation=HypervisorRow.generation + 1,
-        ).execution_options(synchronize_session=False)
-    )
+    session.connection().execute(_REFRESH_USAGE, {"uuids": uuids})
     for row in session.identity_map.values():
         if isinstance(row, HypervisorRow) and row.uuid in uuids:
             session.expire(row)
 
 
-def check_room(view: HostState, flavor: Flavor, host: str) -> None:
-    spec = RequestSpec(flavor=flavor, count=1)
+def check_room(view: HostState, spec: RequestSpec, host: str) -> None:
+    """Whether ``view`` still takes one instance of ``spec``'s flavor, by the engine's own filters."""
     for name in CLAIM_CHECK_FILTERS:
         rejection = FILTERS[name]().host_passes(view, spec)
         if rejection is not None:
@@ -104,49 +110,47 @@ def check_room(view: HostState, flavor: Flavor, host: str) -> None:
 
 def claim(session: Session, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None) -> list[dict[str, Any]]:
-    """Ledger.claim's transaction (see there)."""
+    """Ledger.claim's transaction (see there). Rows are written with a few statements for the
+    whole request, not an ORM object each: claims are the ledger's hottest write."""
     unsafe = os.environ.get(UNSAFE_CLAIMS_ENV) == "1"
     now = utcnow()
+    spec = RequestSpec(flavor=flavor, count=1)
     try:
         group = server_groups.lock(session, server_group) if server_group else None
         views = locked_views(session, [p["hypervisor_uuid"] for p in placements], lock=not unsafe)
-        old = {row.name: row for row in session.scalars(
-            select(InstanceRow).where(InstanceRow.name.in_([p["name"] for p in placements])))}
-        created = []
+        instances, moved = [], []
         for placement in placements:
             hv_uuid = placement["hypervisor_uuid"]
             if hv_uuid not in views:
                 raise ClaimConflict(placement["host"], "not in the ledger (no facts synced)")
             view, generation = views[hv_uuid]
             if not unsafe:
-                check_room(view, flavor, placement["host"])
+                check_room(view, spec, placement["host"])
                 view.consume(flavor)
-            replaced = old.get(placement["name"])
-            if replaced is not None:
-                if replaced.state != ERROR:
-                    raise ClaimConflict(placement["host"], f"instance {replaced.name} was launched meanwhile")
-                session.delete(replaced)
-                session.flush()
-            instance = InstanceRow(
+            instances.append(InstanceRow(
                 uuid=str(uuidlib.uuid4()), name=placement["name"], flavor_name=flavor.name,
                 vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
-                ephemeral_gb=flavor.ephemeral_gb, swap=flavor.swap, image=image,
-                hypervisor_uuid=hv_uuid, host=view.host, state=BUILDING, created_at=now, updated_at=now,
-            )
-            session.add(instance)
-            session.flush()  # the claim's foreign key needs the instance row first
-            new = new_claim(instance, hv_uuid, flavor.requested_disk_mb, owner, lease_s, now)
-            session.add(new)
-            session.flush()
-            moved = placement.get("generation") is not None and placement["generation"] != generation
-            created.append({**instance.to_dict(), "claim_id": new.id, "generation_moved": moved})
+                ephemeral_gb=flavor.ephemeral_gb, swap=flavor.swap, image=image, hypervisor_uuid=hv_uuid,
+                host=view.host, state=BUILDING, failure_reason=None, missing_since=None, created_at=now,
+                updated_at=now))
+            moved.append(placement.get("generation") is not None and placement["generation"] != generation)
+        # Core statements on the session's connection: the ORM's execution layer would double
+        # the cost of a claim.
+        connection = session.connection()
+        _insert_instances(connection, instances, placements)
+        rows = [instance.to_dict() for instance in instances]
+        claim_rows = [_claim_columns(new_claim(instance, instance.hypervisor_uuid, flavor.requested_disk_mb, owner,
+                                               lease_s, now)) for instance in instances]
+        claim_ids = connection.execute(_INSERT_CLAIMS, claim_rows[0] if len(claim_rows) == 1 else claim_rows
+                                       ).scalars().all()
         if group is not None:
             if not unsafe:
                 _check_group(session, group, [p["host"] for p in placements])
-            for entry in created:
-                session.add(MemberRow(group_uuid=group.uuid, instance_uuid=entry["uuid"]))
+            connection.execute(insert(MemberRow.__table__),
+                               [{"group_uuid": group.uuid, "instance_uuid": row["uuid"]} for row in rows])
         refresh_usage(session, views)
-        return created
+        return [{**row, "claim_id": claim_id, "generation_moved": generation_moved}
+                for row, claim_id, generation_moved in zip(rows, claim_ids, moved)]
     except IntegrityError as exc:
         # Another run inserted one of these names between our read and our write.
         raise ClaimConflict(placements[0]["host"] if placements else "-",
@@ -156,6 +160,35 @@ def claim(session: Session, placements: Sequence[Mapping[str, Any]], flavor: Fla
         if "deadlock detected" not in str(exc.orig):
             raise
         raise ClaimConflict(placements[0]["host"] if placements else "-", "deadlock, decide again") from exc
+
+
+def _insert_instances(connection: Any, instances: Sequence[InstanceRow],
+                      placements: Sequence[Mapping[str, Any]]) -> None:
+    """Insert the new instance rows; a name already taken by an instance in ERROR is taken over
+    (that instance is replaced), by any other it is a lost race (ClaimConflict)."""
+    columns = [_instance_columns(instance) for instance in instances]
+    # One row is one plain INSERT; several are one statement for them all.
+    inserted = set(connection.execute(insert_skipping(connection.dialect.name, InstanceRow.__table__, "name"),
+                                      columns[0] if len(columns) == 1 else columns).scalars())
+    taken = [entry for entry in columns if entry["name"] not in inserted]
+    if not taken:
+        return
+    hosts = {placement["name"]: placement["host"] for placement in placements}
+    for uuid, name, state in connection.execute(_INSTANCES_NAMED, {"names": [entry["name"] for entry in taken]}):
+        if state != ERROR:
+            raise ClaimConflict(hosts[name], f"instance {name} was launched meanwhile")
+        # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE).
+        connection.execute(delete(InstanceRow.__table__).where(InstanceRow.__table__.c.uuid == uuid))
+    connection.execute(insert(InstanceRow.__table__), taken)
+
+
+def _instance_columns(instance: InstanceRow) -> dict[str, Any]:
+    return {column.key: getattr(instance, column.key) for column in InstanceRow.__table__.columns}
+
+
+def _claim_columns(claim_row: ClaimRow) -> dict[str, Any]:
+    return {column.key: getattr(claim_row, column.key) for column in ClaimRow.__table__.columns
+            if column.key != "id"}
 
 
 def _check_group(session: Session, group: Any, new_hosts: Sequence[str], moving: str | None = None) -> None:
@@ -186,7 +219,7 @@ def claim_instance_on(session: Session, instance_uuid: str, hv_uuid: str, owner:
         raise ClaimConflict(host or hv_uuid, "not in the ledger (no facts synced)")
     view, _generation = views[hv_uuid]
     flavor = instance_flavor(instance.to_dict())
-    check_room(view, flavor, view.host)
+    check_room(view, RequestSpec(flavor=flavor, count=1), view.host)
     if group is not None:
         _check_group(session, group, [view.host], moving=instance_uuid)
     new = new_claim(instance, hv_uuid, flavor.requested_disk_mb, owner, lease_s, now)

@@ -11,6 +11,8 @@ import datetime as dt
 import functools
 import os
 import socket
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -129,6 +131,18 @@ def open_engine(url_text: str) -> Engine:
     return engine
 
 
+@functools.lru_cache(maxsize=None)
+def insert_skipping(dialect: str, table: Any, key: str) -> Any:
+    """INSERT into ``table`` that skips rows whose ``key`` is taken (ON CONFLICT DO NOTHING,
+    which SQLite and PostgreSQL both know), returning the keys it inserted. Made once per
+    dialect and table: claims run it every time."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
+
+
 def reader(engine: Engine) -> Engine:
     """The same engine for reading only: on SQLite its transactions take no write lock."""
     return engine.execution_options(berth_read_only=True)
@@ -136,7 +150,7 @@ def reader(engine: Engine) -> Engine:
 
 def _engine(url: Any) -> Engine:
     if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url)
     connect_args = {} if "timeout" in url.query else {"timeout": SQLITE_LOCK_TIMEOUT_S}
     engine = create_engine(url, connect_args=connect_args)
 
@@ -145,7 +159,7 @@ def _engine(url: Any) -> Engine:
         # Let SQLAlchemy's "begin" below start transactions, not the driver's lazy BEGIN.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _write_ahead_log(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -160,6 +174,22 @@ def _engine(url: Any) -> Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _write_ahead_log(cursor: Any) -> None:
+    """Put the file in WAL mode (it stays so: only a new ledger's first connection changes it).
+    Switching needs the file to itself and SQLite does not wait for that, so when several runs
+    open a new ledger at once (gather.yml's per-host tasks) the losers try again."""
+    deadline = time.monotonic() + SQLITE_LOCK_TIMEOUT_S
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _migrate(engine: Engine, url_text: str) -> None:

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import Text, case, cast, func, literal, literal_column, select
+from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, select
 from sqlalchemy.orm import Session
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
@@ -215,21 +215,24 @@ def _images(session: Session, uuids: Sequence[str], names: Sequence[str]) -> tup
     return usable, refused
 
 
+# What a claim's re-check reads of each chosen host: the resource filters' numbers.
+_CHECKED = ("vcpus_total", "vcpus_used", "total_usable_ram_mb", "free_ram_mb", "total_usable_disk_gb",
+            "free_disk_mb", "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio")
+_LOCKED_VIEWS = (select(H.uuid, H.name, H.generation, *(USAGE_COLUMNS[name].label(name) for name in _CHECKED))
+                 .where(H.uuid.in_(bindparam("uuids", expanding=True))).order_by(H.uuid))
+_LOCKED_VIEWS_FOR_UPDATE = _LOCKED_VIEWS.with_for_update()
+
+
 def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> dict[str, tuple[HostState, int]]:
-    """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check: each with
-    its generation; their rows locked FOR UPDATE in UUID order (a no-op on SQLite, which holds
-    the write lock already), so that concurrent claims on PostgreSQL queue instead of
-    deadlocking. Status and staleness are the scheduler's business, not the claim's."""
-    query = (select(H.uuid, H.name, H.nodename, H.generation,
-                    *(expression.label(name) for name, expression in USAGE_COLUMNS.items()))
-             .where(H.uuid.in_(sorted(set(uuids)))).order_by(H.uuid))
-    if lock:
-        query = query.with_for_update()
+    """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check (the numbers
+    the resource filters read): each with its generation; their rows locked FOR UPDATE in UUID
+    order (a no-op on SQLite, which holds the write lock already), so that concurrent claims on
+    PostgreSQL queue instead of deadlocking. Status and staleness are the scheduler's business,
+    not the claim's."""
+    query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
-    for row in session.execute(query).mappings():
-        state = {name: row[name] for name in USAGE_COLUMNS}
-        views[row["uuid"]] = (HostState.from_dict({**state, "host": row["name"], "nodename": row["nodename"],
-                                                   "uuid": row["uuid"]}), row["generation"])
+    for uuid, name, generation, *numbers in session.connection().execute(query, {"uuids": sorted(set(uuids))}):
+        views[uuid] = (HostState(host=name, uuid=uuid, **dict(zip(_CHECKED, numbers))), generation)
     return views
 
 

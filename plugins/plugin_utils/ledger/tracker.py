@@ -17,11 +17,10 @@ import datetime as dt
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     CAPACITY_FIELDS,
@@ -153,11 +152,10 @@ def _insert_new(session: Session, answering: Sequence[Mapping[str, Any]], now: d
     new = [state for state in answering if state["uuid"] not in known]
     if not new:
         return set()
-    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     rows = [{"uuid": state["uuid"], "synced_at": now, "generation": 0, "disabled": False, "sync_status": HV_UP,
              **_row_values(state)} for state in new]
-    statement = dialect_insert(HT).on_conflict_do_nothing(index_elements=["uuid"]).returning(HT.c.uuid)
-    return set(session.execute(statement, rows).scalars())
+    connection = session.connection()
+    return set(connection.execute(insert_skipping(connection.dialect.name, HT, "uuid"), rows).scalars())
 
 
 def _write_facts(session: Session, answering: Sequence[Mapping[str, Any]]) -> None:
