@@ -14,11 +14,11 @@ import socket
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from sqlalchemy import create_engine, event, inspect
+from sqlalchemy import DateTime, create_engine, event, inspect
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 
@@ -141,6 +141,61 @@ def insert_skipping(dialect: str, table: Any, key: str) -> Any:
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
+
+
+def driver_execute(connection: Any, statement: Any, params: Mapping[str, Any] | None = None,
+                   cached: bool = True) -> Any:
+    """Run a Core statement on the connection's own DBAPI cursor and return that cursor.
+
+    SQLAlchemy's work per execution (its execution context, result objects, type processing of
+    every value) costs more than the database's own work for the small statements of a claim,
+    the ledger's hottest write, and more than the driver's for the scheduler's wide read. So
+    these statements are compiled for the dialect here - once per dialect and set of parameter
+    names when ``cached`` - and handed to the driver with their parameters; only datetimes need
+    converting (SQLite keeps them as text). Rows come back as the driver gives them: tuples.
+    """
+    shape = tuple(sorted((key, len(value) if isinstance(value, (list, tuple)) else None)
+                         for key, value in (params or {}).items()))
+    sql, names, values = (_compiled_cached if cached else _compiled)(connection.dialect, statement, shape)
+    values = dict(values)
+    for key, value in (params or {}).items():
+        if isinstance(value, (list, tuple)):
+            values.update((f"{key}_{number}", item) for number, item in enumerate(value, 1))
+        else:
+            values[key] = value
+    convert = _datetime_processor(connection.dialect)
+    if convert is not None:
+        values = {key: convert(value) if isinstance(value, dt.datetime) else value for key, value in values.items()}
+    cursor = connection.connection.driver_connection.cursor()
+    driver_params = tuple(values[name] for name in names) if names is not None else values
+    try:
+        cursor.execute(sql, driver_params)
+    except connection.dialect.loaded_dbapi.Error as exc:
+        # As SQLAlchemy's own execution would raise it (IntegrityError, OperationalError...).
+        raise DBAPIError.instance(sql, driver_params, exc, connection.dialect.loaded_dbapi.Error,
+                                  dialect=connection.dialect) from exc
+    return cursor
+
+
+def _compiled(dialect: Any, statement: Any, shape: tuple[tuple[str, int | None], ...]) -> tuple[str, Any, dict]:
+    """The statement's SQL for parameters of this shape (each name, with the length of a list
+    given for an expanding parameter), the parameter names in order for a positional driver
+    (None for a named one), and the values it binds itself."""
+    # An INSERT names the columns it is given, as SQLAlchemy's own execution does; an expanding
+    # parameter gets one placeholder per item, named name_1, name_2... (SQLAlchemy's names).
+    compiled = statement.compile(dialect=dialect, column_keys=[key for key, _length in shape])
+    expanded = compiled.construct_expanded_state(
+        {key: None if length is None else [None] * length for key, length in shape})
+    names = list(expanded.positiontup) if expanded.positiontup is not None else None
+    return expanded.statement, names, dict(expanded.parameters)
+
+
+_compiled_cached = functools.lru_cache(maxsize=256)(_compiled)
+
+
+@functools.lru_cache(maxsize=None)
+def _datetime_processor(dialect: Any) -> Callable[[Any], Any] | None:
+    return DateTime().dialect_impl(dialect).bind_processor(dialect)
 
 
 def reader(engine: Engine) -> Engine:

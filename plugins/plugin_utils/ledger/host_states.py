@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import driver_execute
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
     HV_MISSING,
@@ -81,16 +82,9 @@ def _age_seconds(session: Session, now: dt.datetime) -> Any:
 def _raw_rows(session: Session, query: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The rows of ``query`` as the database driver gives them: SQLAlchemy's typed results
     would convert every value of every row (a quarter of a second at 100,000 hypervisors)
-    where only a few columns need it, and read_table converts those itself. The query binds
-    plain numbers and strings only, which the driver takes as they are."""
-    connection = session.connection()
-    compiled = query.compile(dialect=connection.dialect)
-    params = compiled.params
-    if compiled.positional:
-        params = tuple(params[name] for name in compiled.positiontup)
-    result = connection.exec_driver_sql(str(compiled), params)
-    # The driver's own cursor: plain tuples, not a Row object around each.
-    return list(result.keys()), result.cursor.fetchall()
+    where only a few columns need it, and read_table converts those itself."""
+    cursor = driver_execute(session.connection(), query, cached=False)
+    return [column[0] for column in cursor.description], cursor.fetchall()
 
 
 def _fact_column(table: Any, name: str) -> Any:
@@ -231,7 +225,8 @@ def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> d
     not the claim's."""
     query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
-    for uuid, name, generation, *numbers in session.connection().execute(query, {"uuids": sorted(set(uuids))}):
+    for uuid, name, generation, *numbers in driver_execute(session.connection(), query,
+                                                          {"uuids": sorted(set(uuids))}).fetchall():
         views[uuid] = (HostState(host=name, uuid=uuid, **dict(zip(_CHECKED, numbers))), generation)
     return views
 

@@ -13,7 +13,7 @@ rows behind the usage stay the truth: claims and unmanaged usage.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Mapping
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -170,14 +170,19 @@ class InstanceRow(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "uuid": self.uuid, "name": self.name, "flavor": self.flavor_name, "vcpus": self.vcpus,
-            "memory_mb": self.memory_mb, "root_gb": self.root_gb, "ephemeral_gb": self.ephemeral_gb,
-            "swap": self.swap, "image": self.image, "hypervisor_uuid": self.hypervisor_uuid,
-            "host": self.host, "state": self.state, "failure_reason": self.failure_reason,
-            "missing_since": iso(self.missing_since), "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
-        }
+        return instance_dict({column.key: getattr(self, column.key) for column in self.__table__.columns})
+
+
+def instance_dict(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """An instance as the ledger's callers see it, from its row's column values."""
+    return {
+        "uuid": columns["uuid"], "name": columns["name"], "flavor": columns["flavor_name"],
+        "vcpus": columns["vcpus"], "memory_mb": columns["memory_mb"], "root_gb": columns["root_gb"],
+        "ephemeral_gb": columns["ephemeral_gb"], "swap": columns["swap"], "image": columns["image"],
+        "hypervisor_uuid": columns["hypervisor_uuid"], "host": columns["host"], "state": columns["state"],
+        "failure_reason": columns["failure_reason"], "missing_since": iso(columns["missing_since"]),
+        "created_at": iso(columns["created_at"]), "updated_at": iso(columns["updated_at"]),
+    }
 
 
 class ClaimRow(Base):
