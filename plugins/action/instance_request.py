@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
     check_image_source,
@@ -18,7 +19,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import Ber
 
 class ActionModule(BerthAction):
     ARGUMENT_SPEC = {
-        "name": {"type": "raw", "required": True},
+        # Not required here: a launch without -e name gets the message below, not Ansible's.
+        "name": {"type": "raw"},
         "count": {"type": "raw", "default": 1},
         "image": {"type": "raw"},
         "networks": {"type": "raw", "default": []},
@@ -29,6 +31,8 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        if args["name"] is None:
+            raise InputError("name", "name is required: -e name=web launches web-1 .. web-<count>")
         count = args["count"]
         if isinstance(count, str) and count.strip().lstrip("-").isdigit():
             count = int(count)  # -e count=3 arrives as a string
