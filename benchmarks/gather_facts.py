@@ -27,23 +27,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lab"))
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 import fleet  # noqa: E402
+from synthetic import test_driver_node  # noqa: E402
 
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import fetch  # noqa: E402
-
-
-def node_xml(i: int) -> str:
-    cpus = 2 + (i % 8) * 2
-    domains = "".join(
-        f"""<domain type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"><name>d{i}-{d}</name>
-<memory unit="MiB">{512 * (d + 1)}</memory><vcpu>{d + 1}</vcpu><os><type>hvm</type></os>
-<test:runstate>{1 + 4 * (d % 2)}</test:runstate></domain>"""
-        for d in range(i % 4))
-    return (f"<node><cpu><mhz>2400</mhz><model>Haswell</model><active>{cpus}</active><max>{cpus}</max><nodes>1</nodes>"
-            f"<sockets>1</sockets><cores>{cpus // 2}</cores><threads>2</threads></cpu>"
-            f"<memory>{4096 * 1024 * (1 + i % 6)}</memory>{domains}"
-            "<pool type='dir'><name>default</name><target><path>/p</path></target></pool></node>")
 
 
 def timed(func) -> float:
@@ -66,7 +55,7 @@ def main() -> int:
         targets = {}
         for i in range(1, args.hosts + 1):
             path = nodes / f"hv{i}.xml"
-            path.write_text(node_xml(i))
+            path.write_text(test_driver_node(i))
             socket = fleet.socket_path(lab_dir, f"hv{1 + i % args.daemons}")
             targets[f"hv{i}"] = f"test+unix://{path}?socket={socket}"
 

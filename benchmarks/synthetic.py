@@ -1,5 +1,8 @@
 """Synthetic hypervisors for the scale benchmarks, entering the ledger the way real ones do.
 
+(And ``test_driver_node``: a hypervisor of libvirt's test driver, for the benchmarks that gather
+through real libvirt APIs.)
+
 Each is a set of raw libvirt facts (what Hypervisor.facts() returns: node info, capabilities,
 memory, pools, volumes, networks, domains) turned into a host state by host_facts.host_state,
 the function the inventory plugin and gather.yml use, and written with the tracker sync
@@ -81,3 +84,18 @@ def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = F
         ledger.tracker_sync(states)
         written += [(state["host"], state["uuid"]) for state in states]
     return written
+
+
+def test_driver_node(number: int) -> str:
+    """The node file of test-driver hypervisor ``number``: 2 to 16 CPUs, 4 to 24 GiB, zero to three
+    domains (running and shut off), and the instance pool ``default``."""
+    cpus = 2 + (number % 8) * 2
+    domains = "".join(
+        f"""<domain type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"><name>d{number}-{index}</name>
+<memory unit="MiB">{512 * (index + 1)}</memory><vcpu>{index + 1}</vcpu><os><type>hvm</type></os>
+<test:runstate>{1 + 4 * (index % 2)}</test:runstate></domain>"""
+        for index in range(number % 4))
+    return (f"<node><cpu><mhz>2400</mhz><model>Haswell</model><active>{cpus}</active><max>{cpus}</max><nodes>1</nodes>"
+            f"<sockets>1</sockets><cores>{cpus // 2}</cores><threads>2</threads></cpu>"
+            f"<memory>{4096 * 1024 * (1 + number % 6)}</memory>{domains}"
+            "<pool type='dir'><name>default</name><target><path>/p</path></target></pool></node>")

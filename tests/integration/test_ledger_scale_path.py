@@ -142,42 +142,45 @@ def test_gather_slices_at_once_with_a_launch_leave_the_postgresql_ledger_whole(l
     url = postgres.create_database("slices")
     use = ("-e", f"berth_ledger_url={url}")
     lab.gather(*use)
-    halves = (sorted(lab.hosts)[:1], sorted(lab.hosts)[1:])
-    began = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # the ledger's times are naive UTC
-    for round_ in range(2):
-        procs = [lab.start_playbook("gather.yml", *use, "--limit", ",".join(half)) for half in halves]
-        procs.append(lab.start_playbook("launch.yml", *use, "-e", json.dumps(
-            {"name": f"slice{round_}", "count": 2, "flavor": TINY})))
-        for proc in procs:
-            output = lab.finish(proc)
-            assert output["rc"] == 0, failed_messages(output) or output["stderr"]
+    try:
+        halves = (sorted(lab.hosts)[:1], sorted(lab.hosts)[1:])
+        began = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # the ledger's times are naive UTC
+        for round_ in range(2):
+            procs = [lab.start_playbook("gather.yml", *use, "--limit", ",".join(half)) for half in halves]
+            procs.append(lab.start_playbook("launch.yml", *use, "-e", json.dumps(
+                {"name": f"slice{round_}", "count": 2, "flavor": TINY})))
+            for proc in procs:
+                output = lab.finish(proc)
+                assert output["rc"] == 0, failed_messages(output) or output["stderr"]
 
-    hypervisors = {row["name"]: row for row in rows(url, "SELECT * FROM hypervisors")}
-    # Neither slice marked the other's hypervisors missing: all are up, synced by this run.
-    assert {name: row["sync_status"] for name, row in hypervisors.items()} == {name: "up" for name in lab.hosts}
-    assert all(row["synced_at"] >= began for row in hypervisors.values())
-    # Their capacity is what the hypervisors report (as the last sync read it).
-    for name, row in hypervisors.items():
-        cpus = int(next(line.split(":")[1] for line in lab.virsh(name, "nodeinfo").splitlines()
-                        if line.startswith("CPU(s)")))
-        assert (row["vcpus_total"], row["cpu_allocation_ratio"], row["reserved_host_memory_mb"]) == (cpus, 4.0, 512)
-    # No claim was lost: each of the four instances is ACTIVE with one claim, where its domain runs,
-    # and each hypervisor's usage summary is the sum of its claims.
-    instances = rows(url, "SELECT uuid, name, host, state FROM instances")
-    claims = rows(url, "SELECT instance_uuid, hypervisor_uuid, vcpus, memory_mb FROM claims")
-    assert sorted(row["name"] for row in instances) == ["slice0-1", "slice0-2", "slice1-1", "slice1-2"]
-    assert {row["state"] for row in instances} == {"ACTIVE"}
-    assert sorted(claim["instance_uuid"] for claim in claims) == sorted(row["uuid"] for row in instances)
-    domains = running(lab)
-    for row in instances:
-        assert row["name"] in domains[row["host"]]
-    for name, row in hypervisors.items():
-        held = [claim for claim in claims if claim["hypervisor_uuid"] == row["uuid"]]
-        assert row["vcpus_used"] == sum(claim["vcpus"] for claim in held), name
-        assert row["memory_mb_used"] == sum(claim["memory_mb"] for claim in held), name
-    ledger = Ledger(url).open()
-    assert {h["host"]: h["usage"]["num_instances"] for h in ledger.hypervisors()} == {
-        name: sum(1 for row in instances if row["host"] == name) for name in lab.hosts}
-    ledger.close()
-    for round_ in range(2):
-        assert lab.playbook("delete.yml", *use, "-e", f"name=slice{round_}")["rc"] == 0
+        hypervisors = {row["name"]: row for row in rows(url, "SELECT * FROM hypervisors")}
+        # Neither slice marked the other's hypervisors missing: all are up, synced by this run.
+        assert {name: row["sync_status"] for name, row in hypervisors.items()} == {name: "up" for name in lab.hosts}
+        assert all(row["synced_at"] >= began for row in hypervisors.values())
+        # Their capacity is what the hypervisors report (as the last sync read it).
+        for name, row in hypervisors.items():
+            cpus = int(next(line.split(":")[1] for line in lab.virsh(name, "nodeinfo").splitlines()
+                            if line.startswith("CPU(s)")))
+            assert (row["vcpus_total"], row["cpu_allocation_ratio"], row["reserved_host_memory_mb"]) == (cpus, 4.0, 512)
+        # No claim was lost: each of the four instances is ACTIVE with one claim, where its domain runs,
+        # and each hypervisor's usage summary is the sum of its claims.
+        instances = rows(url, "SELECT uuid, name, host, state FROM instances")
+        claims = rows(url, "SELECT instance_uuid, hypervisor_uuid, vcpus, memory_mb FROM claims")
+        assert sorted(row["name"] for row in instances) == ["slice0-1", "slice0-2", "slice1-1", "slice1-2"]
+        assert {row["state"] for row in instances} == {"ACTIVE"}
+        assert sorted(claim["instance_uuid"] for claim in claims) == sorted(row["uuid"] for row in instances)
+        domains = running(lab)
+        for row in instances:
+            assert row["name"] in domains[row["host"]]
+        for name, row in hypervisors.items():
+            held = [claim for claim in claims if claim["hypervisor_uuid"] == row["uuid"]]
+            assert row["vcpus_used"] == sum(claim["vcpus"] for claim in held), name
+            assert row["memory_mb_used"] == sum(claim["memory_mb"] for claim in held), name
+        ledger = Ledger(url).open()
+        assert {h["host"]: h["usage"]["num_instances"] for h in ledger.hypervisors()} == {
+            name: sum(1 for row in instances if row["host"] == name) for name in lab.hosts}
+        ledger.close()
+    finally:
+        # Whatever failed above, the lab's other tests must not find these instances.
+        for round_ in range(2):
+            lab.playbook("delete.yml", *use, "-e", f"name=slice{round_}")
