@@ -17,10 +17,11 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        instances = Ledger(args["ledger_url"]).open().instances()
+        instances = Ledger(args["ledger_url"]).open().instances(launch=args["name"] or None)
         if args["name"]:
             # A launch's name covers its indexed instances: web -> web-1, web-2 ... An adopted
-            # instance keeps the name it was given, so the name itself matches too.
+            # instance keeps the name it was given, so the name itself matches too. The ledger
+            # gives those starting with the name; web-a or web-2b are not web's.
             wanted = re.compile(re.escape(args["name"]) + r"(?:-([0-9]+))?")
             indexed = []
             for row in instances:

@@ -17,11 +17,12 @@ moves whenever capacity or usage does.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -62,17 +63,19 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     POLICIES,
     SOFT_AFFINITY,
     SOFT_ANTI_AFFINITY,
-    Base,
-    ClaimRow,
-    HypervisorRow,
-    InstanceRow,
+    claim_dict,
+    hypervisors,
+    instance_dict,
+    instances,
+    metadata,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims as claims_table
 
 __all__ = [
     "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "ERROR", "HV_DOWN", "HV_MISSING",
     "HV_UP", "MIGRATIONS_DIR", "POLICIES", "SCHEMA_REVISION", "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY",
-    "UNSAFE_CLAIMS_ENV", "Base", "ClaimConflict", "Ledger", "default_url", "instance_flavor", "run_owner",
-    "safe_url", "utcnow",
+    "UNSAFE_CLAIMS_ENV", "ClaimConflict", "Ledger", "default_url", "instance_flavor", "run_owner",
+    "metadata", "safe_url", "utcnow",
 ]
 
 
@@ -93,17 +96,31 @@ class Ledger:
         if self.engine is not None:
             self.engine.dispose()
 
-    def session(self) -> Session:
-        """A session for writing: on SQLite its transaction takes the write lock at once."""
+    @contextlib.contextmanager
+    def _write(self, dry_run: bool = False) -> Iterator[Connection]:
+        """One writing transaction (on SQLite it takes the write lock at once), committed at the
+        end, or rolled back on an error or for a ``dry_run`` (check mode)."""
         if self.engine is None:
             self.open()
-        return Session(self.engine, expire_on_commit=False)
+        with self.engine.connect() as db:
+            transaction = db.begin()
+            try:
+                yield db
+            except BaseException:
+                transaction.rollback()
+                raise
+            if dry_run:
+                transaction.rollback()
+            else:
+                transaction.commit()
 
-    def _read(self) -> Session:
-        """A session for reading only: no write lock, a consistent snapshot."""
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """One transaction for reading only: no write lock, a consistent snapshot."""
         if self.engine is None:
             self.open()
-        return Session(self._reader, expire_on_commit=False)
+        with self._reader.connect() as db, db.begin():
+            yield db
 
     # ---- the tracker sync ----------------------------------------------------------------------
 
@@ -113,8 +130,8 @@ class Ledger:
 
         Returns, per answering hypervisor: host, uuid, generation, changed, orphans.
         """
-        with self.session() as session, session.begin():
-            return tracker.sync(session, list(states), utcnow())["hypervisors"]
+        with self._write() as db:
+            return tracker.sync(db, list(states), utcnow())["hypervisors"]
 
     @database_errors
     def tracker_sync(self, states: Sequence[Mapping[str, Any]], dry_run: bool = False) -> dict[str, Any]:
@@ -126,19 +143,16 @@ class Ledger:
           instance's domain does not exist there; its BUILDING instance becomes ERROR.
         ``dry_run`` works it all out and writes nothing (check mode).
         """
-        with self.session() as session, session.begin():
-            report = tracker.sync(session, list(states), utcnow())
-            if dry_run:
-                session.rollback()
-            return report
+        with self._write(dry_run) as db:
+            return tracker.sync(db, list(states), utcnow())
 
     @database_errors
     def mark_missing(self, listed: Iterable[str], stale_after_s: float, dry_run: bool = False) -> dict[str, Any]:
         """Hypervisors the inventory (``listed``: all its names) does not list and nothing has
         synced for ``stale_after_s`` seconds are missing: marked and reported, never retired."""
         stale_before = utcnow() - dt.timedelta(seconds=stale_after_s)
-        with self.session() as session, session.begin():
-            return tracker.mark_missing(session, listed, stale_before, dry_run)
+        with self._write() as db:
+            return tracker.mark_missing(db, listed, stale_before, dry_run)
 
     # ---- what the scheduler reads ------------------------------------------------------------
 
@@ -147,27 +161,27 @@ class Ledger:
                    networks: Sequence[str] = (), uuids: Sequence[str] | None = None) -> tuple[HostTable, list[int]]:
         """Every hypervisor as the engine's columns, with the generation each was read at (see
         host_states.read_table)."""
-        with self._read() as session, session.begin():
-            return host_states.read_table(session, utcnow(), fields, images, networks, uuids)
+        with self._read() as db:
+            return host_states.read_table(db, utcnow(), fields, images, networks, uuids)
 
     @database_errors
     def tracker_states(self, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Live host states with their usage taken from the ledger instead of the hypervisor,
         the operator's disabled flag, and the generation the view was read at."""
-        with self._read() as session, session.begin():
-            return host_states.tracker_states(session, states)
+        with self._read() as db:
+            return host_states.tracker_states(db, states)
 
     @database_errors
     def build_targets(self, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """{uuid: {host, hypervisor_uuid, uri, domain_types}} for building on these hypervisors."""
-        with self._read() as session, session.begin():
-            return host_states.build_targets(session, uuids)
+        with self._read() as db:
+            return host_states.build_targets(db, uuids)
 
     @database_errors
     def hypervisors(self, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every hypervisor (or those of ``uuids``) with its inventories, usage and unmanaged domains."""
-        with self._read() as session, session.begin():
-            return host_states.hypervisor_list(session, uuids)
+        with self._read() as db:
+            return host_states.hypervisor_list(db, uuids)
 
     # ---- operators' actions on hypervisors -------------------------------------------------
 
@@ -175,37 +189,42 @@ class Ledger:
     def set_disabled(self, host: str, disabled: bool, reason: str | None = None,
                      dry_run: bool = False) -> dict[str, Any]:
         """Disable (with a reason) or enable a hypervisor; ``changed`` says if anything moved."""
-        with self.session() as session, session.begin():
-            return tracker.set_disabled(session, host, disabled, reason, dry_run)
+        with self._write() as db:
+            return tracker.set_disabled(db, host, disabled, reason, dry_run)
 
     @database_errors
     def retire_hypervisor(self, host: str, dry_run: bool = False) -> dict[str, Any]:
         """Forget a hypervisor for good: drop its claims (their instances become ERROR unless they
         hold another claim), its facts and unmanaged usage. The operator's explicit act."""
-        with self.session() as session, session.begin():
-            return tracker.retire(session, host, utcnow(), dry_run)
+        with self._write(dry_run) as db:
+            return tracker.retire(db, host, utcnow(), dry_run)
 
     # ---- instances and claims ------------------------------------------------------------------
 
     @database_errors
-    def instances(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Instances by name, each with the URI of its hypervisor's last sync (``uri``)."""
-        with self._read() as session, session.begin():
-            query = (select(InstanceRow, HypervisorRow.uri)
-                     .outerjoin(HypervisorRow, HypervisorRow.uuid == InstanceRow.hypervisor_uuid)
-                     .order_by(InstanceRow.name))
+    def instances(self, names: Iterable[str] | None = None, launch: str | None = None) -> list[dict[str, Any]]:
+        """Instances by name (``names``), or those of a launch (``launch``: the name itself and
+        ``<launch>-<index>``), or all; each with the URI of its hypervisor's last sync (``uri``)."""
+        with self._read() as db:
+            query = (select(instances, hypervisors.c.uri)
+                     .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
+                     .order_by(instances.c.name))
             if names is not None:
-                query = query.where(InstanceRow.name.in_(list(names)))
-            return [{**row.to_dict(), "uri": uri} for row, uri in session.execute(query)]
+                query = query.where(instances.c.name.in_(list(names)))
+            if launch is not None:
+                query = query.where((instances.c.name == launch)
+                                    | instances.c.name.startswith(f"{launch}-", autoescape=True))
+            return [{**instance_dict(row._mapping), "uri": row.uri} for row in db.execute(query)]
 
     @database_errors
     def claims(self, instance_uuid: str | None = None) -> list[dict[str, Any]]:
-        with self._read() as session, session.begin():
-            query = select(ClaimRow, HypervisorRow.name).join(
-                HypervisorRow, HypervisorRow.uuid == ClaimRow.hypervisor_uuid).order_by(ClaimRow.id)
+        with self._read() as db:
+            held = claims_table.c
+            query = (select(claims_table, hypervisors.c.name.label("host_name"))
+                     .join(hypervisors, hypervisors.c.uuid == held.hypervisor_uuid).order_by(held.id))
             if instance_uuid is not None:
-                query = query.where(ClaimRow.instance_uuid == instance_uuid)
-            return [claim.to_dict(name) for claim, name in session.execute(query)]
+                query = query.where(held.instance_uuid == instance_uuid)
+            return [claim_dict(row._mapping, row.host_name) for row in db.execute(query)]
 
     @database_errors
     def claim(self, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
@@ -222,8 +241,8 @@ class Ledger:
         Returns the instances, each with ``claim_id`` and ``generation_moved`` (the host changed
         since the decision, and the re-check found it still fits).
         """
-        with self.session() as session, session.begin():
-            return claims.claim(session, placements, flavor, owner, lease_s, server_group, image)
+        with self._write() as db:
+            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image)
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
@@ -234,8 +253,8 @@ class Ledger:
         server group with the destination added); raises ClaimConflict if it does not fit.
         Complete the move with ``finish_move``, or give the destination back with ``release_claim``.
         """
-        with self.session() as session, session.begin():
-            return claims.claim_instance_on(session, instance_uuid, hypervisor_uuid, owner, lease_s,
+        with self._write() as db:
+            return claims.claim_instance_on(db, instance_uuid, hypervisor_uuid, owner, lease_s,
                                             keep_others=True)
 
     @database_errors
@@ -246,19 +265,14 @@ class Ledger:
         room and its group's hard policy, as ``claim`` does - and moves there, BUILDING, keeping
         its uuid and name. Returns the instance with ``claim_id``; raises ClaimConflict, changing
         nothing, if the alternate has no room."""
-        with self.session() as session, session.begin():
-            claim = claims.claim_instance_on(session, instance_uuid, hypervisor_uuid, owner, lease_s,
-                                             keep_others=False, host=host)
-            instance = claims.find_instance(session, instance_uuid)
-            instance.hypervisor_uuid, instance.host = hypervisor_uuid, claim["host"]
-            instance.state, instance.failure_reason, instance.updated_at = BUILDING, None, utcnow()
-            return {**instance.to_dict(), "claim_id": claim["id"]}
+        with self._write() as db:
+            return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s)
 
     @database_errors
     def finish_move(self, instance_uuid: str, claim_id: int) -> dict[str, Any]:
         """The instance now runs where claim ``claim_id`` is: it becomes its only claim."""
-        with self.session() as session, session.begin():
-            return claims.finish_move(session, instance_uuid, claim_id)
+        with self._write() as db:
+            return claims.finish_move(db, instance_uuid, claim_id)
 
     @database_errors
     def release_claim(self, claim_id: int) -> bool:
@@ -266,8 +280,8 @@ class Ledger:
         if isinstance(claim_id, bool) or not isinstance(claim_id, int):
             # Claims have ids of their own since schema 0002; an instance UUID here is a bug.
             raise LedgerError(f"release_claim takes a claim id (an integer), got {claim_id!r}")
-        with self.session() as session, session.begin():
-            return claims.release_claim(session, claim_id)
+        with self._write() as db:
+            return claims.release_claim(db, claim_id)
 
     @database_errors
     def adopt_instance(self, host: str, domain_uuid: str, name: str, flavor: Flavor, owner: str,
@@ -281,29 +295,26 @@ class Ledger:
         already on ``host`` is no change; anywhere else, or a name taken by another instance, is
         refused. ``dry_run`` works it out and writes nothing (check mode).
         """
-        with self.session() as session, session.begin():
-            result = claims.adopt_instance(session, host, domain_uuid, name, flavor, owner, dry_run)
-            if dry_run:
-                session.rollback()
-            return result
+        with self._write(dry_run) as db:
+            return claims.adopt_instance(db, host, domain_uuid, name, flavor, owner, dry_run)
 
     @database_errors
     def mark_active(self, instance_uuid: str) -> None:
         """The domain runs: the instance is ACTIVE and its claim no longer needs a lease."""
-        with self.session() as session, session.begin():
-            claims.mark_active(session, instance_uuid)
+        with self._write() as db:
+            claims.mark_active(db, instance_uuid)
 
     @database_errors
     def mark_error(self, instance_uuid: str, reason: str) -> None:
         """The build failed: release its claims (nothing is left on the host) and keep the why."""
-        with self.session() as session, session.begin():
-            claims.mark_error(session, instance_uuid, reason)
+        with self._write() as db:
+            claims.mark_error(db, instance_uuid, reason)
 
     @database_errors
     def delete_instance(self, instance_uuid: str) -> bool:
         """Forget an instance, its claims and group membership; False if it was not there."""
-        with self.session() as session, session.begin():
-            return claims.delete_instance(session, instance_uuid)
+        with self._write() as db:
+            return claims.delete_instance(db, instance_uuid)
 
     # ---- server groups -------------------------------------------------------------------------
 
@@ -312,27 +323,27 @@ class Ledger:
                             dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Create a group (idempotent); returns (the group, changed). A group's policy and rules
         never change once made (as in Nova): a different request for the same name is an error."""
-        with self.session() as session, session.begin():
-            return server_groups.create(session, name, policy, max_server_per_host, dry_run)
+        with self._write(dry_run) as db:
+            return server_groups.create(db, name, policy, max_server_per_host, dry_run)
 
     @database_errors
     def delete_server_group(self, name: str, dry_run: bool = False) -> bool:
         """Delete a group (its instances stay, no longer grouped); False if there was none."""
-        with self.session() as session, session.begin():
-            return server_groups.remove(session, name, dry_run)
+        with self._write() as db:
+            return server_groups.remove(db, name, dry_run)
 
     @database_errors
     def server_groups(self, name: str | None = None) -> list[dict[str, Any]]:
         """Groups with their members and the hosts those hold claims on (Nova's group.hosts)."""
-        with self._read() as session, session.begin():
-            return server_groups.listing(session, name)
+        with self._read() as db:
+            return server_groups.listing(db, name)
 
     @database_errors
     def scheduler_group(self, name: str) -> dict[str, Any] | None:
         """A group in the placement engine's form: {name, policy, rules, hosts, members}, where
         members counts the group's claims per host; None if there is no such group."""
-        with self._read() as session, session.begin():
-            return server_groups.scheduler_group(session, name)
+        with self._read() as db:
+            return server_groups.scheduler_group(db, name)
 
     # ---- decisions -----------------------------------------------------------------------------
 
@@ -341,11 +352,11 @@ class Ledger:
                         host_states: Sequence[Mapping[str, Any]], decision: Mapping[str, Any],
                         outcome: str) -> int:
         """Keep one decision with the request and host states it was made on; returns its id."""
-        with self.session() as session, session.begin():
-            return decisions.record(session, name, owner, request, host_states, decision, outcome)
+        with self._write() as db:
+            return decisions.record(db, name, owner, request, host_states, decision, outcome)
 
     @database_errors
     def decisions(self, name: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """The newest decisions first (only those of launch ``name`` if given)."""
-        with self._read() as session, session.begin():
-            return decisions.listing(session, name, limit)
+        with self._read() as db:
+            return decisions.listing(db, name, limit)

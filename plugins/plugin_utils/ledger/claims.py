@@ -16,8 +16,8 @@ import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm import Session
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
@@ -34,12 +34,13 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     BUILDING,
     ERROR,
-    ClaimRow,
-    HypervisorRow,
-    InstanceRow,
-    MemberRow,
-    UnmanagedRow,
+    claim_dict,
+    claims,
+    hypervisors,
     instance_dict,
+    instances,
+    server_group_members,
+    unmanaged_usage,
 )
 
 # The filters a claim re-checks: the resources. Group policy is re-checked by server_groups.violation.
@@ -62,7 +63,7 @@ class ClaimConflict(BerthError):
 
 
 def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
-    """The flavor an instance row (``to_dict()``) was built with."""
+    """The flavor an instance (``instance_dict``) was built with."""
     return Flavor(name=instance["flavor"], vcpus=instance["vcpus"], memory_mb=instance["memory_mb"],
                   root_gb=instance["root_gb"], ephemeral_gb=instance["ephemeral_gb"], swap=instance["swap"])
 
@@ -87,22 +88,17 @@ def _usage_statement() -> Any:
 
 
 _REFRESH_USAGE = _usage_statement()
-_INSTANCES_NAMED = select(InstanceRow.uuid, InstanceRow.name, InstanceRow.state).where(
-    InstanceRow.name.in_(bindparam("names", expanding=True)))
-_INSERT_CLAIM = insert(ClaimRow.__table__).returning(ClaimRow.__table__.c.id)
+_INSTANCES_NAMED = select(instances.c.uuid, instances.c.name, instances.c.state).where(
+    instances.c.name.in_(bindparam("names", expanding=True)))
+_INSERT_CLAIM = insert(claims).returning(claims.c.id)
 
 
-def refresh_usage(session: Session, hv_uuids: Iterable[str]) -> None:
+def refresh_usage(db: Connection, hv_uuids: Iterable[str]) -> None:
     """Re-sum the usage of these hypervisors from their claims and unmanaged usage, and move
     their generation (DESIGN.md: it moves whenever capacity or usage does)."""
     uuids = sorted(set(hv_uuids))
-    if not uuids:
-        return
-    session.flush()
-    driver_execute(session.connection(), _REFRESH_USAGE, {"uuids": uuids})
-    for row in session.identity_map.values():
-        if isinstance(row, HypervisorRow) and row.uuid in uuids:
-            session.expire(row)
+    if uuids:
+        driver_execute(db, _REFRESH_USAGE, {"uuids": uuids})
 
 
 def check_room(view: HostState, spec: RequestSpec, host: str) -> None:
@@ -113,18 +109,18 @@ def check_room(view: HostState, spec: RequestSpec, host: str) -> None:
             raise ClaimConflict(host, rejection.message())
 
 
-def claim(session: Session, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
+def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
-    written as plain column values on the driver's cursor (database.driver_execute), with no
-    ORM object, two statements per instance and one usage update for the request."""
+    written as plain column values on the driver's cursor (database.driver_execute), two
+    statements per instance and one usage update for the request."""
     unsafe = os.environ.get(UNSAFE_CLAIMS_ENV) == "1"
     now = utcnow()
     spec = RequestSpec(flavor=flavor, count=1)
     try:
-        group = server_groups.lock(session, server_group) if server_group else None
-        views = locked_views(session, [p["hypervisor_uuid"] for p in placements], lock=not unsafe)
-        instances, moved = [], []
+        group = server_groups.lock(db, server_group) if server_group else None
+        views = locked_views(db, [p["hypervisor_uuid"] for p in placements], lock=not unsafe)
+        new, moved = [], []
         for placement in placements:
             hv_uuid = placement["hypervisor_uuid"]
             if hv_uuid not in views:
@@ -133,27 +129,26 @@ def claim(session: Session, placements: Sequence[Mapping[str, Any]], flavor: Fla
             if not unsafe:
                 check_room(view, spec, placement["host"])
                 view.consume(flavor)
-            instances.append({
+            new.append({
                 "uuid": str(uuidlib.uuid4()), "name": placement["name"], "flavor_name": flavor.name,
                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
                 "ephemeral_gb": flavor.ephemeral_gb, "swap": flavor.swap, "image": image,
                 "hypervisor_uuid": hv_uuid, "host": view.host, "state": BUILDING, "failure_reason": None,
                 "missing_since": None, "created_at": now, "updated_at": now})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
-        connection = session.connection()
-        _insert_instances(connection, instances, placements)
+        _insert_instances(db, new, placements)
         claim_ids = [
-            driver_execute(connection, _INSERT_CLAIM, claim_columns(
+            driver_execute(db, _INSERT_CLAIM, claim_columns(
                 instance["uuid"], instance["hypervisor_uuid"], flavor, owner, lease_s, now)).fetchall()[0][0]
-            for instance in instances]
+            for instance in new]
         if group is not None:
             if not unsafe:
-                _check_group(session, group, [p["host"] for p in placements])
-            connection.execute(insert(MemberRow.__table__),
-                               [{"group_uuid": group.uuid, "instance_uuid": row["uuid"]} for row in instances])
-        refresh_usage(session, views)
+                _check_group(db, group, [p["host"] for p in placements])
+            db.execute(insert(server_group_members),
+                       [{"group_uuid": group.uuid, "instance_uuid": instance["uuid"]} for instance in new])
+        refresh_usage(db, views)
         return [{**instance_dict(instance), "claim_id": claim_id, "generation_moved": generation_moved}
-                for instance, claim_id, generation_moved in zip(instances, claim_ids, moved)]
+                for instance, claim_id, generation_moved in zip(new, claim_ids, moved)]
     except IntegrityError as exc:
         # Another run inserted one of these names between our read and our write.
         raise ClaimConflict(placements[0]["host"] if placements else "-",
@@ -165,180 +160,174 @@ def claim(session: Session, placements: Sequence[Mapping[str, Any]], flavor: Fla
         raise ClaimConflict(placements[0]["host"] if placements else "-", "deadlock, decide again") from exc
 
 
-def _insert_instances(connection: Any, instances: Sequence[Mapping[str, Any]],
+def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
                       placements: Sequence[Mapping[str, Any]]) -> None:
     """Insert the new instance rows; a name already taken by an instance in ERROR is taken over
     (that instance is replaced), by any other it is a lost race (ClaimConflict)."""
-    skipping = insert_skipping(connection.dialect.name, InstanceRow.__table__, "name")
-    taken = [instance for instance in instances if not driver_execute(connection, skipping, instance).fetchall()]
+    skipping = insert_skipping(db.dialect.name, instances, "name")
+    taken = [instance for instance in new if not driver_execute(db, skipping, instance).fetchall()]
     if not taken:
         return
     hosts = {placement["name"]: placement["host"] for placement in placements}
-    for uuid, name, state in connection.execute(_INSTANCES_NAMED, {"names": [entry["name"] for entry in taken]}):
+    for uuid, name, state in db.execute(_INSTANCES_NAMED, {"names": [entry["name"] for entry in taken]}):
         if state != ERROR:
             raise ClaimConflict(hosts[name], f"instance {name} was launched meanwhile")
         # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE).
-        connection.execute(delete(InstanceRow.__table__).where(InstanceRow.__table__.c.uuid == uuid))
-    connection.execute(insert(InstanceRow.__table__), taken)
+        db.execute(delete(instances).where(instances.c.uuid == uuid))
+    db.execute(insert(instances), taken)
 
 
-def _check_group(session: Session, group: Any, new_hosts: Sequence[str], moving: str | None = None) -> None:
-    broken = server_groups.violation(session, group, new_hosts, moving)
+def _check_group(db: Connection, group: Any, new_hosts: Sequence[str], moving: str | None = None) -> None:
+    broken = server_groups.violation(db, group, new_hosts, moving)
     if broken is not None:
         raise ClaimConflict(*broken)
 
 
-def claim_instance_on(session: Session, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
+def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
                       keep_others: bool, host: str | None = None) -> dict[str, Any]:
     """A new claim for an existing instance, locked (its group, then the hypervisor) and
     re-checked as ``claim`` does; unless ``keep_others``, its other claims are given back first."""
     now = utcnow()
-    instance = find_instance(session, instance_uuid)
-    membership = session.scalars(select(MemberRow).where(MemberRow.instance_uuid == instance_uuid)).first()
-    group = server_groups.lock_uuid(session, membership.group_uuid) if membership is not None else None
-    old_claims = list(session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)))
-    if keep_others and hv_uuid == instance.hypervisor_uuid:
-        raise InputError("host", f"instance {instance.name} already runs on {instance.host}")
+    instance = find_instance(db, instance_uuid)
+    group_uuid = db.execute(select(server_group_members.c.group_uuid)
+                            .where(server_group_members.c.instance_uuid == instance_uuid)).scalar()
+    group = server_groups.lock_uuid(db, group_uuid) if group_uuid is not None else None
+    old_claims = db.execute(select(claims.c.id, claims.c.hypervisor_uuid)
+                            .where(claims.c.instance_uuid == instance_uuid)).all()
+    if keep_others and hv_uuid == instance["hypervisor_uuid"]:
+        raise InputError("host", f"instance {instance['name']} already runs on {instance['host']}")
     # Every hypervisor this touches is locked first, in UUID order, as a claim locks them.
-    locked_views(session, {hv_uuid, *(old.hypervisor_uuid for old in old_claims)})
-    if not keep_others:
-        for old in old_claims:
-            session.delete(old)
-        refresh_usage(session, [old.hypervisor_uuid for old in old_claims])
-    views = locked_views(session, [hv_uuid])
+    locked_views(db, {hv_uuid, *(old.hypervisor_uuid for old in old_claims)})
+    if not keep_others and old_claims:
+        db.execute(delete(claims).where(claims.c.id.in_([old.id for old in old_claims])))
+        refresh_usage(db, [old.hypervisor_uuid for old in old_claims])
+    views = locked_views(db, [hv_uuid])
     if hv_uuid not in views:
         raise ClaimConflict(host or hv_uuid, "not in the ledger (no facts synced)")
     view, _generation = views[hv_uuid]
-    flavor = instance_flavor(instance.to_dict())
+    flavor = instance_flavor(instance_dict(instance))
     check_room(view, RequestSpec(flavor=flavor, count=1), view.host)
     if group is not None:
-        _check_group(session, group, [view.host], moving=instance_uuid)
-    new = ClaimRow(**claim_columns(instance.uuid, hv_uuid, flavor, owner, lease_s, now))
-    session.add(new)
-    session.flush()
-    refresh_usage(session, [hv_uuid])
-    return new.to_dict(view.host)
+        _check_group(db, group, [view.host], moving=instance_uuid)
+    columns = claim_columns(instance_uuid, hv_uuid, flavor, owner, lease_s, now)
+    claim_id = db.execute(_INSERT_CLAIM, columns).scalar_one()
+    refresh_usage(db, [hv_uuid])
+    return claim_dict({**columns, "id": claim_id}, view.host)
 
 
-def finish_move(session: Session, instance_uuid: str, claim_id: int) -> dict[str, Any]:
+def claim_alternate(db: Connection, instance_uuid: str, host: str, hv_uuid: str, owner: str,
+                    lease_s: int) -> dict[str, Any]:
+    """Ledger.claim_alternate's transaction (see there)."""
+    claim = claim_instance_on(db, instance_uuid, hv_uuid, owner, lease_s, keep_others=False, host=host)
+    moved = {"hypervisor_uuid": hv_uuid, "host": claim["host"], "state": BUILDING, "failure_reason": None,
+             "updated_at": utcnow()}
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(moved))
+    return {**instance_dict({**find_instance(db, instance_uuid), **moved}), "claim_id": claim["id"]}
+
+
+def finish_move(db: Connection, instance_uuid: str, claim_id: int) -> dict[str, Any]:
     """Ledger.finish_move's transaction."""
-    instance = find_instance(session, instance_uuid)
-    target = session.get(ClaimRow, claim_id)
+    instance = find_instance(db, instance_uuid)
+    target = db.execute(select(claims).where(claims.c.id == claim_id)).first()
     if target is None or target.instance_uuid != instance_uuid:
-        raise LedgerError(f"claim {claim_id} is not a claim of instance {instance.name}")
-    hv = session.get(HypervisorRow, target.hypervisor_uuid)
-    touched = {target.hypervisor_uuid}
-    for other in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
-        if other.id != claim_id:
-            touched.add(other.hypervisor_uuid)
-            session.delete(other)
-    instance.hypervisor_uuid = hv.uuid
-    instance.host = hv.name
-    instance.missing_since = None
-    instance.updated_at = utcnow()
-    if instance.state == ACTIVE:
-        target.lease_expires_at = None
-    result = instance.to_dict()
-    refresh_usage(session, touched)
-    return result
+        raise LedgerError(f"claim {claim_id} is not a claim of instance {instance['name']}")
+    name = db.execute(select(hypervisors.c.name).where(hypervisors.c.uuid == target.hypervisor_uuid)).scalar_one()
+    others = db.execute(select(claims.c.id, claims.c.hypervisor_uuid).where(
+        claims.c.instance_uuid == instance_uuid, claims.c.id != claim_id)).all()
+    if others:
+        db.execute(delete(claims).where(claims.c.id.in_([other.id for other in others])))
+    now = utcnow()
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
+        hypervisor_uuid=target.hypervisor_uuid, host=name, missing_since=None, updated_at=now))
+    if instance["state"] == ACTIVE:
+        db.execute(update(claims).where(claims.c.id == claim_id).values(lease_expires_at=None))
+    refresh_usage(db, {target.hypervisor_uuid, *(other.hypervisor_uuid for other in others)})
+    return instance_dict({**instance, "hypervisor_uuid": target.hypervisor_uuid, "host": name,
+                          "missing_since": None, "updated_at": now})
 
 
-def release_claim(session: Session, claim_id: int) -> bool:
-    claim_row = session.get(ClaimRow, claim_id)
-    if claim_row is None:
+def release_claim(db: Connection, claim_id: int) -> bool:
+    hv_uuid = db.execute(delete(claims).where(claims.c.id == claim_id).returning(claims.c.hypervisor_uuid)).scalar()
+    if hv_uuid is None:
         return False
-    session.delete(claim_row)
-    refresh_usage(session, [claim_row.hypervisor_uuid])
+    refresh_usage(db, [hv_uuid])
     return True
 
 
-def release(session: Session, claim_row: ClaimRow, reason: str, now: dt.datetime) -> None:
+def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> None:
     """Drop a claim; an instance left without any claim is ERROR with ``reason``. The caller
     refreshes the hypervisor's usage."""
-    instance = session.get(InstanceRow, claim_row.instance_uuid)
-    session.delete(claim_row)
-    session.flush()
-    if instance is not None:
-        left = session.scalar(select(func.count(ClaimRow.id)).where(ClaimRow.instance_uuid == instance.uuid))
-        if not left:
-            instance.state = ERROR
-            instance.failure_reason = reason
-            instance.updated_at = now
+    db.execute(delete(claims).where(claims.c.id == claim_row.id))
+    left = db.execute(select(func.count(claims.c.id)).where(claims.c.instance_uuid == claim_row.instance_uuid)).scalar()
+    if not left:
+        db.execute(update(instances).where(instances.c.uuid == claim_row.instance_uuid).values(
+            state=ERROR, failure_reason=reason, updated_at=now))
 
 
-def mark_active(session: Session, instance_uuid: str) -> None:
-    instance = find_instance(session, instance_uuid)
-    instance.state = ACTIVE
-    instance.failure_reason = None
-    instance.updated_at = utcnow()
-    session.execute(update(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid,
-                                           ClaimRow.hypervisor_uuid == instance.hypervisor_uuid)
-                    .values(lease_expires_at=None).execution_options(synchronize_session=False))
-    refresh_usage(session, [instance.hypervisor_uuid])  # no longer an io op
+def mark_active(db: Connection, instance_uuid: str) -> None:
+    instance = find_instance(db, instance_uuid)
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
+        state=ACTIVE, failure_reason=None, updated_at=utcnow()))
+    db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
+                                    claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
+               .values(lease_expires_at=None))
+    refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
 
 
-def mark_error(session: Session, instance_uuid: str, reason: str) -> None:
-    instance = find_instance(session, instance_uuid)
+def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:
+    find_instance(db, instance_uuid)
     now = utcnow()
-    touched = []
-    for claim_row in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
-        touched.append(claim_row.hypervisor_uuid)
-        release(session, claim_row, reason, now)
-    instance.state = ERROR
-    instance.failure_reason = reason
-    instance.updated_at = now
-    refresh_usage(session, touched)
+    held = db.execute(select(claims).where(claims.c.instance_uuid == instance_uuid)).all()
+    for claim_row in held:
+        release(db, claim_row, reason, now)
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
+        state=ERROR, failure_reason=reason, updated_at=now))
+    refresh_usage(db, [claim_row.hypervisor_uuid for claim_row in held])
 
 
-def delete_instance(session: Session, instance_uuid: str) -> bool:
-    instance = session.get(InstanceRow, instance_uuid)
-    if instance is None:
+def delete_instance(db: Connection, instance_uuid: str) -> bool:
+    if db.execute(select(instances.c.uuid).where(instances.c.uuid == instance_uuid)).first() is None:
         return False
     # The group first, then hypervisors: the order a claim takes its locks in.
-    session.execute(delete(MemberRow).where(MemberRow.instance_uuid == instance_uuid))
-    touched = []
-    for claim_row in session.scalars(select(ClaimRow).where(ClaimRow.instance_uuid == instance_uuid)):
-        touched.append(claim_row.hypervisor_uuid)
-        session.delete(claim_row)
-    session.delete(instance)
-    refresh_usage(session, touched)
+    db.execute(delete(server_group_members).where(server_group_members.c.instance_uuid == instance_uuid))
+    touched = db.execute(delete(claims).where(claims.c.instance_uuid == instance_uuid)
+                         .returning(claims.c.hypervisor_uuid)).scalars().all()
+    db.execute(delete(instances).where(instances.c.uuid == instance_uuid))
+    refresh_usage(db, touched)
     return True
 
 
-def adopt_instance(session: Session, host: str, domain_uuid: str, name: str, flavor: Flavor, owner: str,
+def adopt_instance(db: Connection, host: str, domain_uuid: str, name: str, flavor: Flavor, owner: str,
                    dry_run: bool) -> tuple[dict[str, Any], bool]:
     """Ledger.adopt_instance's transaction (see there)."""
     now = utcnow()
     # A dry run may come before the hypervisor's first sync (check mode syncs nothing).
-    row = find_hypervisor(session, host, missing_ok=dry_run)
-    existing = session.get(InstanceRow, domain_uuid)
+    row = find_hypervisor(db, host, missing_ok=dry_run)
+    existing = db.execute(select(instances).where(instances.c.uuid == domain_uuid)).mappings().first()
     if existing is not None:
-        if row is None or existing.hypervisor_uuid != row.uuid:
-            raise InputError("domain", f"domain {domain_uuid} is instance {existing.name} of the ledger, "
-                                       f"which places it on {existing.host}, not {row.name if row else host}")
-        return existing.to_dict(), False
-    taken = session.scalars(select(InstanceRow).where(InstanceRow.name == name)).first()
+        if row is None or existing["hypervisor_uuid"] != row.uuid:
+            raise InputError("domain", f"domain {domain_uuid} is instance {existing['name']} of the ledger, "
+                                       f"which places it on {existing['host']}, not {row.name if row else host}")
+        return instance_dict(existing), False
+    taken = db.execute(select(instances.c.uuid, instances.c.host).where(instances.c.name == name)).first()
     if taken is not None:
         raise InputError("name", f"name {name} is already instance {taken.uuid} on {taken.host}; "
                                  f"pass another name")
-    instance = InstanceRow(
-        uuid=domain_uuid, name=name, flavor_name=flavor.name, vcpus=flavor.vcpus,
-        memory_mb=flavor.memory_mb, root_gb=flavor.root_gb, ephemeral_gb=flavor.ephemeral_gb,
-        swap=flavor.swap, image=None, hypervisor_uuid=row.uuid if row else None,
-        host=row.name if row else host, state=ACTIVE, created_at=now, updated_at=now,
-    )
+    instance = {
+        "uuid": domain_uuid, "name": name, "flavor_name": flavor.name, "vcpus": flavor.vcpus,
+        "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb, "ephemeral_gb": flavor.ephemeral_gb,
+        "swap": flavor.swap, "image": None, "hypervisor_uuid": row.uuid if row else None,
+        "host": row.name if row else host, "state": ACTIVE, "failure_reason": None, "missing_since": None,
+        "created_at": now, "updated_at": now,
+    }
     if row is None:
-        return instance.to_dict(), True
-    session.add(instance)
-    session.flush()  # the claim's foreign key needs the instance row first
-    new = ClaimRow(**claim_columns(instance.uuid, row.uuid, flavor, owner, None, now))
-    session.add(new)
-    session.execute(delete(UnmanagedRow).where(UnmanagedRow.hypervisor_uuid == row.uuid,
-                                               UnmanagedRow.domain_uuid == domain_uuid))
-    session.flush()
-    adopted = {**instance.to_dict(), "claim_id": new.id}
-    refresh_usage(session, [row.uuid])
-    return adopted, True
+        return instance_dict(instance), True
+    db.execute(insert(instances), instance)
+    claim_id = db.execute(_INSERT_CLAIM, claim_columns(domain_uuid, row.uuid, flavor, owner, None, now)).scalar_one()
+    db.execute(delete(unmanaged_usage).where(unmanaged_usage.c.hypervisor_uuid == row.uuid,
+                                             unmanaged_usage.c.domain_uuid == domain_uuid))
+    refresh_usage(db, [row.uuid])
+    return {**instance_dict(instance), "claim_id": claim_id}, True
 
 
 def claim_columns(instance_uuid: str, hv_uuid: str, flavor: Flavor, owner: str, lease_s: int | None,
@@ -351,21 +340,22 @@ def claim_columns(instance_uuid: str, hv_uuid: str, flavor: Flavor, owner: str, 
             "lease_expires_at": lease, "created_at": now}
 
 
-def find_instance(session: Session, instance_uuid: str) -> InstanceRow:
-    instance = session.get(InstanceRow, instance_uuid)
-    if instance is None:
+def find_instance(db: Connection, instance_uuid: str) -> dict[str, Any]:
+    """The instance's row as a dict of its columns."""
+    row = db.execute(select(instances).where(instances.c.uuid == instance_uuid)).mappings().first()
+    if row is None:
         raise LedgerError(f"instance {instance_uuid} is not in the ledger")
-    return instance
+    return dict(row)
 
 
-def find_hypervisor(session: Session, host: str, missing_ok: bool = False) -> HypervisorRow | None:
-    """A hypervisor by name or UUID, locked; bad input listing the known ones if there is none."""
-    row = session.scalars(
-        select(HypervisorRow).where((HypervisorRow.name == host) | (HypervisorRow.uuid == host))
-        .order_by(case((HypervisorRow.name == host, 0), else_=1)).with_for_update()
+def find_hypervisor(db: Connection, host: str, missing_ok: bool = False) -> Any:
+    """A hypervisor's row by name or UUID, locked; bad input listing the known ones if there is none."""
+    row = db.execute(
+        select(hypervisors).where((hypervisors.c.name == host) | (hypervisors.c.uuid == host))
+        .order_by(case((hypervisors.c.name == host, 0), else_=1)).with_for_update()
     ).first()
     if row is None and not missing_ok:
-        known = ", ".join(session.scalars(select(HypervisorRow.name).order_by(HypervisorRow.name))) or "none"
+        known = ", ".join(db.execute(select(hypervisors.c.name).order_by(hypervisors.c.name)).scalars()) or "none"
         raise InputError("host", f"no hypervisor {host!r} in the ledger (known: {known}); run "
                                  f"playbooks/gather.yml to record the inventory's hypervisors")
     return row

@@ -5,26 +5,24 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DecisionRow
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import decision_dict, decisions
 
 
-def record(session: Session, name: str, owner: str, request: Mapping[str, Any],
+def record(db: Connection, name: str, owner: str, request: Mapping[str, Any],
            host_states: Sequence[Mapping[str, Any]], decision: Mapping[str, Any], outcome: str) -> int:
-    row = DecisionRow(created_at=utcnow(), owner=owner, name=name, ok=bool(decision.get("ok")),
-                      outcome=outcome, summary=str(decision.get("summary", "")),
-                      request=dict(request), host_states=[dict(s) for s in host_states],
-                      decision=dict(decision))
-    session.add(row)
-    session.flush()
-    return row.id
+    return db.execute(insert(decisions).returning(decisions.c.id), {
+        "created_at": utcnow(), "owner": owner, "name": name, "ok": bool(decision.get("ok")), "outcome": outcome,
+        "summary": str(decision.get("summary", "")), "request": dict(request),
+        "host_states": [dict(state) for state in host_states], "decision": dict(decision),
+    }).scalar_one()
 
 
-def listing(session: Session, name: str | None, limit: int) -> list[dict[str, Any]]:
-    query = select(DecisionRow).order_by(DecisionRow.id.desc()).limit(limit)
+def listing(db: Connection, name: str | None, limit: int) -> list[dict[str, Any]]:
+    query = select(decisions).order_by(decisions.c.id.desc()).limit(limit)
     if name is not None:
-        query = query.where(DecisionRow.name == name)
-    return [row.to_dict() for row in session.scalars(query)]
+        query = query.where(decisions.c.name == name)
+    return [decision_dict(row._mapping) for row in db.execute(query)]

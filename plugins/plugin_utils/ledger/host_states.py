@@ -13,7 +13,7 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
@@ -22,16 +22,16 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
     HV_MISSING,
     HV_UP,
-    ClaimRow,
-    HypervisorFactsRow,
-    HypervisorImageRow,
-    HypervisorNetworkRow,
-    HypervisorRow,
-    UnmanagedRow,
+    claims,
+    hypervisor_facts,
+    hypervisor_images,
+    hypervisor_networks,
+    hypervisors,
+    unmanaged_usage,
     iso,
 )
 
-H = HypervisorRow
+H = hypervisors.c
 # The host-state fields every read gives, as SQL over one hypervisor row. The free amounts are
 # DESIGN.md's tracker view: total - reserved - (claims + unmanaged usage), so reserved memory
 # counts as used in the filters, as in Nova.
@@ -58,7 +58,7 @@ ALWAYS_FACTS = ("availability_zone", "aggregates", "hypervisor_version")
 # Read, from hypervisor_facts, when a filter or weigher of the request needs them (its ``host_fields``).
 OPTIONAL_FACTS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info",
                   "numa_topology", "metrics")
-F = HypervisorFactsRow
+F = hypervisor_facts.c
 # Why a host is down when the sync recorded no reason of its own, by sync status.
 _DOWN_REASONS = {
     HV_DOWN: "did not answer its last sync",
@@ -70,20 +70,20 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _UNIX_EPOCH_JULIAN_DAY = 2440587.5
 
 
-def _age_seconds(session: Session, now: dt.datetime) -> Any:
+def _age_seconds(db: Connection, now: dt.datetime) -> Any:
     """Seconds since each row's last sync, computed by the database from ``now`` given as a
     number (UTC, as every ledger time), so that no datetime is made per row."""
     seconds = (now - _EPOCH).total_seconds()
-    if session.get_bind().dialect.name == "sqlite":
+    if db.dialect.name == "sqlite":
         return (literal(seconds / 86400.0 + _UNIX_EPOCH_JULIAN_DAY) - func.julianday(H.synced_at)) * 86400.0
     return literal(seconds) - func.extract("epoch", H.synced_at)
 
 
-def _raw_rows(session: Session, query: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _raw_rows(db: Connection, query: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The rows of ``query`` as the database driver gives them: SQLAlchemy's typed results
     would convert every value of every row (a quarter of a second at 100,000 hypervisors)
     where only a few columns need it, and read_table converts those itself."""
-    cursor = driver_execute(session.connection(), query, cached=False)
+    cursor = driver_execute(db, query, cached=False)
     return [column[0] for column in cursor.description], cursor.fetchall()
 
 
@@ -92,7 +92,7 @@ def _fact_column(table: Any, name: str) -> Any:
     return cast(column, Text).label(name) if name in JSON_FACTS else column.label(name)
 
 
-def read_table(session: Session, now: dt.datetime, fields: Iterable[str] = (),
+def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
                images: Sequence[str] = (), networks: Sequence[str] = (),
                uuids: Sequence[str] | None = None) -> tuple[HostTable, list[int]]:
     """Every hypervisor of the ledger (or those of ``uuids``) as the engine's columns, with the
@@ -108,22 +108,22 @@ def read_table(session: Session, now: dt.datetime, fields: Iterable[str] = (),
     """
     wanted = [name for name in OPTIONAL_FACTS if name in set(fields)]
     up = H.sync_status == HV_UP
-    query = _order(session, select(
+    query = _order(db, select(
         H.name.label("host"), case((H.nodename == H.name, ""), else_=H.nodename).label("nodename"),
         H.uuid, H.generation, up.label("service_up"),
         case((up, None), else_=func.coalesce(H.down_reason, H.sync_status)).label("down_reason"),
         # When it went missing, for the reason; nothing for the others.
         case((H.sync_status == HV_MISSING, H.synced_at)).label("missing_since"),
-        H.disabled, H.disabled_reason, _age_seconds(session, now).label("sync_age_s"),
+        H.disabled, H.disabled_reason, _age_seconds(db, now).label("sync_age_s"),
         *(expression.label(name) for name, expression in USAGE_COLUMNS.items()),
         *(_fact_column(H, name) for name in ALWAYS_FACTS),
         *(_fact_column(F, name) for name in wanted),
     ))
     if wanted:
-        query = query.outerjoin(F, F.hypervisor_uuid == H.uuid)
+        query = query.outerjoin(hypervisor_facts, F.hypervisor_uuid == H.uuid)
     if uuids is not None:
         query = query.where(H.uuid.in_(list(uuids)))
-    keys, rows = _raw_rows(session, query)
+    keys, rows = _raw_rows(db, query)
     columns: dict[str, Any] = dict(zip(keys, zip(*rows))) if rows else {key: () for key in keys}
     generations = list(columns.pop("generation"))
     missing_since = columns.pop("missing_since")
@@ -138,19 +138,19 @@ def read_table(session: Session, now: dt.datetime, fields: Iterable[str] = (),
         if name in columns:
             columns[name] = _parsed(columns[name])
     if "instances" in set(fields):
-        columns["instances"] = _instances(session, columns["uuid"])
+        columns["instances"] = _instances(db, columns["uuid"])
     if images:
-        columns["images"], columns["refused_images"] = _images(session, columns["uuid"], images)
+        columns["images"], columns["refused_images"] = _images(db, columns["uuid"], images)
     if networks:
-        columns["networks"] = _named(session, HypervisorNetworkRow, columns["uuid"], networks)
+        columns["networks"] = _named(db, hypervisor_networks, columns["uuid"], networks)
     return HostTable(columns), generations
 
 
-def _order(session: Session, query: Any) -> Any:
+def _order(db: Connection, query: Any) -> Any:
     """The hosts in an order that stays put between two reads (so that check mode's decision is
     the real run's, ties included): SQLite's rowid order, which an update never moves, for free;
     on PostgreSQL, whose updates move rows, by name (a sort)."""
-    if session.get_bind().dialect.name == "sqlite":
+    if db.dialect.name == "sqlite":
         return query.order_by(literal_column("hypervisors.rowid"))
     return query.order_by(H.name, H.uuid)
 
@@ -169,38 +169,39 @@ def _parsed(texts: Sequence[str | None]) -> list[Any]:
     return [cache[text] for text in texts]
 
 
-def _instances(session: Session, uuids: Sequence[str]) -> list[list[str]]:
+def _instances(db: Connection, uuids: Sequence[str]) -> list[list[str]]:
     """The instance UUIDs each host holds a claim for (SameHost/DifferentHost filters)."""
     position = {uuid: index for index, uuid in enumerate(uuids)}
     held: list[list[str]] = [[] for _uuid in uuids]
-    for hv_uuid, instance_uuid in session.execute(
-            select(ClaimRow.hypervisor_uuid, ClaimRow.instance_uuid).order_by(ClaimRow.id)):
+    for hv_uuid, instance_uuid in db.execute(
+            select(claims.c.hypervisor_uuid, claims.c.instance_uuid).order_by(claims.c.id)):
         if hv_uuid in position:
             held[position[hv_uuid]].append(instance_uuid)
     return held
 
 
-def _named(session: Session, model: Any, uuids: Sequence[str], names: Sequence[str]) -> list[list[str]]:
+def _named(db: Connection, table: Any, uuids: Sequence[str], names: Sequence[str]) -> list[list[str]]:
     """Per host, which of ``names`` its last sync listed (its images or its networks)."""
     position = {uuid: index for index, uuid in enumerate(uuids)}
     found: list[list[str]] = [[] for _uuid in uuids]
-    for hv_uuid, name in session.execute(
-            select(model.hypervisor_uuid, model.name).where(model.name.in_(sorted(set(names))))
-            .order_by(model.name)):
+    for hv_uuid, name in db.execute(
+            select(table.c.hypervisor_uuid, table.c.name).where(table.c.name.in_(sorted(set(names))))
+            .order_by(table.c.name)):
         if hv_uuid in position:
             found[position[hv_uuid]].append(name)
     return found
 
 
-def _images(session: Session, uuids: Sequence[str], names: Sequence[str]) -> tuple[list[list[str]], list[dict]]:
+def _images(db: Connection, uuids: Sequence[str], names: Sequence[str]) -> tuple[list[list[str]], list[dict]]:
     """Per host, which of the image volumes ``names`` its last sync listed as usable, and why
     it refused the others it listed."""
     position = {uuid: index for index, uuid in enumerate(uuids)}
     usable: list[list[str]] = [[] for _uuid in uuids]
     refused: list[dict[str, str]] = [{} for _uuid in uuids]
-    for hv_uuid, name, why in session.execute(
-            select(HypervisorImageRow.hypervisor_uuid, HypervisorImageRow.name, HypervisorImageRow.refused)
-            .where(HypervisorImageRow.name.in_(sorted(set(names)))).order_by(HypervisorImageRow.name)):
+    images = hypervisor_images.c
+    for hv_uuid, name, why in db.execute(
+            select(images.hypervisor_uuid, images.name, images.refused)
+            .where(images.name.in_(sorted(set(names)))).order_by(images.name)):
         if hv_uuid in position:
             if why is None:
                 usable[position[hv_uuid]].append(name)
@@ -217,7 +218,7 @@ _LOCKED_VIEWS = (select(H.uuid, H.name, H.generation, *(USAGE_COLUMNS[name].labe
 _LOCKED_VIEWS_FOR_UPDATE = _LOCKED_VIEWS.with_for_update()
 
 
-def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> dict[str, tuple[HostState, int]]:
+def locked_views(db: Connection, uuids: Iterable[str], lock: bool = True) -> dict[str, tuple[HostState, int]]:
     """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check (the numbers
     the resource filters read): each with its generation; their rows locked FOR UPDATE in UUID
     order (a no-op on SQLite, which holds the write lock already), so that concurrent claims on
@@ -225,16 +226,16 @@ def locked_views(session: Session, uuids: Iterable[str], lock: bool = True) -> d
     not the claim's."""
     query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
-    for uuid, name, generation, *numbers in driver_execute(session.connection(), query,
+    for uuid, name, generation, *numbers in driver_execute(db, query,
                                                           {"uuids": sorted(set(uuids))}).fetchall():
         views[uuid] = (HostState(host=name, uuid=uuid, **dict(zip(_CHECKED, numbers))), generation)
     return views
 
 
-def tracker_states(session: Session, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Live host states (from the inventory) with the ledger's tracker view: usage from its
     claims and unmanaged usage, the operator's disabled flag, the generation."""
-    known = {row["uuid"]: row for row in session.execute(
+    known = {row["uuid"]: row for row in db.execute(
         select(H.uuid, H.generation, H.disabled, H.disabled_reason,
                *(expression.label(name) for name, expression in USAGE_COLUMNS.items()))
         .where(H.uuid.in_([s["uuid"] for s in states if s.get("uuid")]))).mappings()}
@@ -252,34 +253,35 @@ def tracker_states(session: Session, states: Sequence[Mapping[str, Any]]) -> lis
     return views
 
 
-def build_targets(session: Session, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
+def build_targets(db: Connection, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """What a build needs of each of these hypervisors: name, the URI of its last sync and the
     domain types its capabilities offer."""
     targets = {}
-    for uuid, name, uri, supported in session.execute(
-            select(H.uuid, H.name, H.uri, F.supported_instances).outerjoin(F, F.hypervisor_uuid == H.uuid)
+    for uuid, name, uri, supported in db.execute(
+            select(H.uuid, H.name, H.uri, F.supported_instances)
+            .outerjoin(hypervisor_facts, F.hypervisor_uuid == H.uuid)
             .where(H.uuid.in_(sorted(set(uuids))))):
         types = sorted({triple[1] for triple in supported or [] if len(triple) > 1})
         targets[uuid] = {"host": name, "hypervisor_uuid": uuid, "uri": uri, "domain_types": types}
     return targets
 
 
-def hypervisor_list(session: Session, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def hypervisor_list(db: Connection, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every hypervisor (or those of ``uuids``) with its capacity, usage and unmanaged domains
     (ledger_info, drift reports)."""
     unmanaged: dict[str, list[dict[str, Any]]] = {}
-    orphans = select(UnmanagedRow).order_by(UnmanagedRow.domain_name)
-    query = select(H, *(expression.label(name) for name, expression in USAGE_COLUMNS.items())).order_by(H.name)
+    orphans = select(unmanaged_usage).order_by(unmanaged_usage.c.domain_name)
+    query = select(hypervisors, *(expression.label(f"usage_{name}") for name, expression in USAGE_COLUMNS.items())
+                   ).order_by(H.name)
     if uuids is not None:
-        orphans = orphans.where(UnmanagedRow.hypervisor_uuid.in_(list(uuids)))
+        orphans = orphans.where(unmanaged_usage.c.hypervisor_uuid.in_(list(uuids)))
         query = query.where(H.uuid.in_(list(uuids)))
-    for row in session.scalars(orphans):
+    for row in db.execute(orphans):
         unmanaged.setdefault(row.hypervisor_uuid, []).append(
             {"name": row.domain_name, "uuid": row.domain_uuid, "vcpus": row.vcpus,
              "memory_mb": row.memory_mb, "disk_mb": row.disk_mb})
     result = []
-    for record in session.execute(query):
-        row = record[0]
+    for row in db.execute(query):
         result.append({
             "uuid": row.uuid, "host": row.name, "nodename": row.nodename, "uri": row.uri,
             "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
@@ -293,6 +295,6 @@ def hypervisor_list(session: Session, uuids: Sequence[str] | None = None) -> lis
             },
             "availability_zone": row.availability_zone, "aggregates": row.aggregates,
             "unmanaged": unmanaged.get(row.uuid, []),
-            "usage": {name: record._mapping[name] for name in USAGE_COLUMNS},
+            "usage": {name: row._mapping[f"usage_{name}"] for name in USAGE_COLUMNS},
         })
     return result

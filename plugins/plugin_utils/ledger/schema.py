@@ -1,4 +1,4 @@
-"""The ledger's tables (SQLAlchemy 2 declarative models) and the values their columns take.
+"""The ledger's tables (SQLAlchemy Core) and the values their columns take.
 
 A hypervisor row holds everything the default filters and weighers read about one hypervisor,
 so that a launch decides from one scan of one narrow table: its capacity (as synced: totals,
@@ -8,6 +8,9 @@ status, zone, aggregates and hypervisor version. The facts only some filters rea
 (capabilities, metrics, pools) are in ``hypervisor_facts``, one row per hypervisor beside it:
 kilobytes of CPU features per row would make every launch's scan several times slower. The
 rows behind the usage stay the truth: claims and unmanaged usage.
+
+Core tables, not ORM classes: every ledger call is a few statements on plain rows, and the ORM's
+import, mapping and unit of work would cost a launch a tenth of a second for nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
 # Instance states, as Nova's vm_state names them.
 BUILDING = "BUILDING"
@@ -58,196 +60,191 @@ def iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class Base(DeclarativeBase):
-    pass
+metadata = MetaData()
 
 
-class HypervisorRow(Base):
-    """A hypervisor, keyed by its libvirt host UUID, as its last sync recorded it."""
+def _uuid_key(table: str, **options: Any) -> Column:
+    """A row's parent hypervisor, dropped with it."""
+    return Column("hypervisor_uuid", String(36), ForeignKey(f"{table}.uuid", ondelete="CASCADE"), **options)
 
-    __tablename__ = "hypervisors"
-    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), index=True)
-    nodename: Mapped[str] = mapped_column(String(255))
+
+# A hypervisor, keyed by its libvirt host UUID, as its last sync recorded it.
+hypervisors = Table(
+    "hypervisors", metadata,
+    Column("uuid", String(36), primary_key=True),
+    Column("name", String(255), index=True, nullable=False),
+    Column("nodename", String(255), nullable=False),
     # The URI the builds connect with (as the inventory gave it: never a password).
-    uri: Mapped[str | None] = mapped_column(Text, nullable=True)
-    generation: Mapped[int] = mapped_column(Integer, default=0)
-    synced_at: Mapped[dt.datetime] = mapped_column(DateTime)
-    sync_status: Mapped[str] = mapped_column(String(16), default=HV_UP)
-    down_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
-    disabled_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    Column("uri", Text, nullable=True),
+    Column("generation", Integer, default=0, nullable=False),
+    Column("synced_at", DateTime, nullable=False),
+    Column("sync_status", String(16), default=HV_UP, nullable=False),
+    Column("down_reason", Text, nullable=True),
+    Column("disabled", Boolean, default=False, nullable=False),
+    Column("disabled_reason", Text, nullable=True),
     # Capacity, as synced.
-    vcpus_total: Mapped[int] = mapped_column(Integer, default=0)
-    cpu_allocation_ratio: Mapped[float] = mapped_column(Float, default=1.0)
-    total_usable_ram_mb: Mapped[int] = mapped_column(Integer, default=0)
-    reserved_host_memory_mb: Mapped[int] = mapped_column(Integer, default=0)
-    ram_allocation_ratio: Mapped[float] = mapped_column(Float, default=1.0)
-    total_usable_disk_gb: Mapped[int] = mapped_column(Integer, default=0)
-    reserved_host_disk_mb: Mapped[int] = mapped_column(Integer, default=0)
-    disk_allocation_ratio: Mapped[float] = mapped_column(Float, default=1.0)
+    Column("vcpus_total", Integer, default=0, nullable=False),
+    Column("cpu_allocation_ratio", Float, default=1.0, nullable=False),
+    Column("total_usable_ram_mb", Integer, default=0, nullable=False),
+    Column("reserved_host_memory_mb", Integer, default=0, nullable=False),
+    Column("ram_allocation_ratio", Float, default=1.0, nullable=False),
+    Column("total_usable_disk_gb", Integer, default=0, nullable=False),
+    Column("reserved_host_disk_mb", Integer, default=0, nullable=False),
+    Column("disk_allocation_ratio", Float, default=1.0, nullable=False),
     # Usage: claims plus unmanaged usage, summed by claims.refresh_usage.
-    vcpus_used: Mapped[int] = mapped_column(Integer, default=0)
-    memory_mb_used: Mapped[int] = mapped_column(Integer, default=0)
-    disk_mb_used: Mapped[int] = mapped_column(Integer, default=0)
-    num_instances: Mapped[int] = mapped_column(Integer, default=0)
-    num_io_ops: Mapped[int] = mapped_column(Integer, default=0)
+    Column("vcpus_used", Integer, default=0, nullable=False),
+    Column("memory_mb_used", Integer, default=0, nullable=False),
+    Column("disk_mb_used", Integer, default=0, nullable=False),
+    Column("num_instances", Integer, default=0, nullable=False),
+    Column("num_io_ops", Integer, default=0, nullable=False),
     # Facts the default filters and weighers read.
-    availability_zone: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    aggregates: Mapped[Any] = mapped_column(JSON, default=list)
-    hypervisor_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    Column("availability_zone", String(255), nullable=True),
+    Column("aggregates", JSON, default=list, nullable=False),
+    Column("hypervisor_version", Integer, nullable=True),
+)
+
+# The facts of a hypervisor's last sync that only some filters read, beside its row.
+hypervisor_facts = Table(
+    "hypervisor_facts", metadata,
+    _uuid_key("hypervisors", primary_key=True),
+    Column("hypervisor_type", String(64), nullable=True),
+    Column("libvirt_version", Integer, nullable=True),
+    Column("supported_instances", JSON, default=list, nullable=False),
+    Column("cpu_info", JSON, default=dict, nullable=False),
+    Column("numa_topology", JSON, default=dict, nullable=False),
+    Column("metrics", JSON, default=dict, nullable=False),
+    Column("storage_pool", String(255), nullable=True),
+    Column("pools", JSON, default=list, nullable=False),
+    Column("host_memory", JSON, default=dict, nullable=False),
+)
+
+# A volume of the hypervisor's instance pool that a launch could name as its image (not one of
+# Berth's own instance volumes), as the last sync listed them; ``refused`` says why it may not
+# be used (a link, a backing file outside the pool...), None when it may.
+hypervisor_images = Table(
+    "hypervisor_images", metadata,
+    _uuid_key("hypervisors", primary_key=True),
+    Column("name", String(255), primary_key=True, index=True),
+    Column("refused", Text, nullable=True),
+)
+
+# A libvirt network the hypervisor defines, as the last sync listed them.
+hypervisor_networks = Table(
+    "hypervisor_networks", metadata,
+    _uuid_key("hypervisors", primary_key=True),
+    Column("name", String(255), primary_key=True, index=True),
+)
+
+# A domain on a hypervisor that the ledger does not know (an orphan), counted as usage.
+unmanaged_usage = Table(
+    "unmanaged_usage", metadata,
+    _uuid_key("hypervisors", primary_key=True),
+    Column("domain_uuid", String(36), primary_key=True),
+    Column("domain_name", String(255), nullable=False),
+    Column("vcpus", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("disk_mb", Integer, nullable=False),
+    Column("seen_at", DateTime, nullable=False),
+)
+
+instances = Table(
+    "instances", metadata,
+    Column("uuid", String(36), primary_key=True),
+    Column("name", String(63), unique=True, nullable=False),
+    Column("flavor_name", String(255), nullable=False),
+    Column("vcpus", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("root_gb", Integer, nullable=False),
+    Column("ephemeral_gb", Integer, nullable=False),
+    Column("swap", Integer, nullable=False),
+    Column("image", String(255), nullable=True),
+    Column("hypervisor_uuid", String(36), ForeignKey("hypervisors.uuid"), nullable=True),
+    Column("host", String(255), nullable=True),
+    Column("state", String(16), nullable=False),
+    Column("failure_reason", Text, nullable=True),
+    Column("missing_since", DateTime, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+)
+
+# Resources one instance holds on one hypervisor. An instance holds one claim, or two while it
+# moves (the destination is claimed before the move, the source released after).
+claims = Table(
+    "claims", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", String(36), ForeignKey("instances.uuid", ondelete="CASCADE"), index=True,
+           nullable=False),
+    Column("hypervisor_uuid", String(36), ForeignKey("hypervisors.uuid"), index=True, nullable=False),
+    Column("vcpus", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("disk_mb", Integer, nullable=False),
+    Column("owner", String(255), nullable=False),
+    # Set while the instance is BUILDING (or moving): a sync may release the claim once this has
+    # passed and no domain exists. None once the instance runs.
+    Column("lease_expires_at", DateTime, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+)
+
+server_groups = Table(
+    "server_groups", metadata,
+    Column("uuid", String(36), primary_key=True),
+    Column("name", String(255), unique=True, nullable=False),
+    Column("policy", String(32), nullable=False),
+    Column("max_server_per_host", Integer, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+)
+
+server_group_members = Table(
+    "server_group_members", metadata,
+    Column("group_uuid", String(36), ForeignKey("server_groups.uuid", ondelete="CASCADE"), primary_key=True),
+    Column("instance_uuid", String(36), ForeignKey("instances.uuid", ondelete="CASCADE"), primary_key=True,
+           index=True),
+)
+
+# One scheduling decision with what it was made on, so the engine can replay it.
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("name", String(63), index=True, nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("outcome", String(32), nullable=False),  # claimed, no_valid_host, claim_conflict, planned
+    Column("summary", Text, nullable=False),
+    Column("request", JSON, nullable=False),
+    Column("host_states", JSON, nullable=False),
+    Column("decision", JSON, nullable=False),
+)
 
 
-class HypervisorFactsRow(Base):
-    """The facts of a hypervisor's last sync that only some filters read, beside its row."""
-
-    __tablename__ = "hypervisor_facts"
-    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
-                                                 primary_key=True)
-    hypervisor_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    libvirt_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    supported_instances: Mapped[Any] = mapped_column(JSON, default=list)
-    cpu_info: Mapped[Any] = mapped_column(JSON, default=dict)
-    numa_topology: Mapped[Any] = mapped_column(JSON, default=dict)
-    metrics: Mapped[Any] = mapped_column(JSON, default=dict)
-    storage_pool: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    pools: Mapped[Any] = mapped_column(JSON, default=list)
-    host_memory: Mapped[Any] = mapped_column(JSON, default=dict)
-
-
-class HypervisorImageRow(Base):
-    """A volume of the hypervisor's instance pool that a launch could name as its image (not one
-    of Berth's own instance volumes), as the last sync listed them; ``refused`` says why it may
-    not be used (a link, a backing file outside the pool...), None when it may."""
-
-    __tablename__ = "hypervisor_images"
-    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
-                                                 primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
-    refused: Mapped[str | None] = mapped_column(Text, nullable=True)
-
-
-class HypervisorNetworkRow(Base):
-    """A libvirt network the hypervisor defines, as the last sync listed them."""
-
-    __tablename__ = "hypervisor_networks"
-    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
-                                                 primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
-
-
-class UnmanagedRow(Base):
-    """A domain on a hypervisor that the ledger does not know (an orphan), counted as usage."""
-
-    __tablename__ = "unmanaged_usage"
-    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid", ondelete="CASCADE"),
-                                                 primary_key=True)
-    domain_uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
-    domain_name: Mapped[str] = mapped_column(String(255))
-    vcpus: Mapped[int] = mapped_column(Integer)
-    memory_mb: Mapped[int] = mapped_column(Integer)
-    disk_mb: Mapped[int] = mapped_column(Integer)
-    seen_at: Mapped[dt.datetime] = mapped_column(DateTime)
-
-
-class InstanceRow(Base):
-    __tablename__ = "instances"
-    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
-    name: Mapped[str] = mapped_column(String(63), unique=True)
-    flavor_name: Mapped[str] = mapped_column(String(255))
-    vcpus: Mapped[int] = mapped_column(Integer)
-    memory_mb: Mapped[int] = mapped_column(Integer)
-    root_gb: Mapped[int] = mapped_column(Integer)
-    ephemeral_gb: Mapped[int] = mapped_column(Integer)
-    swap: Mapped[int] = mapped_column(Integer)
-    image: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    hypervisor_uuid: Mapped[str | None] = mapped_column(ForeignKey("hypervisors.uuid"), nullable=True)
-    host: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    state: Mapped[str] = mapped_column(String(16))
-    failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    missing_since: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime)
-
-    def to_dict(self) -> dict[str, Any]:
-        return instance_dict({column.key: getattr(self, column.key) for column in self.__table__.columns})
-
-
-def instance_dict(columns: Mapping[str, Any]) -> dict[str, Any]:
-    """An instance as the ledger's callers see it, from its row's column values."""
+def instance_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An instance as the ledger's callers see it, from its row (or the values written to it)."""
     return {
-        "uuid": columns["uuid"], "name": columns["name"], "flavor": columns["flavor_name"],
-        "vcpus": columns["vcpus"], "memory_mb": columns["memory_mb"], "root_gb": columns["root_gb"],
-        "ephemeral_gb": columns["ephemeral_gb"], "swap": columns["swap"], "image": columns["image"],
-        "hypervisor_uuid": columns["hypervisor_uuid"], "host": columns["host"], "state": columns["state"],
-        "failure_reason": columns["failure_reason"], "missing_since": iso(columns["missing_since"]),
-        "created_at": iso(columns["created_at"]), "updated_at": iso(columns["updated_at"]),
+        "uuid": row["uuid"], "name": row["name"], "flavor": row["flavor_name"],
+        "vcpus": row["vcpus"], "memory_mb": row["memory_mb"], "root_gb": row["root_gb"],
+        "ephemeral_gb": row["ephemeral_gb"], "swap": row["swap"], "image": row["image"],
+        "hypervisor_uuid": row["hypervisor_uuid"], "host": row["host"], "state": row["state"],
+        "failure_reason": row["failure_reason"], "missing_since": iso(row["missing_since"]),
+        "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
     }
 
 
-class ClaimRow(Base):
-    """Resources one instance holds on one hypervisor. An instance holds one claim, or two while
-    it moves (the destination is claimed before the move, the source released after)."""
-
-    __tablename__ = "claims"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid", ondelete="CASCADE"), index=True)
-    hypervisor_uuid: Mapped[str] = mapped_column(ForeignKey("hypervisors.uuid"), index=True)
-    vcpus: Mapped[int] = mapped_column(Integer)
-    memory_mb: Mapped[int] = mapped_column(Integer)
-    disk_mb: Mapped[int] = mapped_column(Integer)
-    owner: Mapped[str] = mapped_column(String(255))
-    # Set while the instance is BUILDING (or moving): a sync may release the claim once this has
-    # passed and no domain exists. None once the instance runs.
-    lease_expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime)
-
-    def to_dict(self, host: str | None = None) -> dict[str, Any]:
-        return {
-            "id": self.id, "instance_uuid": self.instance_uuid, "hypervisor_uuid": self.hypervisor_uuid,
-            "host": host, "vcpus": self.vcpus, "memory_mb": self.memory_mb, "disk_mb": self.disk_mb,
-            "owner": self.owner, "lease_expires_at": iso(self.lease_expires_at),
-            "created_at": iso(self.created_at),
-        }
+def claim_dict(row: Mapping[str, Any], host: str | None = None) -> dict[str, Any]:
+    """A claim as the ledger's callers see it, with its hypervisor's name if known."""
+    return {
+        "id": row["id"], "instance_uuid": row["instance_uuid"], "hypervisor_uuid": row["hypervisor_uuid"],
+        "host": host, "vcpus": row["vcpus"], "memory_mb": row["memory_mb"], "disk_mb": row["disk_mb"],
+        "owner": row["owner"], "lease_expires_at": iso(row["lease_expires_at"]),
+        "created_at": iso(row["created_at"]),
+    }
 
 
-class ServerGroupRow(Base):
-    __tablename__ = "server_groups"
-    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), unique=True)
-    policy: Mapped[str] = mapped_column(String(32))
-    max_server_per_host: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime)
-
-
-class MemberRow(Base):
-    __tablename__ = "server_group_members"
-    group_uuid: Mapped[str] = mapped_column(ForeignKey("server_groups.uuid", ondelete="CASCADE"), primary_key=True)
-    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid", ondelete="CASCADE"), primary_key=True,
-                                               index=True)
-
-
-class DecisionRow(Base):
-    """One scheduling decision with what it was made on, so the engine can replay it."""
-
-    __tablename__ = "decisions"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime)
-    owner: Mapped[str] = mapped_column(String(255))
-    name: Mapped[str] = mapped_column(String(63), index=True)
-    ok: Mapped[bool] = mapped_column(Boolean)
-    outcome: Mapped[str] = mapped_column(String(32))  # claimed, no_valid_host, claim_conflict, planned
-    summary: Mapped[str] = mapped_column(Text)
-    request: Mapped[Any] = mapped_column(JSON)
-    host_states: Mapped[Any] = mapped_column(JSON)
-    decision: Mapped[Any] = mapped_column(JSON)
-
-    def to_dict(self) -> dict[str, Any]:
-        placements = (self.decision or {}).get("placements", [])
-        return {
-            "id": self.id, "created_at": iso(self.created_at), "owner": self.owner, "name": self.name,
-            "ok": self.ok, "outcome": self.outcome, "summary": self.summary,
-            "choice": [p.get("host") for p in placements],
-            "alternates": [p.get("alternates", []) for p in placements],
-            "request": self.request, "host_states": self.host_states, "decision": self.decision,
-        }
+def decision_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    placements = (row["decision"] or {}).get("placements", [])
+    return {
+        "id": row["id"], "created_at": iso(row["created_at"]), "owner": row["owner"], "name": row["name"],
+        "ok": row["ok"], "outcome": row["outcome"], "summary": row["summary"],
+        "choice": [p.get("host") for p in placements],
+        "alternates": [p.get("alternates", []) for p in placements],
+        "request": row["request"], "host_states": row["host_states"], "decision": row["decision"],
+    }

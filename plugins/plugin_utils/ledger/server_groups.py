@@ -7,8 +7,8 @@ import collections
 import uuid as uuidlib
 from typing import Any, Sequence
 
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
@@ -16,30 +16,34 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     AFFINITY,
     ANTI_AFFINITY,
     POLICIES,
-    ClaimRow,
-    HypervisorRow,
-    MemberRow,
-    ServerGroupRow,
+    claims,
+    hypervisors,
+    server_group_members,
+    server_groups,
 )
 
+G = server_groups.c
+M = server_group_members.c
 
-def lock(session: Session, name: str) -> ServerGroupRow:
-    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name).with_for_update()).first()
+
+def lock(db: Connection, name: str) -> Any:
+    """The group's row, locked until the transaction ends."""
+    row = db.execute(select(server_groups).where(G.name == name).with_for_update()).first()
     if row is None:
         raise InputError("server_group", f"no server group named {name!r} in the ledger: create it with "
                                          f"berth.fleet.server_group first")
     return row
 
 
-def lock_uuid(session: Session, group_uuid: str) -> ServerGroupRow:
-    return session.scalars(select(ServerGroupRow).where(ServerGroupRow.uuid == group_uuid).with_for_update()).one()
+def lock_uuid(db: Connection, group_uuid: str) -> Any:
+    return db.execute(select(server_groups).where(G.uuid == group_uuid).with_for_update()).one()
 
 
-def violation(session: Session, group: ServerGroupRow, new_hosts: Sequence[str],
+def violation(db: Connection, group: Any, new_hosts: Sequence[str],
               moving: str | None = None) -> tuple[str, str] | None:
     """(host, why) if adding members on ``new_hosts`` breaks the group's hard policy, against
     its members as they are now (the group is locked); None if it holds."""
-    hosts = member_hosts(session, group, moving) + list(new_hosts)
+    hosts = member_hosts(db, group, moving) + list(new_hosts)
     if group.policy == ANTI_AFFINITY:
         limit = group.max_server_per_host or 1
         for host in sorted(set(new_hosts)):
@@ -51,24 +55,24 @@ def violation(session: Session, group: ServerGroupRow, new_hosts: Sequence[str],
     return None
 
 
-def member_hosts(session: Session, group: ServerGroupRow, moving: str | None = None) -> list[str]:
+def member_hosts(db: Connection, group: Any, moving: str | None = None) -> list[str]:
     """The host of each claim the group's members hold, one entry per claim (so counts work);
     a moving member's own claims are left out."""
-    query = (select(HypervisorRow.name)
-             .join(ClaimRow, ClaimRow.hypervisor_uuid == HypervisorRow.uuid)
-             .join(MemberRow, MemberRow.instance_uuid == ClaimRow.instance_uuid)
-             .where(MemberRow.group_uuid == group.uuid))
+    query = (select(hypervisors.c.name)
+             .join(claims, claims.c.hypervisor_uuid == hypervisors.c.uuid)
+             .join(server_group_members, M.instance_uuid == claims.c.instance_uuid)
+             .where(M.group_uuid == group.uuid))
     if moving is not None:
-        query = query.where(ClaimRow.instance_uuid != moving)
-    return list(session.scalars(query))
+        query = query.where(claims.c.instance_uuid != moving)
+    return list(db.execute(query).scalars())
 
 
-def view(session: Session, row: ServerGroupRow) -> dict[str, Any]:
-    members = sorted(session.scalars(select(MemberRow.instance_uuid).where(MemberRow.group_uuid == row.uuid)))
+def view(db: Connection, row: Any) -> dict[str, Any]:
+    members = sorted(db.execute(select(M.instance_uuid).where(M.group_uuid == row.uuid)).scalars())
     return {
         "uuid": row.uuid, "name": row.name, "policy": row.policy,
         "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
-        "members": members, "hosts": sorted(set(member_hosts(session, row))),
+        "members": members, "hosts": sorted(set(member_hosts(db, row))),
     }
 
 
@@ -86,49 +90,44 @@ def check_args(name: Any, policy: Any, max_server_per_host: Any) -> None:
                              f"max_server_per_host must be an integer of at least 1, got {max_server_per_host!r}")
 
 
-def create(session: Session, name: str, policy: str, max_server_per_host: int | None,
+def create(db: Connection, name: str, policy: str, max_server_per_host: int | None,
            dry_run: bool) -> tuple[dict[str, Any], bool]:
-    """Ledger.create_server_group's transaction (see there)."""
+    """Ledger.create_server_group's transaction (see there); a dry run is rolled back by the caller."""
     check_args(name, policy, max_server_per_host)
-    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+    row = db.execute(select(server_groups).where(G.name == name)).first()
     if row is not None:
         if (row.policy, row.max_server_per_host) != (policy, max_server_per_host):
             raise InputError("policy", f"server group {name} exists with policy {row.policy} and "
                                        f"max_server_per_host {row.max_server_per_host}; a group's "
                                        f"rules cannot change: delete it first, or use another name")
-        return view(session, row), False
-    row = ServerGroupRow(uuid=str(uuidlib.uuid4()), name=name, policy=policy,
-                         max_server_per_host=max_server_per_host, created_at=utcnow())
-    session.add(row)
-    session.flush()
-    created = view(session, row)
-    if dry_run:
-        session.rollback()
-    return created, True
+        return view(db, row), False
+    db.execute(insert(server_groups), {"uuid": str(uuidlib.uuid4()), "name": name, "policy": policy,
+                                       "max_server_per_host": max_server_per_host, "created_at": utcnow()})
+    return view(db, db.execute(select(server_groups).where(G.name == name)).one()), True
 
 
-def remove(session: Session, name: str, dry_run: bool) -> bool:
-    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+def remove(db: Connection, name: str, dry_run: bool) -> bool:
+    row = db.execute(select(server_groups.c.uuid).where(G.name == name)).first()
     if row is None:
         return False
     if not dry_run:
-        session.execute(delete(MemberRow).where(MemberRow.group_uuid == row.uuid))
-        session.delete(row)
+        db.execute(delete(server_group_members).where(M.group_uuid == row.uuid))
+        db.execute(delete(server_groups).where(G.uuid == row.uuid))
     return True
 
 
-def listing(session: Session, name: str | None) -> list[dict[str, Any]]:
-    query = select(ServerGroupRow).order_by(ServerGroupRow.name)
+def listing(db: Connection, name: str | None) -> list[dict[str, Any]]:
+    query = select(server_groups).order_by(G.name)
     if name is not None:
-        query = query.where(ServerGroupRow.name == name)
-    return [view(session, row) for row in session.scalars(query)]
+        query = query.where(G.name == name)
+    return [view(db, row) for row in db.execute(query).all()]
 
 
-def scheduler_group(session: Session, name: str) -> dict[str, Any] | None:
-    row = session.scalars(select(ServerGroupRow).where(ServerGroupRow.name == name)).first()
+def scheduler_group(db: Connection, name: str) -> dict[str, Any] | None:
+    row = db.execute(select(server_groups).where(G.name == name)).first()
     if row is None:
         return None
-    per_host = collections.Counter(member_hosts(session, row))
+    per_host = collections.Counter(member_hosts(db, row))
     return {"name": row.name, "policy": row.policy,
             "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
             "hosts": sorted(per_host), "members": dict(sorted(per_host.items()))}

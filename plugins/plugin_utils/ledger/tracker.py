@@ -17,7 +17,7 @@ import datetime as dt
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
@@ -30,21 +30,22 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
     HV_MISSING,
     HV_UP,
-    ClaimRow,
-    HypervisorFactsRow,
-    HypervisorImageRow,
-    HypervisorNetworkRow,
-    HypervisorRow,
-    InstanceRow,
-    UnmanagedRow,
+    claim_dict,
+    claims,
+    hypervisor_facts,
+    hypervisor_images,
+    hypervisor_networks,
+    hypervisors,
+    instances,
     iso,
+    unmanaged_usage,
 )
 
-H = HypervisorRow
-# Core tables, for statements run once per row of a batch (executemany).
-HT = HypervisorRow.__table__
-UT = UnmanagedRow.__table__
-FT = HypervisorFactsRow.__table__
+H = hypervisors.c
+HT = hypervisors
+UT = unmanaged_usage
+FT = hypervisor_facts
+C = claims.c
 # Copied from the host state, and compared to say whether the hypervisor changed: capacity
 # (its usage depends on it) and name. Facts are written every time without moving anything.
 _COMPARED = ("name", "nodename", *CAPACITY_FIELDS)
@@ -87,7 +88,7 @@ def _facts_values(state: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime) -> dict[str, Any]:
+def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) -> dict[str, Any]:
     """Write the answering hypervisors of ``states`` and mark the others down; then reconcile
     each answering one's instances and claims with the domains it reported.
 
@@ -98,11 +99,11 @@ def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": []}
-    inserted = _insert_new(session, answering, now)
+    inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
-    down_uuids = set(session.scalars(select(H.uuid).where(H.name.in_([state["host"] for state in down]))))
+    down_uuids = set(db.execute(select(H.uuid).where(H.name.in_([state["host"] for state in down]))).scalars())
     # Every row this sync writes is locked at once, in UUID order, as claims lock them.
-    locked = session.execute(
+    locked = db.execute(
         select(H.uuid, H.generation, H.sync_status, *(getattr(H, name) for name in _COMPARED))
         .where(H.uuid.in_([*uuids, *down_uuids])).order_by(H.uuid).with_for_update()).mappings()
     current = {row["uuid"]: row for row in locked}
@@ -117,65 +118,65 @@ def sync(session: Session, states: Sequence[Mapping[str, Any]], now: dt.datetime
                         "down_reason": None})
     if updates:
         columns = {name: bindparam(name) for name in updates[0] if name != "key"}
-        session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), updates)
-    _write_facts(session, answering)
+        db.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), updates)
+    _write_facts(db, answering)
     # The URI the hypervisor was reached at this time; a state without one keeps the last.
     uris = [{"key": state["uuid"], "uri": state["uri"]} for state in answering if state.get("uri")]
     if uris:
-        session.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(uri=bindparam("uri")), uris)
-    _replace_names(session, HypervisorImageRow, answering, "images", refusals="refused_images")
-    _replace_names(session, HypervisorNetworkRow, answering, "networks")
-    orphans = _sync_unmanaged(session, answering, now, changed)
-    refresh_usage(session, changed)
-    generations = dict(session.execute(select(H.uuid, H.generation).where(H.uuid.in_(uuids))).all())
+        db.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(uri=bindparam("uri")), uris)
+    _replace_names(db, hypervisor_images, answering, "images", refusals="refused_images")
+    _replace_names(db, hypervisor_networks, answering, "networks")
+    orphans = _sync_unmanaged(db, answering, now, changed)
+    refresh_usage(db, changed)
+    generations = dict(db.execute(select(H.uuid, H.generation).where(H.uuid.in_(uuids))).all())
     for state in answering:
         report["hypervisors"].append({
             "host": state["host"], "uuid": state["uuid"], "generation": generations[state["uuid"]],
             "changed": state["uuid"] in changed, "orphans": sorted(orphans.get(state["uuid"], [])),
         })
-    report["down"] = _mark_down(session, down)
-    _reconcile(session, answering, now, report)
-    for claim in session.scalars(select(ClaimRow).where(
-            ClaimRow.lease_expires_at < now, ClaimRow.hypervisor_uuid.in_(sorted(down_uuids))).order_by(ClaimRow.id)):
-        report["kept_expired_claims"].append({**claim.to_dict(), "why": "its hypervisor did not answer"})
+    report["down"] = _mark_down(db, down)
+    _reconcile(db, answering, now, report)
+    for claim in db.execute(select(claims).where(
+            C.lease_expires_at < now, C.hypervisor_uuid.in_(sorted(down_uuids))).order_by(C.id)):
+        report["kept_expired_claims"].append({**claim_dict(claim._mapping), "why": "its hypervisor did not answer"})
     report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
         report[key] for key in ("missing_instances", "found_again", "released_claims"))
     return report
 
 
-def _insert_new(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime) -> set[str]:
+def _insert_new(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime) -> set[str]:
     """Rows for hypervisors the ledger has never seen. Several runs may sync a new hypervisor at
     once: on PostgreSQL nothing is locked yet, so a row is inserted unless another run just
     did (ON CONFLICT DO NOTHING), and locked afterwards with the others."""
     uuids = [state["uuid"] for state in answering]
-    known = set(session.scalars(select(H.uuid).where(H.uuid.in_(uuids))))
+    known = set(db.execute(select(H.uuid).where(H.uuid.in_(uuids))).scalars())
     new = [state for state in answering if state["uuid"] not in known]
     if not new:
         return set()
     rows = [{"uuid": state["uuid"], "synced_at": now, "generation": 0, "disabled": False, "sync_status": HV_UP,
              **_row_values(state)} for state in new]
-    connection = session.connection()
-    return set(connection.execute(insert_skipping(connection.dialect.name, HT, "uuid"), rows).scalars())
+    return set(db.execute(insert_skipping(db.dialect.name, HT, "uuid"), rows).scalars())
 
 
-def _write_facts(session: Session, answering: Sequence[Mapping[str, Any]]) -> None:
+def _write_facts(db: Connection, answering: Sequence[Mapping[str, Any]]) -> None:
     """Each answering hypervisor's hypervisor_facts row, as this sync read it."""
     if not answering:
         return
     rows = [{"key": state["uuid"], **_facts_values(state)} for state in answering]
-    have = set(session.scalars(select(FT.c.hypervisor_uuid).where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows]))))
+    have = set(db.execute(select(FT.c.hypervisor_uuid).where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows])))
+               .scalars())
     if have:
-        session.execute(update(FT).where(FT.c.hypervisor_uuid == bindparam("key"))
-                        .values({name: bindparam(name) for name in rows[0] if name != "key"}),
-                        [row for row in rows if row["key"] in have])
+        db.execute(update(FT).where(FT.c.hypervisor_uuid == bindparam("key"))
+                   .values({name: bindparam(name) for name in rows[0] if name != "key"}),
+                   [row for row in rows if row["key"] in have])
     new = [{"hypervisor_uuid": row.pop("key"), **row} for row in rows if row["key"] not in have]
     if new:
-        session.execute(insert(FT), new)
+        db.execute(insert(FT), new)
 
 
-def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str, Any]], key: str,
+def _replace_names(db: Connection, table: Any, answering: Sequence[Mapping[str, Any]], key: str,
                    refusals: str | None = None) -> None:
-    """Make the rows of ``model`` (images or networks) those the states list, where they list any;
+    """Make the rows of ``table`` (images or networks) those the states list, where they list any;
     with ``refusals``, each image's row keeps why it is refused (the state's ``refusals`` field)."""
     listed = {state["uuid"]: {name: None for name in state[key]} for state in answering if state.get(key) is not None}
     if refusals:
@@ -184,9 +185,9 @@ def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str
                 listed[state["uuid"]].update(state.get(refusals) or {})
     if not listed:
         return
-    columns = [model.hypervisor_uuid, model.name] + ([model.refused] if refusals else [])
+    columns = [table.c.hypervisor_uuid, table.c.name] + ([table.c.refused] if refusals else [])
     have: dict[str, dict[str, Any]] = {}
-    for row in session.execute(select(*columns).where(model.hypervisor_uuid.in_(listed))):
+    for row in db.execute(select(*columns).where(table.c.hypervisor_uuid.in_(listed))):
         have.setdefault(row[0], {})[row[1]] = row[2] if refusals else None
     gone = [(hv_uuid, name) for hv_uuid, names in have.items() for name in names
             if name not in listed[hv_uuid] or names[name] != listed[hv_uuid][name]]
@@ -194,12 +195,12 @@ def _replace_names(session: Session, model: Any, answering: Sequence[Mapping[str
            for hv_uuid, names in listed.items() for name, why in sorted(names.items())
            if name not in have.get(hv_uuid, {}) or have[hv_uuid][name] != why]
     if gone:
-        session.execute(delete(model).where(tuple_(model.hypervisor_uuid, model.name).in_(gone)))
+        db.execute(delete(table).where(tuple_(table.c.hypervisor_uuid, table.c.name).in_(gone)))
     if new:
-        session.execute(insert(model.__table__), new)
+        db.execute(insert(table), new)
 
 
-def _sync_unmanaged(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+def _sync_unmanaged(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
                     changed: set[str]) -> dict[str, list[str]]:
     """Orphans (domains without a claim on their hypervisor) become unmanaged usage; those gone
     are dropped. A domain is managed when the ledger holds a claim for its instance on that very
@@ -207,12 +208,12 @@ def _sync_unmanaged(session: Session, answering: Sequence[Mapping[str, Any]], no
     usage moved to ``changed``; returns the orphans' names per hypervisor."""
     uuids = [state["uuid"] for state in answering]
     claimed: dict[str, set[str]] = {}
-    for hv_uuid, instance_uuid in session.execute(
-            select(ClaimRow.hypervisor_uuid, ClaimRow.instance_uuid).where(ClaimRow.hypervisor_uuid.in_(uuids))):
+    for hv_uuid, instance_uuid in db.execute(
+            select(C.hypervisor_uuid, C.instance_uuid).where(C.hypervisor_uuid.in_(uuids))):
         claimed.setdefault(hv_uuid, set()).add(instance_uuid)
     known: dict[tuple[str, str], tuple[Any, ...]] = {
         (row.hypervisor_uuid, row.domain_uuid): (row.domain_name, row.vcpus, row.memory_mb, row.disk_mb)
-        for row in session.execute(select(UnmanagedRow).where(UnmanagedRow.hypervisor_uuid.in_(uuids))).scalars()
+        for row in db.execute(select(UT).where(UT.c.hypervisor_uuid.in_(uuids)))
     }
     wanted: dict[tuple[str, str], tuple[Any, ...]] = {}
     names: dict[str, list[str]] = {}
@@ -228,15 +229,14 @@ def _sync_unmanaged(session: Session, answering: Sequence[Mapping[str, Any]], no
     new = [key for key in wanted if key not in known]
     moved = [key for key in wanted if key in known and known[key] != wanted[key]]
     if gone:
-        session.execute(delete(UnmanagedRow).where(
-            tuple_(UnmanagedRow.hypervisor_uuid, UnmanagedRow.domain_uuid).in_(gone)))
+        db.execute(delete(UT).where(tuple_(UT.c.hypervisor_uuid, UT.c.domain_uuid).in_(gone)))
     if new:
-        session.execute(insert(UnmanagedRow.__table__), [
+        db.execute(insert(UT), [
             {"hypervisor_uuid": hv, "domain_uuid": dom, "domain_name": wanted[(hv, dom)][0],
              "vcpus": wanted[(hv, dom)][1], "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3],
              "seen_at": now} for hv, dom in new])
     if moved:
-        session.execute(
+        db.execute(
             update(UT).where(and_(UT.c.hypervisor_uuid == bindparam("hv"), UT.c.domain_uuid == bindparam("dom")))
             .values(domain_name=bindparam("domain_name"), vcpus=bindparam("vcpus"),
                     memory_mb=bindparam("memory_mb"), disk_mb=bindparam("disk_mb")),
@@ -246,59 +246,62 @@ def _sync_unmanaged(session: Session, answering: Sequence[Mapping[str, Any]], no
     return names
 
 
-def _mark_down(session: Session, down: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Hypervisors that did not answer: down, with why; their last synced state stays."""
     reasons = {state["host"]: state.get("down_reason") or "did not answer" for state in down}
     entries = []
     if not reasons:
         return entries
-    rows = session.execute(select(H.uuid, H.name, H.sync_status, H.down_reason, H.synced_at)
+    rows = db.execute(select(H.uuid, H.name, H.sync_status, H.down_reason, H.synced_at)
                            .where(H.name.in_(sorted(reasons))).order_by(H.uuid)).all()
     for uuid, name, status, old_reason, synced_at in rows:
         changed = (status, old_reason) != (HV_DOWN, reasons[name])
         if changed:
-            session.execute(update(H).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name])
-                            .execution_options(synchronize_session=False))
+            db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name])
+                            )
         entries.append({"host": name, "uuid": uuid, "reason": reasons[name], "last_synced_at": iso(synced_at),
                         "changed": changed})
     return entries
 
 
-def _reconcile(session: Session, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+def _reconcile(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
                report: dict[str, Any]) -> None:
     """On the hypervisors that answered: ACTIVE instances whose domain is gone are flagged
     missing (and found again); a claim whose lease expired is released only when the
     instance's domain is not there, and its BUILDING instance becomes ERROR."""
     domains = {state["uuid"]: {d["uuid"] for d in state.get("domains", [])} for state in answering}
     names = {state["uuid"]: state["host"] for state in answering}
-    instances = session.scalars(select(InstanceRow).where(
-        InstanceRow.state == ACTIVE, InstanceRow.hypervisor_uuid.in_(list(domains))).order_by(InstanceRow.name))
-    for instance in instances:
+    active = db.execute(select(instances.c.uuid, instances.c.name, instances.c.host, instances.c.hypervisor_uuid,
+                               instances.c.missing_since)
+                        .where(instances.c.state == ACTIVE, instances.c.hypervisor_uuid.in_(list(domains)))
+                        .order_by(instances.c.name)).all()
+    for instance in active:
         entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host}
         if instance.uuid not in domains[instance.hypervisor_uuid]:
+            missing_since = instance.missing_since or now
             if instance.missing_since is None:
-                instance.missing_since = now
-            report["missing_instances"].append({**entry, "missing_since": iso(instance.missing_since)})
+                db.execute(update(instances).where(instances.c.uuid == instance.uuid).values(missing_since=now))
+            report["missing_instances"].append({**entry, "missing_since": iso(missing_since)})
         elif instance.missing_since is not None:
-            instance.missing_since = None
+            db.execute(update(instances).where(instances.c.uuid == instance.uuid).values(missing_since=None))
             report["found_again"].append(entry)
-    expired = session.scalars(select(ClaimRow).where(
-        ClaimRow.lease_expires_at < now, ClaimRow.hypervisor_uuid.in_(list(domains))).order_by(ClaimRow.id)).all()
+    expired = db.execute(select(claims).where(
+        C.lease_expires_at < now, C.hypervisor_uuid.in_(list(domains))).order_by(C.id)).all()
     released = set()
     for claim in expired:
-        entry = claim.to_dict(names.get(claim.hypervisor_uuid))
+        entry = claim_dict(claim._mapping, names.get(claim.hypervisor_uuid))
         if claim.instance_uuid in domains[claim.hypervisor_uuid]:
             report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
             continue
-        release(session, claim, f"build abandoned by {claim.owner}: lease expired at "
+        release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
                                 f"{iso(claim.lease_expires_at)} and no domain on {names.get(claim.hypervisor_uuid)}",
                 now)
         report["released_claims"].append(entry)
         released.add(claim.hypervisor_uuid)
-    refresh_usage(session, released)
+    refresh_usage(db, released)
 
 
-def mark_missing(session: Session, listed: Iterable[str], stale_before: dt.datetime,
+def mark_missing(db: Connection, listed: Iterable[str], stale_before: dt.datetime,
                  dry_run: bool) -> dict[str, Any]:
     """Hypervisors of the ledger that the inventory does not list (``listed``: its names).
 
@@ -308,7 +311,7 @@ def mark_missing(session: Session, listed: Iterable[str], stale_before: dt.datet
     """
     names = set(listed)
     report: dict[str, Any] = {"missing": [], "synced_elsewhere": [], "changed": False}
-    rows = session.execute(select(H.uuid, H.name, H.sync_status, H.synced_at).order_by(H.name)).all()
+    rows = db.execute(select(H.uuid, H.name, H.sync_status, H.synced_at).order_by(H.name)).all()
     for uuid, name, status, synced_at in rows:
         if name in names:
             continue
@@ -320,42 +323,37 @@ def mark_missing(session: Session, listed: Iterable[str], stale_before: dt.datet
         if status != HV_MISSING:
             report["changed"] = True
             if not dry_run:
-                session.execute(update(H).where(H.uuid == uuid).values(sync_status=HV_MISSING)
-                                .execution_options(synchronize_session=False))
+                db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_MISSING)
+                                )
     return report
 
 
 # ---- operators' acts on hypervisors ------------------------------------------------------------
 
-def set_disabled(session: Session, host: str, disabled: bool, reason: str | None, dry_run: bool) -> dict[str, Any]:
+def set_disabled(db: Connection, host: str, disabled: bool, reason: str | None, dry_run: bool) -> dict[str, Any]:
     """Ledger.set_disabled's transaction (see there)."""
-    row = find_hypervisor(session, host)
+    row = find_hypervisor(db, host)
     wanted_reason = reason if disabled else None
     changed = row.disabled != disabled or row.disabled_reason != wanted_reason
     if changed and not dry_run:
-        session.execute(update(H).where(H.uuid == row.uuid).values(
+        db.execute(update(HT).where(H.uuid == row.uuid).values(
             disabled=disabled, disabled_reason=wanted_reason, generation=H.generation + 1)
-            .execution_options(synchronize_session=False))
+            )
     return {"changed": changed, "host": row.name, "uuid": row.uuid, "disabled": disabled,
             "disabled_reason": wanted_reason}
 
 
-def retire(session: Session, host: str, now: dt.datetime, dry_run: bool) -> dict[str, Any]:
+def retire(db: Connection, host: str, now: dt.datetime, dry_run: bool) -> dict[str, Any]:
     """Ledger.retire_hypervisor's transaction (see there)."""
-    row = find_hypervisor(session, host, missing_ok=True)
+    row = find_hypervisor(db, host, missing_ok=True)
     if row is None:
         return {"changed": False, "host": host, "released_claims": []}
-    claims = session.scalars(select(ClaimRow).where(ClaimRow.hypervisor_uuid == row.uuid)).all()
-    released = [claim.to_dict(row.name) for claim in claims]
-    for claim in claims:
-        release(session, claim, f"hypervisor {row.name} was retired", now)
-    session.execute(update(InstanceRow).where(InstanceRow.hypervisor_uuid == row.uuid)
-                    .values(hypervisor_uuid=None).execution_options(synchronize_session=False))
-    result = {"changed": True, "host": row.name, "uuid": row.uuid, "released_claims": released}
-    session.flush()
-    # Its images, networks and unmanaged usage go with it (ON DELETE CASCADE).
-    session.delete(row)
-    session.flush()
-    if dry_run:
-        session.rollback()
-    return result
+    held = db.execute(select(claims).where(C.hypervisor_uuid == row.uuid)).all()
+    released = [claim_dict(claim._mapping, row.name) for claim in held]
+    for claim in held:
+        release(db, claim, f"hypervisor {row.name} was retired", now)
+    db.execute(update(instances).where(instances.c.hypervisor_uuid == row.uuid).values(hypervisor_uuid=None))
+    # Its facts, images, networks and unmanaged usage go with it (ON DELETE CASCADE); a dry run is
+    # rolled back by the caller.
+    db.execute(delete(HT).where(H.uuid == row.uuid))
+    return {"changed": True, "host": row.name, "uuid": row.uuid, "released_claims": released}

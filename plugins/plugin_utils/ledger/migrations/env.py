@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from alembic import context
 
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Base
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import metadata
 
 # Only Alembic runs this file for real; a plain import (ansible-test's import sanity test) has no
 # migration context and must do nothing.
 if hasattr(context, "config"):
     connection = context.config.attributes["connection"]
     # render_as_batch: SQLite alters tables by copying them, and later migrations will need that.
-    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()

@@ -146,6 +146,17 @@ def test_claim_fills_a_host_then_conflicts_without_writing(ledger):
     assert len(ledger.claims()) == 2
 
 
+def test_instances_of_a_launch_are_read_by_name_prefix_with_wildcards_escaped(ledger):
+    ledger.sync_hypervisors([host(vcpus_total=16, total_ram_mb=16384)])
+    names = ["web-1", "web-2", "web", "webx-1", "web_1-1", "w_b-1", "w%b-1", "web-1-x"]
+    ledger.claim([placement(name) for name in names], TINY, "test")
+    assert [row["name"] for row in ledger.instances(launch="web")] == ["web", "web-1", "web-1-x", "web-2"]
+    # _ and % are LIKE wildcards: the ledger must match them literally.
+    assert [row["name"] for row in ledger.instances(launch="w_b")] == ["w_b-1"]
+    assert [row["name"] for row in ledger.instances(launch="w%b")] == ["w%b-1"]
+    assert len(ledger.instances()) == len(names)
+
+
 def test_one_request_is_all_or_nothing(ledger):
     ledger.sync_hypervisors([host()])
     with pytest.raises(ClaimConflict):
