@@ -16,8 +16,10 @@ read, filtered and weighed.
 
 Each launch runs as a user would run it on a large fleet: `ansible-playbook -i <controller
 inventory> playbooks/launch.yml -e name=... -e count=...`, where the controller inventory holds
-only localhost and the berth_* variables (the ledger URL, the lab's boot kernel): no inventory of
-hypervisors is loaded and no hypervisor is contacted except the one built on. The baseline is
+only localhost and the berth_* variables (the lab's boot kernel...) and the ledger's URL comes
+from the environment (BERTH_LEDGER_URL, as an AWX credential gives it, which keeps a PostgreSQL
+password out of the inventory): no inventory of hypervisors is loaded and no hypervisor is
+contacted except the one built on. The baseline is
 `ansible-playbook -i localhost, benchmarks/playbooks/empty.yml` (the same ansible.cfg and
 callback), timed in turn with the launches so that the machine's noise hits both alike.
 
@@ -94,7 +96,7 @@ def run(args: list[str]) -> tuple[float, dict]:
     return wall, report
 
 
-def lab_inventory(lab_dir: str, url: str, directory: Path) -> Path:
+def lab_inventory(lab_dir: str, directory: Path) -> Path:
     """The lab's hypervisors as a berth.fleet.hypervisors source, for gather.yml only."""
     source = (Path(fleet.inventory_dir(lab_dir)) / "fleet.berth.yml").read_text()
     lines = []
@@ -105,23 +107,23 @@ def lab_inventory(lab_dir: str, url: str, directory: Path) -> Path:
     inventory = directory / "lab"
     (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory / "fleet.berth.yml").write_text("\n".join(lines) + "\n")
-    (inventory / "group_vars" / "all.yml").write_text(lab_variables(lab_dir, url))
+    (inventory / "group_vars" / "all.yml").write_text(lab_variables(lab_dir))
     return inventory
 
 
-def lab_variables(lab_dir: str, url: str) -> str:
-    """The lab's group variables (boot kernel, domain type...), with this benchmark's ledger."""
+def lab_variables(lab_dir: str) -> str:
+    """The lab's group variables (boot kernel, domain type...) without its ledger: the benchmark's
+    comes from the environment (BERTH_LEDGER_URL), as an AWX credential gives it."""
     variables = (Path(fleet.inventory_dir(lab_dir)) / "group_vars" / "all.yml").read_text().splitlines()
-    kept = [line for line in variables if not line.startswith("berth_ledger_url:")]
-    return "\n".join([*kept, f"berth_ledger_url: {json.dumps(url)}"]) + "\n"
+    return "\n".join(line for line in variables if not line.startswith("berth_ledger_url:")) + "\n"
 
 
-def controller_inventory(lab_dir: str, url: str, directory: Path) -> Path:
+def controller_inventory(lab_dir: str, directory: Path) -> Path:
     """localhost and the berth_* variables only: what a launch on a large fleet loads."""
     inventory = directory / "controller"
     (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory / "hosts.ini").write_text("localhost ansible_connection=local\n")
-    variables = lab_variables(lab_dir, url) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
+    variables = lab_variables(lab_dir) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
     (inventory / "group_vars" / "all.yml").write_text(variables)
     return inventory
 
@@ -264,8 +266,9 @@ def main() -> None:
                 server = server or PostgresServer().start()
                 url = server.create_database("scale")
             scratch = work / backend
-            lab = lab_inventory(lab_dir, url, scratch)
-            controller = controller_inventory(lab_dir, url, scratch)
+            os.environ["BERTH_LEDGER_URL"] = url
+            lab = lab_inventory(lab_dir, scratch)
+            controller = controller_inventory(lab_dir, scratch)
             ledger = Ledger(url).open()
             synced = 0
             for size in sizes:

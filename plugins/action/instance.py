@@ -206,8 +206,10 @@ class ActionModule(BerthAction):
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
                 # claim back when it claims the next host, mark_error when none is left.
                 continue
-            if ledger and result["changed"]:
-                ledger.mark_active(args["uuid"])
+            if ledger is not None:
+                # The instance as the ledger now has it: a play's closing table shows it.
+                result["instance"] = (ledger.mark_active(args["uuid"]) if result["changed"]
+                                      else ledger.instances([args["name"]])[0])
             result.update(host=target["host"], failed_attempts=reasons)
             return result
         reason = f"build failed on {len(reasons)} host(s): " + "; ".join(reasons)

@@ -180,4 +180,15 @@ domain:
   description: The domain as libvirt reports it after the build (name, uuid, state, vcpus, memory_mb, disks).
   returned: with state=active
   type: dict
+instance:
+  description:
+    - The instance as the ledger has it after the build (C(name), C(uuid), C(host), C(state), C(vcpus),
+      C(memory_mb)...), as M(berth.fleet.instance_info) would read it.
+  returned: with state=active, with the ledger, not in check mode
+  type: dict
+results:
+  description: With O(placements), one result as above per instance, in the order of O(placements), each with C(item).
+  returned: with O(placements)
+  type: list
+  elements: dict
 """

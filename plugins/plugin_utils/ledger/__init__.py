@@ -299,10 +299,11 @@ class Ledger:
             return claims.adopt_instance(db, host, domain_uuid, name, flavor, owner, dry_run)
 
     @database_errors
-    def mark_active(self, instance_uuid: str) -> None:
-        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease."""
+    def mark_active(self, instance_uuid: str) -> dict[str, Any]:
+        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease.
+        Returns the instance as the ledger now has it."""
         with self._write() as db:
-            claims.mark_active(db, instance_uuid)
+            return claims.mark_active(db, instance_uuid)
 
     @database_errors
     def mark_error(self, instance_uuid: str, reason: str) -> None:

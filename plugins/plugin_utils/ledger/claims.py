@@ -264,14 +264,15 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
             state=ERROR, failure_reason=reason, updated_at=now))
 
 
-def mark_active(db: Connection, instance_uuid: str) -> None:
+def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
     instance = find_instance(db, instance_uuid)
-    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
-        state=ACTIVE, failure_reason=None, updated_at=utcnow()))
+    active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
     db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
                                     claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
                .values(lease_expires_at=None))
     refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
+    return instance_dict({**instance, **active})
 
 
 def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from sqlalchemy import DateTime, create_engine, event, inspect
+from sqlalchemy import DateTime, create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
@@ -32,6 +32,19 @@ SQLITE_LOCK_TIMEOUT_S = 30
 # after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
 # will do, this one reads "berth".
 _MIGRATION_LOCK = 0x6265727468
+
+
+# A PostgreSQL ledger named in the environment (as an AWX credential or a CI job gives it) has
+# its driver and SQLAlchemy's dialect loaded with this module: Ansible's main process imports the
+# action plugins before it forks each task's worker, so the workers inherit them instead of each
+# importing them again (about 0.15 s per task that opens the ledger). A ledger named only in the
+# inventory is loaded in each worker, as any import there.
+if os.environ.get("BERTH_LEDGER_URL", "").startswith("postgresql"):
+    try:
+        import psycopg  # noqa: F401 pylint: disable=unused-import
+        import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401 pylint: disable=unused-import
+    except ImportError:  # the engine says so, with the URL, when the ledger is opened
+        pass
 
 
 def default_url() -> str:
@@ -250,11 +263,14 @@ def _write_ahead_log(cursor: Any) -> None:
 def _migrate(engine: Engine, url_text: str) -> None:
     # Every action opens the ledger; an up-to-date one is only read, so concurrent runs do
     # not queue for SQLite's write lock just to learn that nothing needs migrating.
-    with reader(engine).connect() as connection, connection.begin():
-        if inspect(connection).has_table("alembic_version"):
-            current = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
-            if current == SCHEMA_REVISION:
+    # One query, not SQLAlchemy's inspector: this runs in every task that opens the ledger.
+    try:
+        with reader(engine).connect() as connection, connection.begin():
+            if connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == SCHEMA_REVISION:
                 return
+    except DBAPIError as exc:
+        if "alembic_version" not in str(exc.orig):  # anything but a ledger without tables yet
+            raise
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext

@@ -226,8 +226,8 @@ def locked_views(db: Connection, uuids: Iterable[str], lock: bool = True) -> dic
     not the claim's."""
     query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
-    for uuid, name, generation, *numbers in driver_execute(db, query,
-                                                          {"uuids": sorted(set(uuids))}).fetchall():
+    rows = driver_execute(db, query, {"uuids": sorted(set(uuids))}).fetchall()
+    for uuid, name, generation, *numbers in rows:
         views[uuid] = (HostState(host=name, uuid=uuid, **dict(zip(_CHECKED, numbers))), generation)
     return views
 
