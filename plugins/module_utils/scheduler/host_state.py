@@ -299,10 +299,7 @@ class HostState:
         for aggregate in self.aggregates:
             for key, value in aggregate["metadata"].items():
                 values = metadata.setdefault(key, [])
-                for part in str(value).split(","):
-                    part = part.strip()
-                    if part not in values:
-                        values.append(part)
+                values.extend(part for part in split_metadata(value) if part not in values)
         return metadata
 
     def aggregate_number(self, key: str, default: Any, integer: bool = False) -> Any:
@@ -322,9 +319,13 @@ class HostState:
             return default
 
     def zones(self, default_zone: str) -> list[str]:
-        """The host's availability zones: its own field, else its aggregates', else the default."""
+        """The host's availability zones: its own field, else its aggregates', else the default.
+
+        The inventory copies its aggregates' zone into the host's own field, so that one is
+        split at commas too.
+        """
         if self.availability_zone:
-            return [self.availability_zone]
+            return split_metadata(self.availability_zone)
         return self.aggregate_metadata().get("availability_zone") or [default_zone]
 
     def consume(self, flavor: Flavor, count: int = 1) -> None:
@@ -349,6 +350,16 @@ class HostState:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def split_metadata(value: Any) -> list[str]:
+    """An aggregate metadata value as Nova reads it for a host: "az1, az2" is az1 and az2."""
+    parts: list[str] = []
+    for part in str(value).split(","):
+        part = part.strip()
+        if part not in parts:
+            parts.append(part)
+    return parts
 
 
 def _check_mapping(field: str, value: Any) -> None:

@@ -145,6 +145,9 @@ def test_availability_zone_metadata_is_split_at_commas_as_nova_does():
     assert passes("AvailabilityZoneFilter", host, make_spec(availability_zone="az2"))
     assert passes("AvailabilityZoneFilter", host, make_spec(availability_zone="az1"))
     assert not passes("AvailabilityZoneFilter", host, make_spec(availability_zone="az3"))
+    # the inventory copies an aggregate's zone into the host's own field: split as well
+    own = make_host(availability_zone="az1,az2")
+    assert passes("AvailabilityZoneFilter", own, make_spec(availability_zone="az2"))
 
 
 def test_aggregate_extra_spec_metadata_is_split_at_commas_as_nova_does():
