@@ -12,17 +12,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     KIND_NOT_NOW,
 )
 
-from ._builders import make_flavor, make_host, make_spec
-
-
-def verdict(filter_name, host, spec):
-    """None when the host passes, else (reason, detail) of the rejection."""
-    rejection = FILTERS[filter_name]().host_passes(host, spec)
-    return None if rejection is None else (rejection.reason, rejection.detail)
-
-
-def aggregate(name, **metadata):
-    return {"name": name, "metadata": metadata}
+from ._builders import aggregate, make_flavor, make_host, make_spec, verdict
 
 
 # --- extra_specs_ops: Nova's operator table ---------------------------------------------------

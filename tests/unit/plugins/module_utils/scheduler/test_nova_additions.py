@@ -6,25 +6,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     SchedulerInputError,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
-    FILTERS,
-    WEIGHERS,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     weigh_hosts,
 )
 
-from ._builders import make_flavor, make_host, make_spec
-
-
-def verdict(filter_name, host, spec):
-    """None when the host passes, else (reason, detail) of the rejection."""
-    rejection = FILTERS[filter_name]().host_passes(host, spec)
-    return None if rejection is None else (rejection.reason, rejection.detail)
-
-
-def aggregate(name, **metadata):
-    return {"name": name, "metadata": metadata}
+from ._builders import aggregate, make_flavor, make_host, make_spec, verdict
 
 
 # --- AggregateImagePropertiesIsolation --------------------------------------------------------

@@ -18,15 +18,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.bas
     weigh_hosts,
 )
 
-from ._builders import make_flavor, make_host, make_spec
+from ._builders import aggregate, make_flavor, make_host, make_spec, verdict
 
 
 def passes(filter_name, host, spec):
-    return FILTERS[filter_name]().host_passes(host, spec) is None
-
-
-def aggregate(name, **metadata):
-    return {"name": name, "metadata": metadata}
+    return verdict(filter_name, host, spec) is None
 
 
 def order_and_weights(hosts, weigher_names, **spec_fields):
