@@ -12,7 +12,11 @@ random scenarios), because it leans on three facts of Nova's algorithm:
 - Weights are normalised per weigher over the candidates; when a weigher's bounds do not move
   and the candidates stay the same, only the chosen host's part changes.
 - Every number is computed with the same IEEE operations, in the same order, as the plain
-  path, so sums and ties come out bit for bit the same.
+  path, so sums and ties come out bit for bit the same: the filters' vector_rejects call the
+  same rules.py functions as their host_passes, on arrays.
+- A weigher that raises (MetricsWeigher with metrics_required) meets its first offending
+  candidate in the same order on both paths: the candidates only shrink between instances,
+  so any offender is met at the first weighing.
 """
 from __future__ import annotations
 

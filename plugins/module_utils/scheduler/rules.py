@@ -10,6 +10,13 @@ them agree bit for bit).
 To stay valid for both kinds of argument, the functions only use arithmetic, comparisons and
 ``&`` / ``|`` between comparisons: never ``and``, ``or``, ``not``, ``~`` or ``if`` on an
 argument (``~True`` is -2, and an array has no single truth value).
+
+The other two pieces of the shape: a filter's per-host inputs that are not plain HostState
+fields (an allocation ratio that aggregates may override, a limit) are declared once as
+filters.base.HostNumber, which gives one host's value and from which fast.py builds the
+column; and filters.resource.ResourceFilter turns one Fit into either a Rejection with its
+numbers (host_passes) or the masks of vector_rejects, so the RAM, vCPU and disk filters are a
+name, a resource and the fit function each.
 """
 from __future__ import annotations
 
