@@ -122,7 +122,7 @@ def test_build_failure_weigher_negates_the_multiplier_not_the_count_as_nova_does
     ({"hw_vm_mode": "hv"}, ["x86_64", "kvm", "hvm"]),
     ({"vm_mode": "pv"}, ["x86_64", "xen", "xen"]),
     ({"hw_vm_mode": "baremetal"}, ["x86_64", "kvm", "hvm"]),
-], ids=lambda value: str(value))
+], ids=str)
 def test_image_properties_are_canonicalised_before_comparing_as_nova_does(properties, supported):
     host = make_host(supported_instances=[supported])
     assert passes("ImagePropertiesFilter", host, make_spec(image_properties=properties))
