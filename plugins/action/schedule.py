@@ -58,9 +58,10 @@ class ActionModule(BerthAction):
         "force_hosts": {"type": "list", "elements": "str", "default": []},
         "force_nodes": {"type": "list", "elements": "str", "default": []},
         "driver": {"type": "str", "default": "filter_scheduler", "choices": list(DRIVERS)},
-        "retry_hosts": {"type": "list", "elements": "str", "default": []},
-        "metrics_weight_setting": {"type": "list", "elements": "str", "default": []},
+        "retry_hosts": {"type": "list", "elements": "raw", "default": []},
         "metrics_weight_of_unavailable": {"type": "float", "default": -10000.0},
+        "metrics_required": {"type": "bool", "default": True},
+        "image_props_weight_setting": {"type": "list", "elements": "str", "default": []},
         "explain": {"type": "str", "default": "auto", "choices": list(EXPLAIN_MODES)},
         "engine": {"type": "str", "default": "auto", "choices": list(ENGINES)},
         "lease_seconds": {"type": "int", "default": 3600},
@@ -118,7 +119,7 @@ class ActionModule(BerthAction):
                 record("no_valid_host")
                 result.update(failed=True, msg=failure_message(decision))
                 return result
-            placements = self._placements(missing, decision, fleet, ledger, flavor.to_dict())
+            placements = self._placements(missing, decision, fleet, ledger, flavor.to_dict(), spec)
             # Without the ledger nothing is claimed: a "what if" changes nothing.
             result["changed"] = ledger is not None
             if check_mode or ledger is None:
@@ -149,9 +150,11 @@ class ActionModule(BerthAction):
         raise AssertionError("unreachable")
 
     def _placements(self, names: list[str], decision: Decision, fleet: Fleet, ledger: Ledger | None,
-                    flavor: dict[str, Any]) -> list[dict[str, Any]]:
+                    flavor: dict[str, Any], spec: RequestSpec) -> list[dict[str, Any]]:
         """One dict per placed instance: where it goes, how the build reaches that hypervisor,
-        and the alternates to retry on, each with the same."""
+        the alternates to retry on, each with the same, and what the instance records besides
+        its flavor: its project and its image's properties (canonical, as the engine read
+        them), which AggregateMultiTenancyIsolation and ImagePropertiesWeigher read back."""
         wanted = {p.host for p in decision.placements}
         for placement in decision.placements:
             wanted.update(placement.alternates)
@@ -178,6 +181,7 @@ class ActionModule(BerthAction):
              "uri": targets[p.host]["uri"], "domain_types": targets[p.host]["domain_types"],
              "alternates": p.alternates, "targets": [targets[host] for host in p.alternates],
              "flavor": flavor, "vcpus": flavor["vcpus"], "memory_mb": flavor["memory_mb"],
+             "project_id": spec.project_id, "image_properties": dict(spec.image_properties),
              "generation": fleet.generations[positions[p.host]]}
             for name, p in zip(names, decision.placements)
         ]

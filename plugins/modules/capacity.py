@@ -63,7 +63,8 @@ options:
     type: str
     default: hypervisors
   enabled_filters:
-    description: Filters to count under; the same names and default as M(berth.fleet.schedule).
+    description: Filters to count under; the same names, options and default as
+      M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:enabled_filters).
     type: list
     elements: str
   ignore_hosts:
@@ -115,6 +116,22 @@ options:
     description: As for M(berth.fleet.schedule).
     type: bool
     default: true
+  project_id:
+    description: The project to count for, as for M(berth.fleet.schedule) (C(AggregateMultiTenancyIsolation)).
+    type: str
+    default: default
+  aggregate_image_properties_isolation_namespace:
+    description: As for M(berth.fleet.schedule) (C(AggregateImagePropertiesIsolation)).
+    type: str
+  aggregate_image_properties_isolation_separator:
+    description: As for M(berth.fleet.schedule).
+    type: str
+    default: "."
+  metrics_weight_setting:
+    description: The metrics C(MetricsFilter) requires, as M(berth.fleet.schedule)'s C(name=ratio) items.
+    type: list
+    elements: str
+    default: []
   ledger:
     description: Count against the ledger's usage. Off, the host states' own usage is used.
     type: bool

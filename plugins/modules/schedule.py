@@ -106,12 +106,16 @@ options:
         (mapping - model, vendor, features, topology), C(aggregates) (list of C({name, metadata})
         - metadata keys read - C(availability_zone), C(ram_allocation_ratio),
         C(cpu_allocation_ratio), C(disk_allocation_ratio), C(max_instances_per_host),
-        C(max_io_ops_per_host), C(instance_type), any C(*_weight_multiplier), and any key the
-        flavor's extra specs name), C(availability_zone) (else the aggregates', else
-        O(default_availability_zone)), C(metrics) (mapping name to number),
+        C(max_io_ops_per_host), C(instance_type), C(filter_tenant_id*), any
+        C(*_weight_multiplier), any key the flavor's extra specs name, and any image property
+        name for C(AggregateImagePropertiesIsolation)), C(availability_zone) (else the
+        aggregates', else O(default_availability_zone)), C(metrics) (mapping name to number),
         C(instances) (uuids of the instances on the host, for the same/different host hints),
-        C(failed_builds) (recent failed builds, for C(BuildFailureWeigher)), C(images) and
-        C(refused_images) (C({name - why})), C(networks), C(sync_age_s) (seconds since its last sync).
+        C(instance_image_properties) (one mapping per instance on the host - its image's
+        properties, for C(ImagePropertiesWeigher)), C(host_ip) (the host's IP address, for
+        C(SimpleCIDRAffinityFilter)), C(failed_builds) (recent failed builds, for
+        C(BuildFailureWeigher)), C(images) and C(refused_images) (C({name - why})),
+        C(networks), C(sync_age_s) (seconds since its last sync).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
         numa_topology) are accepted and not used for placement.
     type: list
@@ -122,20 +126,66 @@ options:
     default: hypervisors
   enabled_filters:
     description:
-      - Filters to run, in order (Nova's names). Available - C(ComputeFilter),
-        C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter), C(DiskFilter),
-        C(AggregateRamFilter), C(AggregateCoreFilter), C(AggregateDiskFilter) (ratio from the
-        host's aggregates, minimum wins), C(ComputeCapabilitiesFilter),
-        C(ImagePropertiesFilter), C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter),
-        C(AggregateInstanceExtraSpecsFilter), C(SameHostFilter), C(DifferentHostFilter),
-        C(JsonFilter), C(NumInstancesFilter), C(AggregateNumInstancesFilter), C(IoOpsFilter),
-        C(AggregateIoOpsFilter), C(AggregateTypeAffinityFilter), C(IsolatedHostsFilter),
-        C(RetryFilter), C(AllHostsFilter), and Berth's own C(PoolImageFilter) (the image volume
-        in the host's pool, O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
-      - C(ComputeFilter) also rejects a hypervisor whose last sync is older than O(service_down_time).
+      - Filters to run, in order (Nova's names), each with the options and host facts it reads.
+      - C(ComputeFilter) - the host answered its last sync, no operator disabled it, and the
+        sync is younger than O(service_down_time).
+      - C(AvailabilityZoneFilter) - the host is in O(availability_zone) - its own
+        C(availability_zone), else its aggregates' C(availability_zone) metadata, else
+        O(default_availability_zone); a value C(az1,az2) puts it in both zones, as in Nova.
+      - C(RamFilter), C(CoreFilter), C(DiskFilter) - Nova's Newton formulas - limit = total x
+        the host's C(ram_allocation_ratio) / C(cpu_allocation_ratio) / C(disk_allocation_ratio),
+        pass if limit - used >= requested, and never larger than the host's total. Disk asks
+        for root + ephemeral GiB + swap. C(CoreFilter) passes a host that reports no CPUs.
+      - C(AggregateRamFilter), C(AggregateCoreFilter), C(AggregateDiskFilter) - the same with
+        the ratio from the aggregates' metadata of the same name (the smallest where they
+        disagree; one value that is not a number - the host's own ratio, as Nova).
+      - C(ComputeCapabilitiesFilter) - the flavor's C(extra_specs) scoped C(capabilities:)
+        (C(capabilities:cpu_info:vendor)) or unscoped and naming a host fact
+        (C(hypervisor_type)) must match that fact with Nova's operators (C(=) at least, C(==),
+        C(s==), C(<in>), C(<all-in>), C(<or>) ...). An unscoped key that names no fact
+        (C(ssd)) is left to C(AggregateInstanceExtraSpecsFilter), as in Nova.
+      - C(ImagePropertiesFilter) - O(image_properties) C(hw_architecture), C(img_hv_type) and
+        C(hw_vm_mode) (canonical, see there) must be offered by one of the host's
+        C(supported_instances), and C(img_hv_requested_version) met by C(hypervisor_version).
+      - C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter) - O(server_group) with a
+        hard C(anti-affinity) (at most C(max_server_per_host) members a host) or C(affinity)
+        policy.
+      - C(AggregateInstanceExtraSpecsFilter) - the flavor's extra specs unscoped or scoped
+        C(aggregate_instance_extra_specs:) must each match a value of that metadata key in one
+        of the host's aggregates (values split at commas).
+      - C(SameHostFilter), C(DifferentHostFilter) - O(scheduler_hints) C(same_host) /
+        C(different_host) against the host's C(instances).
+      - C(JsonFilter) - O(scheduler_hints) C(query); an empty query passes every host.
+      - C(NumInstancesFilter), C(AggregateNumInstancesFilter) - fewer than
+        O(max_instances_per_host) instances (the aggregate variant reads the aggregates'
+        metadata of the same name, an integer).
+      - C(IoOpsFilter), C(AggregateIoOpsFilter) - fewer than O(max_io_ops_per_host) instances
+        building or migrating (likewise).
+      - C(AggregateTypeAffinityFilter) - a host whose aggregates set C(instance_type)
+        (C(m1.small,m1.large)) takes only the flavors one of them lists.
+      - C(IsolatedHostsFilter) - O(isolated_images) (by O(image_id)) only on
+        O(isolated_hosts); with O(restrict_isolated_hosts_to_isolated_images) those hosts take
+        only those images.
+      - C(AggregateImagePropertiesIsolation) - for each metadata key of the host's aggregates
+        that O(image_properties) also sets, the image's value must be one of the aggregate's
+        (comma-separated); only keys under O(aggregate_image_properties_isolation_namespace)
+        and O(aggregate_image_properties_isolation_separator) when a namespace is set. Any
+        image property counts (Nova since Liberty reads only its standard ones).
+      - C(AggregateMultiTenancyIsolation) - a host whose aggregates set C(filter_tenant_id)
+        (or any key that starts with it; comma-separated projects) takes only instances of
+        those projects (O(project_id)).
+      - C(MetricsFilter) - the host has every metric O(metrics_weight_setting) weighs, so that
+        C(MetricsWeigher) never meets one without.
+      - C(SimpleCIDRAffinityFilter) - O(scheduler_hints) C(build_near_host_ip) and C(cidr)
+        (default C(/24)) - the host's C(host_ip) must be in that network; a host whose address
+        is unknown is passed over.
+      - C(RetryFilter) - not a host and node of O(retry_hosts).
+      - C(AllHostsFilter) - passes every host.
+      - Berth's own - C(PoolImageFilter) (the image volume in the host's pool,
+        O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
-        aggregate extra specs and type, isolated hosts, hints) check the first instance only;
-        so do Berth's image and network filters.
+        aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
+        CIDR) check the first instance only; so do Berth's image and network filters.
       - Default C(ComputeFilter), C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter),
         C(DiskFilter), C(ComputeCapabilitiesFilter), C(ImagePropertiesFilter),
         C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter), C(PoolImageFilter),
@@ -144,13 +194,31 @@ options:
     elements: str
   weighers:
     description:
-      - Weighers to apply. Available (and the default, all of them) - C(RAMWeigher),
-        C(CPUWeigher), C(DiskWeigher), C(IoOpsWeigher), C(NumInstancesWeigher),
-        C(ServerGroupSoftAffinityWeigher), C(ServerGroupSoftAntiAffinityWeigher),
-        C(MetricsWeigher), C(BuildFailureWeigher), C(HypervisorVersionWeigher).
+      - Weighers to apply (Nova's names), each with its multiplier option. Available, and
+        the default, all of them -
+      - C(RAMWeigher) - C(free_ram_mb); O(ram_weight_multiplier).
+      - C(CPUWeigher) - free vCPUs, C(vcpus_total) x C(cpu_allocation_ratio) - C(vcpus_used);
+        O(cpu_weight_multiplier).
+      - C(DiskWeigher) - C(free_disk_mb); O(disk_weight_multiplier).
+      - C(IoOpsWeigher) - C(num_io_ops); O(io_ops_weight_multiplier).
+      - C(NumInstancesWeigher) - C(num_instances); O(num_instances_weight_multiplier).
+      - C(ServerGroupSoftAffinityWeigher), C(ServerGroupSoftAntiAffinityWeigher) - the
+        O(server_group)'s members on the host (minus them for anti-affinity) for a
+        C(soft-affinity) / C(soft-anti-affinity) group; O(soft_affinity_weight_multiplier),
+        O(soft_anti_affinity_weight_multiplier).
+      - C(MetricsWeigher) - O(metrics_weight_setting), O(metrics_required),
+        O(metrics_weight_of_unavailable); O(metrics_weight_multiplier).
+      - C(BuildFailureWeigher) - C(failed_builds), weighed with the multiplier negated, as
+        Nova; O(build_failure_weight_multiplier).
+      - C(HypervisorVersionWeigher) - C(hypervisor_version); O(hypervisor_version_weight_multiplier).
+      - C(ImagePropertiesWeigher) - how many of the host's instances were built from images
+        sharing O(image_properties) (the host's C(instance_image_properties)),
+        O(image_props_weight_setting); O(image_props_weight_multiplier), off by default.
       - Each weigher's values are normalised to 0..1 over the candidates (RAM, CPU, disk and
-        io-ops from a fixed lower bound 0), multiplied by its multiplier and summed; ties keep
-        the hosts' order.
+        io-ops from a fixed lower bound 0, the others min-max), multiplied by its multiplier
+        (per host - an aggregate's metadata of the multiplier's name overrides the option for
+        its hosts, the smallest where aggregates disagree) and summed; ties keep the hosts'
+        order.
     type: list
     elements: str
   ram_weight_multiplier:
@@ -168,7 +236,8 @@ options:
     description: Multiplier of C(num_io_ops). Default -1.0 (busy hosts weigh less).
     type: float
   num_instances_weight_multiplier:
-    description: Multiplier of C(num_instances). Default 0.0 (not weighed).
+    description: Multiplier of C(num_instances), normalised min-max over the candidates. Default
+      0.0 (not weighed); negative prefers emptier hosts.
     type: float
   soft_affinity_weight_multiplier:
     description: Multiplier of the group's members on the host for a C(soft-affinity) group. Default 1.0.
@@ -180,19 +249,44 @@ options:
     description: Multiplier of the metrics weight (see O(metrics_weight_setting)). Default 1.0.
     type: float
   build_failure_weight_multiplier:
-    description: Multiplier of minus C(failed_builds). Default 1000000.0.
+    description: Multiplier of C(failed_builds), negated as Nova does (hosts with recent failed
+      builds weigh less). Default 1000000.0.
     type: float
   hypervisor_version_weight_multiplier:
     description: Multiplier of C(hypervisor_version). Default 1.0 (newer weighs more).
     type: float
-  metrics_weight_setting:
-    description: Nova's C([metrics] weight_setting) - C(name=ratio) items; the metrics weight is the
-      sum of the host's C(metrics[name]) x ratio.
+  image_props_weight_multiplier:
+    description:
+      - Multiplier of C(ImagePropertiesWeigher). Default 0.0, which turns the weigher off (an
+        aggregate's value does not turn it on, as in Nova); positive packs instances with
+        the same image properties together, negative spreads them.
+    type: float
+  image_props_weight_setting:
+    description:
+      - Nova's C([filter_scheduler] image_props_weight_setting) - C(name=ratio) items. Each
+        requested image property's matches count times its ratio, and a property not listed
+        counts 0; empty, every property counts 1.
     type: list
     elements: str
     default: []
+  metrics_weight_setting:
+    description:
+      - Nova's C([metrics] weight_setting) - C(name=ratio) items; the metrics weight is the sum
+        of the host's C(metrics[name]) x ratio. C(MetricsFilter) passes only hosts that have
+        all these metrics (a value that is not a number counts as missing).
+    type: list
+    elements: str
+    default: []
+  metrics_required:
+    description:
+      - Nova's C([metrics] required). True, a candidate without a weighed metric fails the
+        request with an error that names the host and the metric (enable C(MetricsFilter) to
+        pass over such hosts); false, such a host weighs O(metrics_weight_of_unavailable).
+    type: bool
+    default: true
   metrics_weight_of_unavailable:
-    description: Metrics weight of a host missing a weighed metric.
+    description: Metrics weight of a host missing a weighed metric, with O(metrics_required=false)
+      (unless that metric's ratio times the host's multiplier is 0, when it is skipped).
     type: float
     default: -10000.0
   host_subset_size:
@@ -238,9 +332,15 @@ options:
     description: The image's id, for O(isolated_images).
     type: str
   image_properties:
-    description: The image's properties for C(ImagePropertiesFilter) - C(hw_architecture)
-      (or C(architecture)), C(img_hv_type) (or C(hypervisor_type)), C(hw_vm_mode) (or C(vm_mode)),
-      C(img_hv_requested_version) (e.g. C(>=6.0)).
+    description:
+      - The image's properties. C(ImagePropertiesFilter) reads C(hw_architecture) (or
+        C(architecture)), C(img_hv_type) (or C(hypervisor_type)), C(hw_vm_mode) (or
+        C(vm_mode)) and C(img_hv_requested_version) (e.g. C(>=6.0));
+        C(AggregateImagePropertiesIsolation) and C(ImagePropertiesWeigher) read any property.
+      - Architecture, hypervisor type and vm mode are made canonical first, as Nova does
+        (C(x86_32), C(i486) to C(i686), C(amd64) to C(x86_64), C(xapi) to C(xen), C(hv) to
+        C(hvm), C(pv) to C(xen)); a value Nova does not know is refused with the values
+        allowed. The placed instances record these properties.
     type: dict
     default: {}
   scheduler_hints:
@@ -248,13 +348,31 @@ options:
       - Nova's scheduler hints - C(same_host) and C(different_host) (instance uuids, for
         C(SameHostFilter) and C(DifferentHostFilter)), C(query) (a JSON expression for
         C(JsonFilter), e.g. C([">=", "$free_ram_mb", 1024])), C(group) (the server group's name;
-        must match O(server_group)).
+        must match O(server_group)), C(build_near_host_ip) and C(cidr) (an IP address and a
+        prefix such as C(/24), the default, for C(SimpleCIDRAffinityFilter)).
     type: dict
     default: {}
+  project_id:
+    description:
+      - The project the instances belong to (Nova's C(project_id)), recorded on each; for
+        C(AggregateMultiTenancyIsolation). One team needs no other than the default.
+    type: str
+    default: default
+  aggregate_image_properties_isolation_namespace:
+    description: Nova's option - with it, C(AggregateImagePropertiesIsolation) reads only the
+      aggregate metadata keys that start with this namespace and
+      O(aggregate_image_properties_isolation_separator).
+    type: str
+  aggregate_image_properties_isolation_separator:
+    description: Nova's option - what separates the namespace from the property name.
+    type: str
+    default: "."
   retry_hosts:
-    description: Hosts this instance was already tried on, for C(RetryFilter).
+    description:
+      - What this instance was already tried on, for C(RetryFilter) - C([host, nodename])
+        pairs, compared as pairs as Nova does, or a host name alone for all its nodes.
     type: list
-    elements: str
+    elements: raw
     default: []
   max_instances_per_host:
     description: C(NumInstancesFilter) limit (aggregate metadata of the same name overrides it for
@@ -379,6 +497,10 @@ placements:
       elements: dict
     generation: {description: The chosen hypervisor's generation the decision was made on., type: int}
     flavor: {description: The resolved flavor., type: dict}
+    project_id: {description: "The instance's project, as the ledger records it.", type: str}
+    image_properties:
+      description: "The image's properties as the engine read them (canonical), as the ledger records them."
+      type: dict
 existing:
   description: Ledger rows of the wanted instances that exist already and were left alone.
   returned: always

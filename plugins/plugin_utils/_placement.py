@@ -14,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
+    DEFAULT_PROJECT_ID,
     Decision,
     RequestSpec,
     needed_host_fields,
@@ -41,7 +42,9 @@ REQUEST_OPTIONS = (
     "max_io_ops_per_host", "isolated_hosts", "isolated_images",
     "restrict_isolated_hosts_to_isolated_images", "metrics_weight_setting",
     "metrics_weight_of_unavailable", "explain", "engine", "service_down_time", "image_volume",
-    "requested_networks",
+    "requested_networks", "project_id", "metrics_required", "image_props_weight_setting",
+    "aggregate_image_properties_isolation_namespace",
+    "aggregate_image_properties_isolation_separator",
 )
 MULTIPLIER_OPTIONS = tuple(sorted(weigher.multiplier_option for weigher in WEIGHERS.values()))
 # The options of berth.fleet.schedule that shape which hosts pass, which berth.fleet.capacity
@@ -68,6 +71,11 @@ REQUEST_ARGS: dict[str, Any] = {
     "isolated_hosts": {"type": "list", "elements": "str", "default": []},
     "isolated_images": {"type": "list", "elements": "str", "default": []},
     "restrict_isolated_hosts_to_isolated_images": {"type": "bool", "default": True},
+    "project_id": {"type": "str", "default": DEFAULT_PROJECT_ID},
+    "aggregate_image_properties_isolation_namespace": {"type": "str"},
+    "aggregate_image_properties_isolation_separator": {"type": "str", "default": "."},
+    # MetricsFilter passes only hosts with these metrics, so a count depends on them too.
+    "metrics_weight_setting": {"type": "list", "elements": "str", "default": []},
     **LEDGER_ARGS,
 }
 

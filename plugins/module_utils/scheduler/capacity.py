@@ -2,16 +2,19 @@
 
 Each host is counted on its own, as if it took every instance: the count is the largest n
 such that the filters still admit the host after n − 1 instances were consumed from it
-(what `schedule` would do placing n instances there). Filters whose answer consumption cannot
-change (zone, capabilities, host up...) either admit the host or make its count 0. With an
-affinity group all instances must share one host, so the total is the best host's count;
-otherwise it is the sum.
+(what `schedule` would do placing n instances there). The question "does the host still pass
+after n instances?" is asked of the filters themselves (host_passes on a copy of the host with
+n instances consumed, and the request's server group with n members there), so a count can
+never disagree with a decision: there is no second copy of any rule here. With an affinity
+group all instances must share one host, so the total is the best host's count; otherwise it
+is the sum.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     RequestSpec,
@@ -20,6 +23,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
+
+# A host that still passes after this many instances is not limited by any filter (a flavor
+# of zero size, or only filters that consumption cannot change).
+UNLIMITED = 2 ** 40
 
 
 @dataclass
@@ -57,41 +64,37 @@ def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
 
 def _host_capacity(host_state: HostState, filters: Sequence[Any],
                    spec: RequestSpec) -> HostCapacity:
-    rejection = first_rejection(filters, host_state.copy(), spec, 0)
+    def rejection_after(count: int) -> Rejection | None:
+        """The first filter's rejection of the next instance once `count` are on the host."""
+        after = host_state.copy()
+        after.consume(spec.flavor, count)
+        after_spec = spec
+        if spec.server_group is not None and count:
+            after_spec = dataclasses.replace(spec, server_group=spec.server_group.copy())
+            after_spec.server_group.add(host_state.host, count)  # type: ignore[union-attr]
+        # Filters Nova runs once per request judged the first instance; the others again.
+        return first_rejection(filters, after, after_spec, 0 if count == 0 else 1)
+
+    rejection = rejection_after(0)
     if rejection is not None:
         return HostCapacity(host_state.host, 0, rejection.filter, rejection)
-    best: int | None = None
-    limiting = None
-    for host_filter in filters:
-        passes_after = host_filter.fits(host_state, spec)
-        if passes_after is None:
-            continue
-        count = _largest_count(passes_after)
-        if best is None or count < best:
-            best, limiting = count, host_filter
-    if best is None or limiting is None:
+    if rejection_after(UNLIMITED) is None:
         return HostCapacity(host_state.host, None, None, None)
-    # Why the next one does not fit: the limiting filter on the host after `best` instances.
-    after = host_state.copy()
-    for _attempt in range(min(best, 100000)):
-        after.consume(spec.flavor)
-    return HostCapacity(host_state.host, best, limiting.name, limiting.host_passes(after, spec))
+    fits = _largest_count(lambda count: rejection_after(count) is None)
+    rejection = rejection_after(fits)
+    return HostCapacity(host_state.host, fits, rejection.filter if rejection else None, rejection)
 
 
-def _largest_count(passes_after: Callable[[int], bool]) -> int:
-    """How many instances fit: the first n for which passes_after(n) is False.
+def _largest_count(passes_after: Any) -> int:
+    """How many instances fit: the first n for which passes_after(n) is False (passes_after(0)
+    holds and passes_after(UNLIMITED) does not).
 
-    passes_after only ever turns from True to False as n grows; an exponential then binary
-    search finds the edge with the filter's own arithmetic, so no rounding of a division can
-    make the count disagree with the filter.
+    Every filter's answer only ever turns from pass to reject as instances are consumed, so an
+    exponential then binary search finds the edge with the filters' own arithmetic.
     """
-    if not passes_after(0):
-        return 0
     low, high = 0, 1  # passes_after(low) holds
     while passes_after(high):
         low, high = high, high * 2
-        if high > 2 ** 40:
-            return high  # practically unbounded (a zero-size flavor)
     while high - low > 1:
         middle = (low + high) // 2
         if passes_after(middle):

@@ -21,10 +21,17 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.image_properties import (
     VERSION_KEY,
+    canonical_image_properties,
     parse_version_requirement,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.json_filter import (
     parse_query,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.retry import (
+    check_retry_hosts,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import (
+    affinity_network,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
@@ -73,7 +80,10 @@ AUTO_FULL_EXPLAIN_HOSTS = 100
 # With engine "auto", the vectorised path takes over from this many hosts (when NumPy is
 # there); below it, setting up arrays costs more than it saves.
 AUTO_VECTORIZED_HOSTS = 200
-HINT_KEYS = ("same_host", "different_host", "query", "group")
+HINT_KEYS = ("same_host", "different_host", "query", "group", "build_near_host_ip", "cidr")
+# The project a launch belongs to when it names none: one team, one project. Recorded on the
+# instance; AggregateMultiTenancyIsolation compares it with its aggregates' filter_tenant_id.
+DEFAULT_PROJECT_ID = "default"
 
 
 @dataclass
@@ -99,7 +109,11 @@ class RequestSpec:
     image_properties: dict[str, Any] = field(default_factory=dict)
     scheduler_hints: dict[str, Any] = field(default_factory=dict)
     server_group: ServerGroup | None = None
-    retry_hosts: list[str] = field(default_factory=list)
+    # Nova's project_id (AggregateMultiTenancyIsolation).
+    project_id: str = DEFAULT_PROJECT_ID
+    # [host, nodename] pairs this instance was already tried on (a host name alone: all its
+    # nodes), for RetryFilter.
+    retry_hosts: list[Any] = field(default_factory=list)
     max_instances_per_host: int = 50
     max_io_ops_per_host: int = 8
     isolated_hosts: list[str] = field(default_factory=list)
@@ -108,6 +122,13 @@ class RequestSpec:
     # ["name=ratio", ...] as Nova's [metrics] weight_setting, or (name, ratio) pairs.
     metrics_weight_setting: list[Any] = field(default_factory=list)
     metrics_weight_of_unavailable: float = -10000.0
+    # Nova's [metrics] required: a candidate without a weighed metric fails the request.
+    metrics_required: bool = True
+    # ["name=ratio", ...] as Nova's image_props_weight_setting (ImagePropertiesWeigher).
+    image_props_weight_setting: list[Any] = field(default_factory=list)
+    # Nova's options of AggregateImagePropertiesIsolation.
+    aggregate_image_properties_isolation_namespace: str | None = None
+    aggregate_image_properties_isolation_separator: str = "."
     explain: str = "auto"
     engine: str = "auto"
     # Nova's service_down_time: a host whose last tracker sync is older counts as down.
@@ -152,7 +173,7 @@ class RequestSpec:
             raise SchedulerInputError(
                 "image_properties",
                 f"image_properties must be a mapping, got {self.image_properties!r}")
-        self.image_properties = dict(self.image_properties)
+        self.image_properties = canonical_image_properties(dict(self.image_properties))
         requirement = self.image_properties.get(VERSION_KEY)
         if requirement:
             try:
@@ -170,15 +191,29 @@ class RequestSpec:
                 f"scheduler_hints.group names server group {group_hint!r}, but server_group "
                 f"describes {self.server_group.name if self.server_group else 'no group'}",
             )
-        self.retry_hosts = check_string_list("retry_hosts", self.retry_hosts)
+        self.retry_hosts = check_retry_hosts(self.retry_hosts)
+        if not isinstance(self.project_id, str) or not self.project_id:
+            raise SchedulerInputError("project_id", f"project_id must be a non-empty string, "
+                                                    f"got {self.project_id!r}")
         check_integer("max_instances_per_host", self.max_instances_per_host, minimum=0)
         check_integer("max_io_ops_per_host", self.max_io_ops_per_host, minimum=0)
         self.isolated_hosts = check_string_list("isolated_hosts", self.isolated_hosts)
         self.isolated_images = check_string_list("isolated_images", self.isolated_images)
         check_bool("restrict_isolated_hosts_to_isolated_images",
                    self.restrict_isolated_hosts_to_isolated_images)
-        self.metrics_weight_setting = _check_metrics_setting(self.metrics_weight_setting)
+        self.metrics_weight_setting = _check_ratio_setting("metrics_weight_setting",
+                                                           self.metrics_weight_setting)
         check_number("metrics_weight_of_unavailable", self.metrics_weight_of_unavailable)
+        check_bool("metrics_required", self.metrics_required)
+        self.image_props_weight_setting = _check_ratio_setting("image_props_weight_setting",
+                                                               self.image_props_weight_setting)
+        check_optional_string("aggregate_image_properties_isolation_namespace",
+                              self.aggregate_image_properties_isolation_namespace)
+        if not isinstance(self.aggregate_image_properties_isolation_separator, str):
+            raise SchedulerInputError(
+                "aggregate_image_properties_isolation_separator",
+                f"aggregate_image_properties_isolation_separator must be a string, got "
+                f"{self.aggregate_image_properties_isolation_separator!r}")
 
     @staticmethod
     def _check_hints(hints: Any) -> dict[str, Any]:
@@ -199,10 +234,14 @@ class RequestSpec:
                 value = [value] if isinstance(value, str) else value
                 checked[key] = check_string_list(f"scheduler_hints.{key}", value)
             elif key == "query":
-                checked[key] = parse_query(value) if value else None
+                checked[key] = parse_query(value)
+            elif key in ("build_near_host_ip", "cidr"):
+                checked[key] = value
             else:
                 check_optional_string("scheduler_hints.group", value)
                 checked[key] = value
+        # Checked together: the address and the prefix make one network.
+        affinity_network(checked)
         return checked
 
     @classmethod
@@ -225,8 +264,8 @@ class RequestSpec:
         return cls(**{key: value for key, value in values.items() if value is not None})
 
 
-def _check_metrics_setting(value: Any) -> list[tuple[str, float]]:
-    field_name = "metrics_weight_setting"
+def _check_ratio_setting(field_name: str, value: Any) -> list[tuple[str, float]]:
+    """Nova's "name=ratio" list options (metrics and image properties weight settings)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise SchedulerInputError(field_name, f"{field_name} must be a list of 'name=ratio', "
                                               f"got {value!r}")

@@ -12,3 +12,19 @@ class SchedulerInputError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class ComputeHostMetricNotFound(SchedulerInputError):
+    """MetricsWeigher with metrics_required met a candidate without a weighed metric (Nova's
+    exception of the same name): the request fails rather than weigh the host at a guess."""
+
+    def __init__(self, host: str, nodename: str, metric: str) -> None:
+        super().__init__(
+            f"hosts[{host}].metrics",
+            f"host {host} (node {nodename}) has no metric {metric!r}, which "
+            f"metrics_weight_setting weighs and metrics_required requires: enable MetricsFilter "
+            f"to pass over hosts without it, or set metrics_required to false to weigh them at "
+            f"metrics_weight_of_unavailable")
+        self.host = host
+        self.nodename = nodename
+        self.metric = metric

@@ -4,9 +4,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import (
+    affinity_network,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_AFFINITY,
     REASON_AGGREGATE_EXTRA_SPECS,
+    REASON_AGGREGATE_IMAGE_PROPERTIES,
+    REASON_AGGREGATE_TENANT,
     REASON_AGGREGATE_TYPE,
     REASON_ANTI_AFFINITY,
     REASON_CAPABILITIES,
@@ -23,8 +28,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_INSUFFICIENT_VCPUS,
     REASON_ISOLATED,
     REASON_LARGER_THAN_HOST,
+    REASON_METRICS_MISSING,
     REASON_NETWORK_MISSING,
     REASON_NOT_FORCED,
+    REASON_NOT_NEAR,
     REASON_QUERY,
     REASON_RETRIED,
     REASON_SAME_HOST,
@@ -68,6 +75,10 @@ _PLAIN_PHRASES = {
     REASON_AGGREGATE_TYPE: "in aggregates not taking flavor {flavor}",
     REASON_ISOLATED: "isolated",
     REASON_RETRIED: "already tried",
+    REASON_AGGREGATE_IMAGE_PROPERTIES: "in aggregates isolating other image properties",
+    REASON_AGGREGATE_TENANT: "in aggregates reserved for other projects than {project}",
+    REASON_METRICS_MISSING: "without the weighed metrics",
+    REASON_NOT_NEAR: "not in {near}",
 }
 
 _INSUFFICIENT_PHRASES = {
@@ -102,7 +113,8 @@ class ReasonCount:
             return _PLAIN_PHRASES[self.reason].format(
                 zone=spec.availability_zone, group=group, flavor=spec.flavor.name,
                 service_down_time=spec.service_down_time, image=spec.image_volume,
-                networks=", ".join(spec.requested_networks))
+                networks=", ".join(spec.requested_networks), project=spec.project_id,
+                near=affinity_network(spec.scheduler_hints))
         return self.reason.replace("_", " ")
 
     def to_dict(self, spec: RequestSpec) -> dict[str, Any]:

@@ -12,7 +12,11 @@ random scenarios), because it leans on three facts of Nova's algorithm:
 - Weights are normalised per weigher over the candidates; when a weigher's bounds do not move
   and the candidates stay the same, only the chosen host's part changes.
 - Every number is computed with the same IEEE operations, in the same order, as the plain
-  path, so sums and ties come out bit for bit the same.
+  path, so sums and ties come out bit for bit the same: the filters' vector_rejects call the
+  same rules.py functions as their host_passes, on arrays.
+- A weigher that raises (MetricsWeigher with metrics_required) meets its first offending
+  candidate in the same order on both paths: the candidates only shrink between instances,
+  so any offender is met at the first weighing.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.explain impo
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
-    VectorColumn,
+    HostNumber,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
@@ -81,12 +85,12 @@ class Columns:
         self.zeros = np.zeros(count, dtype=np.float64)
         self.group_members = np.zeros(count, dtype=np.float64)
         self.aggregate_groups = _aggregate_groups(hosts)
-        # Each filter's own columns apart: RamFilter's and AggregateRamFilter's "ram_ratio"
-        # differ.
+        # Each filter's own columns apart: RamFilter's and AggregateRamFilter's
+        # "allocation_ratio" differ.
         self.per_filter: dict[str, dict[str, np.ndarray]] = {
             host_filter.name: {
-                name: self._filter_column(column, spec)
-                for name, column in host_filter.vector_columns.items()
+                name: self._filter_column(number, spec)
+                for name, number in host_filter.host_numbers.items()
             }
             for host_filter in filters
         }
@@ -103,25 +107,25 @@ class Columns:
         setattr(self, name, array)
         return array
 
-    def _filter_column(self, column: Any, spec: RequestSpec) -> np.ndarray:
-        if not isinstance(column, VectorColumn):
-            # A function of the host: only host by host.
-            return np.array([column(host, spec) for host in self.hosts], dtype=np.float64)
-        if column.field is not None:
-            default = np.array(getattr(self, column.field), dtype=np.float64)  # a copy
+    def _filter_column(self, number: HostNumber, spec: RequestSpec) -> np.ndarray:
+        """HostNumber.value for every host."""
+        if number.field is not None:
+            default = np.array(getattr(self, number.field), dtype=np.float64)  # a copy
         else:
-            default = np.full(len(self.hosts), getattr(spec, str(column.option)),
+            default = np.full(len(self.hosts), getattr(spec, str(number.option)),
                               dtype=np.float64)
-        if column.aggregate_key is None:
+        if number.aggregate_key is None:
             return default
-        return self.aggregate_numbers(column.aggregate_key, default)
+        return self.aggregate_numbers(number.aggregate_key, default, number.integer)
 
-    def aggregate_numbers(self, key: str, default: np.ndarray) -> np.ndarray:
-        """HostState.aggregate_number(key, default) for every host, `default` an array (which
-        is updated and returned). Hosts without aggregates keep their default without any
-        Python work; each group of hosts with the same aggregate metadata pays one lookup."""
+    def aggregate_numbers(self, key: str, default: np.ndarray,
+                          integer: bool = False) -> np.ndarray:
+        """HostState.aggregate_number(key, default, integer) for every host, `default` an
+        array (which is updated and returned). Hosts without aggregates keep their default
+        without any Python work; each group of hosts with the same aggregate metadata pays one
+        lookup."""
         for positions, host in self.aggregate_groups:
-            number = host.aggregate_number(key, _MISSING)
+            number = host.aggregate_number(key, _MISSING, integer)
             if number is not _MISSING:
                 default[positions] = number
         return default
@@ -508,11 +512,14 @@ class VectorBackend(Backend):
             return np.array([weigher.multiplier(host, self.spec) for host in self.hosts],
                             dtype=np.float64)
         # BaseWeigher.multiplier: the request's default, unless the host's aggregates set a
-        # number for the option (the smallest wins).
+        # number for the option (the smallest wins), times the weigher's sign.
         default = self.spec.weight_multipliers.get(weigher.multiplier_option,
                                                    weigher.default_multiplier)
-        return self.columns.aggregate_numbers(
+        multipliers = self.columns.aggregate_numbers(
             weigher.multiplier_option, np.full(len(self.hosts), float(default)))
+        if weigher.multiplier_sign != 1:
+            multipliers = weigher.multiplier_sign * multipliers
+        return multipliers
 
     def _weigher_state(self, weigher: BaseWeigher, multipliers: np.ndarray) -> _WeigherState:
         full_rows = len(self.rows) == len(self.hosts)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ FACT_FIELDS = frozenset({
     "total_usable_ram_mb", "free_ram_mb", "total_usable_disk_gb", "free_disk_mb",
     "num_instances", "num_io_ops", "cpu_allocation_ratio", "ram_allocation_ratio",
     "disk_allocation_ratio", "hypervisor_type", "hypervisor_version", "supported_instances",
-    "cpu_info", "availability_zone", "metrics", "instances", "failed_builds",
+    "cpu_info", "availability_zone", "metrics", "instances", "failed_builds", "host_ip",
 })
 
 # Today's Nova defaults (DESIGN.md "Scheduling semantics").
@@ -166,6 +167,11 @@ class HostState:
     # outside the pool...), so that the filter can say why.
     refused_images: dict[str, str] = field(default_factory=dict)
     networks: list[str] = field(default_factory=list)
+    # The hypervisor's address, as Nova's host_ip (SimpleCIDRAffinityFilter); None when unknown.
+    host_ip: str | None = None
+    # One mapping per instance on the host: the properties of the image it was built from
+    # (ImagePropertiesWeigher, as Nova reads each instance's image_meta).
+    instance_image_properties: list[dict[str, Any]] = field(default_factory=list)
     # Filled by the filters of one scheduling pass, handed to the claim as Nova's `limits`.
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -215,6 +221,9 @@ class HostState:
         self.images = check_string_list(f"{prefix}.images", self.images)
         self.networks = check_string_list(f"{prefix}.networks", self.networks)
         _check_mapping(f"{prefix}.refused_images", self.refused_images)
+        _check_ip(f"{prefix}.host_ip", self.host_ip)
+        self.instance_image_properties = _check_mappings(f"{prefix}.instance_image_properties",
+                                                         self.instance_image_properties)
         if self.sync_age_s is not None:
             check_number(f"{prefix}.sync_age_s", self.sync_age_s)
             self.sync_age_s = float(self.sync_age_s)
@@ -267,10 +276,11 @@ class HostState:
         return value
 
     def aggregate_values(self, key: str) -> list[str]:
-        """The values of metadata `key` across the host's aggregates, as strings, in order.
+        """The values of metadata `key` across the host's aggregates, as strings, whole, in order.
 
         Nova's utils.aggregate_values_from_key returns a set; a list in aggregate order keeps
-        explanations stable and the minimum is the same.
+        explanations stable and the minimum is the same. Nova reads whole values this way for
+        numbers (ratios, limits, multipliers) and for instance_type.
         """
         values = []
         for aggregate in self.aggregates:
@@ -280,37 +290,56 @@ class HostState:
                     values.append(value)
         return values
 
-    def aggregate_number(self, key: str, default: float) -> float:
-        """The smallest numeric value of `key` across the host's aggregates, else `default`.
+    def aggregate_metadata(self) -> dict[str, list[str]]:
+        """Every metadata key of the host's aggregates with its values split at commas and
+        stripped ("az1, az2" is two values), in order, as Nova's
+        utils.aggregate_metadata_get_by_host reads them for zones, extra specs, image
+        properties and tenants."""
+        metadata: dict[str, list[str]] = {}
+        for aggregate in self.aggregates:
+            for key, value in aggregate["metadata"].items():
+                values = metadata.setdefault(key, [])
+                values.extend(part for part in split_metadata(value) if part not in values)
+        return metadata
+
+    def aggregate_number(self, key: str, default: Any, integer: bool = False) -> Any:
+        """The smallest value of `key` across the host's aggregates as a number (an int with
+        `integer`), else `default`.
 
         As Nova's utils.validate_num_values: the minimum wins where aggregates disagree, and
-        values that are not numbers are ignored (Nova logs and ignores them).
+        one value that is not a number makes the whole lookup fall back to `default` (Nova
+        logs a warning and uses the configured value).
         """
-        numbers = []
-        for value in self.aggregate_values(key):
-            try:
-                numbers.append(float(value))
-            except ValueError:
-                continue
-        return min(numbers) if numbers else default
+        values = self.aggregate_values(key)
+        if not values:
+            return default
+        try:
+            return min(int(value) if integer else float(value) for value in values)
+        except ValueError:
+            return default
 
     def zones(self, default_zone: str) -> list[str]:
-        """The host's availability zones: its own field, else its aggregates', else the default."""
-        if self.availability_zone:
-            return [self.availability_zone]
-        return self.aggregate_values("availability_zone") or [default_zone]
+        """The host's availability zones: its own field, else its aggregates', else the default.
 
-    def consume(self, flavor: Flavor) -> None:
-        """Take one instance of `flavor` off this host, as Nova's consume_from_request does.
+        The inventory copies its aggregates' zone into the host's own field, so that one is
+        split at commas too.
+        """
+        if self.availability_zone:
+            return split_metadata(self.availability_zone)
+        return self.aggregate_metadata().get("availability_zone") or [default_zone]
+
+    def consume(self, flavor: Flavor, count: int = 1) -> None:
+        """Take `count` instances of `flavor` off this host, as Nova's consume_from_request
+        does one at a time (capacity.py asks for many at once: the same integers).
 
         Swap is not taken off disk, although DiskFilter asks for it: that is Nova's behaviour.
         Every placement is an IO operation (a build), hence num_io_ops.
         """
-        self.free_ram_mb -= flavor.memory_mb
-        self.free_disk_mb -= 1024 * (flavor.root_gb + flavor.ephemeral_gb)
-        self.vcpus_used += flavor.vcpus
-        self.num_instances += 1
-        self.num_io_ops += 1
+        self.free_ram_mb -= count * flavor.memory_mb
+        self.free_disk_mb -= count * 1024 * (flavor.root_gb + flavor.ephemeral_gb)
+        self.vcpus_used += count * flavor.vcpus
+        self.num_instances += count
+        self.num_io_ops += count
 
     def copy(self) -> HostState:
         # Only the numbers and limits change while scheduling; the lists and mappings
@@ -323,9 +352,43 @@ class HostState:
         return dataclasses.asdict(self)
 
 
+def split_metadata(value: Any) -> list[str]:
+    """An aggregate metadata value as Nova reads it for a host: "az1, az2" is az1 and az2."""
+    parts: list[str] = []
+    for part in str(value).split(","):
+        part = part.strip()
+        if part not in parts:
+            parts.append(part)
+    return parts
+
+
 def _check_mapping(field: str, value: Any) -> None:
     if not isinstance(value, Mapping):
         raise SchedulerInputError(field, f"{field} must be a mapping, got {value!r}")
+
+
+def _check_ip(field: str, value: Any) -> None:
+    if value is None:
+        return
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)  # ip_address would take an int
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise SchedulerInputError(
+            field, f"{field} must be an IPv4 or IPv6 address or null, got {value!r}") from None
+
+
+def _check_mappings(field: str, value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise SchedulerInputError(field, f"{field} must be a list of mappings, got {value!r}")
+    checked = []
+    for item in value:
+        if not isinstance(item, Mapping) or not all(isinstance(key, str) for key in item):
+            raise SchedulerInputError(
+                field, f"{field} must be a list of mappings with string keys, got item {item!r}")
+        checked.append(dict(item))
+    return checked
 
 
 def _check_supported_instances(field: str, value: Any) -> None:

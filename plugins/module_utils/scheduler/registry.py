@@ -28,6 +28,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.retr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.all_hosts import AllHostsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.pool_image import PoolImageFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.network import NetworkFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_image_properties_isolation import AggregateImagePropertiesIsolation
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_multitenancy_isolation import AggregateMultiTenancyIsolation
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.metrics import MetricsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import SimpleCIDRAffinityFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
@@ -38,6 +42,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.sof
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.metrics import MetricsWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.build_failure import BuildFailureWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.hypervisor_version import HypervisorVersionWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.image_properties import ImagePropertiesWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
 # so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file
@@ -69,6 +74,10 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "AllHostsFilter": AllHostsFilter,
     "PoolImageFilter": PoolImageFilter,
     "NetworkFilter": NetworkFilter,
+    "AggregateImagePropertiesIsolation": AggregateImagePropertiesIsolation,
+    "AggregateMultiTenancyIsolation": AggregateMultiTenancyIsolation,
+    "MetricsFilter": MetricsFilter,
+    "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {
@@ -82,6 +91,7 @@ WEIGHERS: dict[str, type[BaseWeigher]] = {
     "MetricsWeigher": MetricsWeigher,
     "BuildFailureWeigher": BuildFailureWeigher,
     "HypervisorVersionWeigher": HypervisorVersionWeigher,
+    "ImagePropertiesWeigher": ImagePropertiesWeigher,
 }
 
 # DESIGN.md: Newton's default list with CoreFilter added (retries use alternates, so no

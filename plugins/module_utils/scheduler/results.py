@@ -36,6 +36,10 @@ REASON_RETRIED = "retried"
 REASON_IMAGE_MISSING = "image_missing"
 REASON_IMAGE_REFUSED = "image_refused"
 REASON_NETWORK_MISSING = "network_missing"
+REASON_AGGREGATE_IMAGE_PROPERTIES = "aggregate_image_properties"
+REASON_AGGREGATE_TENANT = "aggregate_tenant"
+REASON_METRICS_MISSING = "metrics_missing"
+REASON_NOT_NEAR = "not_near"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
 # is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's
@@ -45,7 +49,8 @@ KIND_NEVER = "never"
 NOT_NOW_REASONS = frozenset({
     REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,
     REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS, REASON_ANTI_AFFINITY, REASON_HOST_DOWN,
-    REASON_HOST_STALE,
+    # Like a host down, a metric missing is a gap in the facts the next sync may fill.
+    REASON_HOST_STALE, REASON_METRICS_MISSING,
 })
 # Resource shortfalls, the ones a "closest miss" is measured on.
 SHORTFALL_REASONS = frozenset({

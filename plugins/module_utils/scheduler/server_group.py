@@ -34,11 +34,11 @@ class ServerGroup:
     def member_count(self, host: str) -> int:
         return self.members.get(host, 0)
 
-    def add(self, host: str) -> None:
-        """One more member on `host`, as Nova's _consume_selected_host records it."""
+    def add(self, host: str, count: int = 1) -> None:
+        """`count` more members on `host`, as Nova's _consume_selected_host records each."""
         if host not in self.members:
             self.hosts.append(host)
-        self.members[host] = self.members.get(host, 0) + 1
+        self.members[host] = self.members.get(host, 0) + count
 
     def copy(self) -> ServerGroup:
         return ServerGroup(self.name, self.policy, self.max_server_per_host, list(self.hosts),

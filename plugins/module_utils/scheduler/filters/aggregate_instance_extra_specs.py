@@ -36,7 +36,8 @@ def scoped_specs(extra_specs: dict[str, Any], scope: str) -> list[tuple[str, str
 
 
 class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
-    """The flavor's extra specs must match the metadata of one of the host's aggregates."""
+    """The flavor's extra specs (unscoped or "aggregate_instance_extra_specs:") must each match
+    a metadata value of one of the host's aggregates; values are split at commas, as Nova's."""
 
     name = "AggregateInstanceExtraSpecsFilter"
     run_filter_once_per_request = True
@@ -45,8 +46,9 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
         return not scoped_specs(spec.flavor.extra_specs, SCOPE)
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        metadata = host_state.aggregate_metadata()
         for key, requirement in scoped_specs(spec.flavor.extra_specs, SCOPE):
-            values = host_state.aggregate_values(key)
+            values = metadata.get(key)
             if not values:
                 return self.reject(host_state, REASON_AGGREGATE_EXTRA_SPECS,
                                    detail=f"no aggregate sets {key}")

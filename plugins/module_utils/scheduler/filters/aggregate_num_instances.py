@@ -1,30 +1,18 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
-    VectorColumn,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import HostNumber
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.num_instances import (
     NumInstancesFilter,
 )
 
-if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
-        HostState,
-    )
-
 
 class AggregateNumInstancesFilter(NumInstancesFilter):
-    """NumInstancesFilter with max_instances_per_host from aggregate metadata (minimum wins)."""
+    """NumInstancesFilter with max_instances_per_host from aggregate metadata, the minimum
+    where they disagree; a value that is not an integer ("2.5") leaves the option's value, as Nova's cast
+    to int fails."""
 
     name = "AggregateNumInstancesFilter"
-    vector_columns = {
-        "max_instances": VectorColumn(option="max_instances_per_host",
-                                      aggregate_key="max_instances_per_host"),
+    host_numbers = {
+        "maximum": HostNumber(option="max_instances_per_host",
+                              aggregate_key="max_instances_per_host", integer=True),
     }
-
-    @staticmethod
-    def maximum(host_state: HostState, spec: RequestSpec) -> float:
-        return host_state.aggregate_number("max_instances_per_host", spec.max_instances_per_host)

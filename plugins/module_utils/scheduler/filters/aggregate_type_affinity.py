@@ -18,14 +18,18 @@ if TYPE_CHECKING:
 
 
 class AggregateTypeAffinityFilter(BaseHostFilter):
-    """Aggregates with metadata instance_type ("m1.small,m1.large") take only those flavors."""
+    """A host whose aggregates set instance_type ("m1.small,m1.large") takes only flavors that
+    one of them lists, as Nova's; a host in no such aggregate takes any flavor."""
 
     name = "AggregateTypeAffinityFilter"
     run_filter_once_per_request = True
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
-        for value in host_state.aggregate_values("instance_type"):
-            if spec.flavor.name not in [name.strip() for name in value.split(",")]:
-                return self.reject(host_state, REASON_AGGREGATE_TYPE,
-                                   detail=f"aggregate takes only {value}")
-        return None
+        values = host_state.aggregate_values("instance_type")
+        for value in values:
+            if spec.flavor.name in [name.strip() for name in value.split(",")]:
+                return None
+        if not values:
+            return None
+        return self.reject(host_state, REASON_AGGREGATE_TYPE,
+                           detail=f"its aggregates take only {'; '.join(values)}")

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 
@@ -18,27 +18,28 @@ VectorReject = Tuple[str, Optional[str], Any, Any, Any]
 
 
 @dataclass(frozen=True)
-class VectorColumn:
-    """One of a filter's own per-host numbers for vector_rejects, declared rather than computed
-    so the fast path can build it for every host at once, once per request, with NumPy.
+class HostNumber:
+    """One of a filter's own per-host numbers (an allocation ratio, a limit), declared once and
+    read by both paths: ``value`` gives it for one host (host_passes), and the fast path builds
+    it for every host at once, once per request, with NumPy (fast.Columns).
 
     The value is the host's HostState field `field` (one of fast.py's _NUMBER_COLUMNS), or
     else the request's option `option` (a RequestSpec attribute); with `aggregate_key`, a host
-    whose aggregates give that metadata key a number takes the smallest of them instead
-    (HostState.aggregate_number). `value` is the same rule for one host; it must agree with
-    what the filter's host_passes uses (the unit tests check it does).
+    whose aggregates give that metadata key takes the smallest of their values instead
+    (HostState.aggregate_number, an int with `integer`, as Nova casts its count limits).
     """
 
     field: Optional[str] = None
     option: Optional[str] = None
     aggregate_key: Optional[str] = None
+    integer: bool = False
 
     def value(self, host_state: HostState, spec: RequestSpec) -> Any:
         default = (getattr(host_state, self.field) if self.field is not None
                    else getattr(spec, str(self.option)))
         if self.aggregate_key is None:
             return default
-        return host_state.aggregate_number(self.aggregate_key, default)
+        return host_state.aggregate_number(self.aggregate_key, default, self.integer)
 
 
 class BaseHostFilter:
@@ -49,8 +50,9 @@ class BaseHostFilter:
 
     The fast path (fast.py) may use `vector_rejects` instead of calling host_passes per host:
     it gets the candidates' numbers as arrays (HostState field names plus the filter's own
-    `vector_columns`) and must reject exactly the hosts host_passes rejects, for the same
-    reason. A filter without it is run host by host there too.
+    `host_numbers`) and must reject exactly the hosts host_passes rejects, for the same
+    reason; both reach their arithmetic through the same functions of rules.py. A filter
+    without it is run host by host there too.
     """
 
     name = ""
@@ -61,9 +63,9 @@ class BaseHostFilter:
     # group member lands somewhere, every other host is out). The fast path re-runs such
     # filters on every candidate; the others only on the host that was just consumed.
     depends_on_other_hosts = False
-    # Extra per-host numbers for vector_rejects: column name -> VectorColumn (built once per
-    # request from arrays) or function(host_state, spec) (called host by host).
-    vector_columns: dict[str, VectorColumn | Callable[[Any, Any], Any]] = {}
+    # The filter's own per-host numbers: name -> HostNumber. host_passes reads one with
+    # self.number(name, ...); vector_rejects finds them as columns of the same name.
+    host_numbers: dict[str, HostNumber] = {}
     # HostState fields this filter reads beyond those every host-state read gives (names,
     # status, the resource numbers, zone, aggregates, hypervisor version): the ledger reads
     # them only for requests whose filters need them.
@@ -83,11 +85,9 @@ class BaseHostFilter:
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject] | None:
         return None
 
-    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
-        """For filters whose answer changes as instances are consumed: a test of whether the
-        host still passes after `count` more instances of the request (used by capacity.py).
-        None for filters whose answer consumption does not change."""
-        return None
+    def number(self, name: str, host_state: HostState, spec: RequestSpec) -> Any:
+        """One of this filter's host_numbers for one host."""
+        return self.host_numbers[name].value(host_state, spec)
 
     def reject(self, host_state: HostState, reason: str, **numbers: Any) -> Rejection:
         return Rejection(host=host_state.host, filter=self.name, reason=reason, **numbers)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -35,13 +36,15 @@ class ComputeFilter(BaseHostFilter):
                                detail=host_state.disabled_reason)
         if not host_state.service_up:
             return self.reject(host_state, REASON_HOST_DOWN, detail=host_state.down_reason)
-        if host_state.sync_age_s is not None and host_state.sync_age_s > spec.service_down_time:
+        age = host_state.sync_age_s
+        if rules.stale(float("nan") if age is None else age, spec.service_down_time):
             return self.reject(host_state, REASON_HOST_STALE, used=round(host_state.sync_age_s),
                                limit=spec.service_down_time)
         return None
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
-        # An unknown age (NaN: live facts) never compares greater.
+        # An unknown age is NaN in the column (live facts), as in host_passes.
         return [(REASON_HOST_DISABLED, None, None, columns.disabled, None),
                 (REASON_HOST_DOWN, None, None, ~columns.service_up, None),
-                (REASON_HOST_STALE, None, None, columns.sync_age_s > spec.service_down_time, None)]
+                (REASON_HOST_STALE, None, None,
+                 rules.stale(columns.sync_age_s, spec.service_down_time), None)]

@@ -1,15 +1,12 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import FACT_FIELDS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_instance_extra_specs import (
-    scoped_specs,
-)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_CAPABILITIES,
     Rejection,
@@ -25,9 +22,29 @@ if TYPE_CHECKING:
 SCOPE = "capabilities"
 
 
+def capability_specs(extra_specs: dict[str, Any]) -> list[tuple[list[str], str]]:
+    """(path of names, wanted) for the extra specs this filter reads, as Nova's does: keys of
+    the "capabilities" scope, and unscoped keys that name a host fact. An unscoped key that
+    names none ("ssd") is for AggregateInstanceExtraSpecsFilter, and a key of another scope
+    ("hw:cpu_policy") for other parts of Nova: both are left alone."""
+    wanted = []
+    for key, requirement in extra_specs.items():
+        path = key.split(":")
+        if len(path) == 1:
+            if key not in FACT_FIELDS:
+                continue
+        elif path[0] != SCOPE:
+            continue
+        else:
+            path = path[1:]
+        wanted.append((path, str(requirement)))
+    return wanted
+
+
 class ComputeCapabilitiesFilter(BaseHostFilter):
-    """The flavor's extra specs (unscoped or "capabilities:") must match the host's facts,
-    with Nova's extra_specs_ops operators ("capabilities:cpu_info:arch": "x86_64")."""
+    """The flavor's extra specs ("capabilities:" or unscoped naming a host fact) must match the
+    host's facts, with Nova's extra_specs_ops operators ("capabilities:cpu_info:arch":
+    "x86_64")."""
 
     name = "ComputeCapabilitiesFilter"
     # An extra spec may name any fact.
@@ -35,11 +52,12 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:
-        return not scoped_specs(spec.flavor.extra_specs, SCOPE)
+        return not capability_specs(spec.flavor.extra_specs)
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
-        for key, requirement in scoped_specs(spec.flavor.extra_specs, SCOPE):
-            value = host_state.fact(key.split(":"))
+        for path, requirement in capability_specs(spec.flavor.extra_specs):
+            key = ":".join(path)
+            value = host_state.fact(path)
             if value is None:
                 return self.reject(host_state, REASON_CAPABILITIES, detail=f"no {key}")
             if not extra_specs_ops.match(str(value), requirement):

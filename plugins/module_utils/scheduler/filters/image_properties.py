@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
+    SchedulerInputError,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -27,18 +30,59 @@ _VERSION_OPS = {
     "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
 }
 
+# Nova's canonical values (nova/objects/fields.py Architecture, HVType, VMMode) and the legacy
+# spellings its canonicalize() methods turn into them, after lower-casing.
+ARCHITECTURES = (
+    "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32", "m68k",
+    "microblaze", "microblazeel", "mips", "mipsel", "mips64", "mips64el", "openrisc", "parisc",
+    "parisc64", "ppc", "ppcle", "ppc64", "ppc64le", "ppcemb", "s390", "s390x", "sh4", "sh4eb",
+    "sparc", "sparc64", "unicore32", "x86_64", "xtensa", "xtensaeb",
+)
+HYPERVISOR_TYPES = (
+    "baremetal", "bhyve", "docker", "fake", "hyperv", "ironic", "kqemu", "kvm", "lxc", "lxd",
+    "openvz", "parallels", "phyp", "qemu", "test", "uml", "vbox", "vz", "vmware", "xen", "zvm",
+    "prsm",
+)
+VM_MODES = ("hvm", "xen", "uml", "exe")
+_LEGACY = (
+    # (property names, legacy spelling -> canonical, canonical values), in supported_instances'
+    # order: architecture, hypervisor type, vm mode.
+    (ARCH_KEYS, {"i386": "i686", "i486": "i686", "i586": "i686", "x86_32": "i686",
+                 "x86_32p": "i686", "amd64": "x86_64"}, ARCHITECTURES),
+    (HV_TYPE_KEYS, {"xapi": "xen"}, HYPERVISOR_TYPES),
+    (VM_MODE_KEYS, {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}, VM_MODES),
+)
 
-def _first(properties: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        if properties.get(key):
-            return _canonical(properties[key])
-    return None
 
-
-def _canonical(value: Any) -> str:
-    # Nova canonicalises case and the usual aliases (x86_64 for amd64, hvm for "HVM").
+def _canonical(value: Any, legacy: dict[str, str]) -> str:
     text = str(value).strip().lower()
-    return {"amd64": "x86_64", "x64": "x86_64", "i386": "i686", "arm64": "aarch64"}.get(text, text)
+    return legacy.get(text, text)
+
+
+def canonical_image_properties(properties: dict[str, Any]) -> dict[str, Any]:
+    """The request's image properties with architecture, hypervisor type and vm mode in
+    Nova's canonical spelling ("x86_32" -> "i686", "xapi" -> "xen", "hv" -> "hvm"), as Nova's
+    image metadata object coerces them before any filter reads them. A value Nova does not
+    know is refused, naming the property and the values allowed."""
+    canonical = dict(properties)
+    for keys, legacy, allowed in _LEGACY:
+        for key in keys:
+            if not canonical.get(key):
+                continue
+            value = _canonical(canonical[key], legacy)
+            if value not in allowed:
+                raise SchedulerInputError(
+                    f"image_properties.{key}",
+                    f"image_properties.{key} {canonical[key]!r} is not one of Nova's values: "
+                    f"{', '.join(allowed)}")
+            canonical[key] = value
+    return canonical
+
+
+def offered(supported: list[str]) -> list[str]:
+    """A host's [arch, hypervisor type, vm mode] in canonical spelling. Unknown values are kept
+    as they are (a newer libvirt may offer an architecture Nova does not list)."""
+    return [_canonical(value, legacy) for value, (_keys, legacy, _allowed) in zip(supported, _LEGACY)]
 
 
 def parse_version_requirement(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -78,10 +122,11 @@ class ImagePropertiesFilter(BaseHostFilter):
     run_filter_once_per_request = True
 
     @staticmethod
-    def wanted(spec: RequestSpec) -> tuple[str | None, str | None, str | None]:
+    def wanted(spec: RequestSpec) -> list[str | None]:
+        """(arch, hypervisor type, vm mode) asked for: RequestSpec made them canonical."""
         properties = spec.image_properties
-        return (_first(properties, ARCH_KEYS), _first(properties, HV_TYPE_KEYS),
-                _first(properties, VM_MODE_KEYS))
+        return [next((properties[key] for key in keys if properties.get(key)), None)
+                for keys, _legacy, _allowed in _LEGACY]
 
     def is_noop(self, spec: RequestSpec) -> bool:
         return not any(self.wanted(spec))
@@ -95,8 +140,9 @@ class ImagePropertiesFilter(BaseHostFilter):
             return self.reject(host_state, REASON_IMAGE_PROPERTIES,
                                detail=f"host lists no supported instances for {described}")
         for supported in host_state.supported_instances:
-            offered = [_canonical(value) for value in supported]
-            if all(value is None or value in offered for value in wanted):
+            # Nova looks for each wanted value anywhere in the triple, not at its position.
+            host_values = offered(supported)
+            if all(value is None or value in host_values for value in wanted):
                 if self._version_ok(host_state, spec):
                     return None
         return self.reject(host_state, REASON_IMAGE_PROPERTIES,

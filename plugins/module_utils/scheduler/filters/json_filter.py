@@ -49,19 +49,24 @@ COMMANDS = {
 
 
 def parse_query(query: Any) -> Any:
-    """The query hint (a JSON string or the decoded list), checked: ["op", arg, ...]."""
+    """The query hint (a JSON string or the decoded list), checked: ["op", arg, ...]; None
+    for an empty one ("", "[]", "null"), which passes every host, as in Nova."""
     if isinstance(query, str):
         try:
-            query = json.loads(query)
+            query = json.loads(query) if query.strip() else None
         except ValueError as exc:
             raise SchedulerInputError("scheduler_hints.query",
                                       f"scheduler_hints.query is not JSON: {exc}") from None
+    if not query:
+        return None
     _check(query)
     return query
 
 
 def _check(query: Any) -> None:
-    if not isinstance(query, list) or not query or query[0] not in COMMANDS:
+    if isinstance(query, list) and not query:
+        return  # an empty expression is true, at any depth (Nova's _process_filter)
+    if not isinstance(query, list) or query[0] not in COMMANDS:
         raise SchedulerInputError(
             "scheduler_hints.query",
             f"scheduler_hints.query must be a list [operator, args...] with an operator among "
@@ -81,7 +86,10 @@ def _variable(text: str, host_state: HostState) -> Any:
 
 
 def evaluate(query: list[Any], host_state: HostState) -> Any:
-    """Nova's JsonFilter._process_filter: "$free_ram_mb" reads the host, nested lists nest."""
+    """Nova's JsonFilter._process_filter: "$free_ram_mb" reads the host, nested lists nest,
+    and an empty list is true."""
+    if not query:
+        return True
     args = []
     for arg in query[1:]:
         if isinstance(arg, list):

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -31,21 +32,14 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
         if group is None or group.policy != "anti-affinity":
             return None
         members = group.member_count(host_state.host)
-        if members < group.max_server_per_host:
+        if not rules.at_limit(members, group.max_server_per_host):
             return None
         return self.reject(host_state, REASON_ANTI_AFFINITY, used=members,
                            limit=group.max_server_per_host, detail=f"group {group.name}")
-
-    def fits(self, host_state: HostState, spec: RequestSpec) -> Callable[[int], bool] | None:
-        group = spec.server_group
-        if group is None or group.policy != "anti-affinity":
-            return None
-        members = group.member_count(host_state.host)
-        return lambda count: members + count < group.max_server_per_host
 
     def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
         group = spec.server_group
         if group is None or group.policy != "anti-affinity":
             return []
         return [(REASON_ANTI_AFFINITY, None, None,
-                 columns.group_members >= group.max_server_per_host, None)]
+                 rules.at_limit(columns.group_members, group.max_server_per_host), None)]

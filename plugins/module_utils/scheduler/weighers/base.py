@@ -50,6 +50,9 @@ class BaseWeigher:
     multiplier_option = ""  # the key in RequestSpec.weight_multipliers and aggregate metadata
     default_multiplier = 1.0
     minval: Number | None = None
+    # -1.0 where Nova negates the configured multiplier rather than the raw value (the two
+    # differ as soon as hosts have different multipliers).
+    multiplier_sign = 1.0
     # HostState fields read beyond the usual ones (see BaseHostFilter.host_fields).
     host_fields: frozenset[str] = frozenset()
 
@@ -65,12 +68,13 @@ class BaseWeigher:
         return None
 
     def multiplier(self, host_state: HostState, spec: RequestSpec) -> float:
-        """The request's multiplier, unless the host's aggregates set a smaller one (Nova's
-        utils.get_weight_multiplier: the minimum of their values wins)."""
-        default = spec.weight_multipliers.get(self.multiplier_option, self.default_multiplier)
-        if not host_state.aggregates:
-            return default
-        return host_state.aggregate_number(self.multiplier_option, default)
+        """The request's multiplier, unless the host's aggregates set the option (Nova's
+        utils.get_weight_multiplier: the minimum of their values wins), times
+        ``multiplier_sign``."""
+        value = spec.weight_multipliers.get(self.multiplier_option, self.default_multiplier)
+        if host_state.aggregates:
+            value = host_state.aggregate_number(self.multiplier_option, value)
+        return value if self.multiplier_sign == 1 else self.multiplier_sign * value
 
 
 @dataclass

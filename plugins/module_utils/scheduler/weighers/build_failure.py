@@ -14,14 +14,19 @@ if TYPE_CHECKING:
 
 
 class BuildFailureWeigher(BaseWeigher):
-    """Hosts whose recent builds failed weigh less, strongly (Nova's multiplier 1000000.0)."""
+    """Hosts whose recent builds failed weigh less, strongly (Nova's multiplier 1000000.0).
+
+    As in Nova, the raw value is the count and the multiplier is negated: with a multiplier
+    per aggregate, weighing minus the count would rank hosts otherwise.
+    """
 
     name = "BuildFailureWeigher"
     multiplier_option = "build_failure_weight_multiplier"
     default_multiplier = 1000000.0
+    multiplier_sign = -1.0
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
-        return -1 * host_state.failed_builds
+        return host_state.failed_builds
 
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
-        return -1 * columns.failed_builds
+        return columns.failed_builds

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -22,7 +23,9 @@ class CPUWeigher(BaseWeigher):
     minval = 0
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
-        return host_state.vcpus_total * host_state.cpu_allocation_ratio - host_state.vcpus_used
+        return rules.vcpus_free(host_state.vcpus_total, host_state.vcpus_used,
+                                host_state.cpu_allocation_ratio)
 
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
-        return columns.vcpus_total * columns.cpu_allocation_ratio - columns.vcpus_used
+        return rules.vcpus_free(columns.vcpus_total, columns.vcpus_used,
+                                columns.cpu_allocation_ratio)

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
+    ComputeHostMetricNotFound,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -13,13 +16,24 @@ if TYPE_CHECKING:
     )
 
 
+def metric_value(metrics: dict[str, Any], name: str) -> float | None:
+    """The host's metric `name` if it has one, else None. A value that is not a number (a
+    gathering error left text there) counts as missing: MetricsFilter and MetricsWeigher
+    agree on what "has the metric" means."""
+    value = metrics.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
 class MetricsWeigher(BaseWeigher):
     """The sum of the host's metrics times their ratios (metrics_weight_setting
-    "name=ratio"); a host missing a weighed metric gets metrics_weight_of_unavailable.
+    "name=ratio"), as Nova's.
 
-    Nova raises when metrics_required is set and a metric is missing (its MetricsFilter is
-    meant to have removed such hosts); here the host is weighed last instead, which is what
-    Nova does with metrics_required off.
+    A host missing a weighed metric fails the request with metrics_required (Nova's default;
+    MetricsFilter removes such hosts first); without it the host weighs
+    metrics_weight_of_unavailable, unless that metric's ratio times the host's multiplier is
+    0, when the metric is skipped.
     """
 
     name = "MetricsWeigher"
@@ -33,8 +47,10 @@ class MetricsWeigher(BaseWeigher):
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
         value = 0.0
         for name, ratio in spec.metrics_weight_setting:
-            metric = host_state.metrics.get(name)
-            if not isinstance(metric, (int, float)) or isinstance(metric, bool):
+            metric = metric_value(host_state.metrics, name)
+            if metric is None:
+                if spec.metrics_required:
+                    raise ComputeHostMetricNotFound(host_state.host, host_state.nodename, name)
                 if ratio * self.multiplier(host_state, spec) != 0:
                     return spec.metrics_weight_of_unavailable
                 continue

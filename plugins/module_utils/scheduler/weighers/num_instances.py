@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 
 class NumInstancesWeigher(BaseWeigher):
     """Instances on the host; Nova's default multiplier 0.0 leaves it out, a negative one
-    prefers emptier hosts."""
+    prefers emptier hosts. No fixed lower bound: normalised min-max over the candidates, as
+    Nova's."""
 
     name = "NumInstancesWeigher"
     multiplier_option = "num_instances_weight_multiplier"
     default_multiplier = 0.0
-    minval = 0
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:
         return host_state.num_instances

@@ -1,12 +1,20 @@
 """The schedule action's pure part: module options to the engine's request, and back to words."""
 from __future__ import annotations
 
+import importlib
+import re
+
 import pytest
+import yaml
+from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as CapacityAction
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS, WEIGHERS
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+    Fleet,
     failure_message,
     ledger_group,
     request_options,
@@ -34,7 +42,7 @@ def test_every_weigher_multiplier_is_a_module_option_under_nova_name():
                    "io_ops_weight_multiplier", "num_instances_weight_multiplier",
                    "soft_affinity_weight_multiplier", "soft_anti_affinity_weight_multiplier",
                    "metrics_weight_multiplier", "build_failure_weight_multiplier",
-                   "hypervisor_version_weight_multiplier"):
+                   "hypervisor_version_weight_multiplier", "image_props_weight_multiplier"):
         assert spec[option] == {"type": "float"}
 
 
@@ -84,3 +92,56 @@ def test_failure_message_on_a_compact_explanation_names_the_closest_misses():
         "16384 MB); hv1: insufficient RAM: needs 2048 MB, free 1001 MB (used 15383 of limit "
         "16384 MB); hv0: insufficient RAM: needs 2048 MB, free 1000 MB (used 15384 of limit "
         "16384 MB)")
+
+
+# --- DOCUMENTATION and argument specs: one set of options, every filter and weigher named ------
+
+def documented_options(module_name):
+    module = importlib.import_module(f"ansible_collections.berth.fleet.plugins.modules.{module_name}")
+    return yaml.safe_load(module.DOCUMENTATION)["options"]
+
+
+@pytest.mark.parametrize("module_name, spec", [
+    ("schedule", ActionModule.ARGUMENT_SPEC),
+    ("capacity", CapacityAction.ARGUMENT_SPEC),
+])
+def test_documentation_and_argument_spec_list_the_same_options(module_name, spec):
+    documented = documented_options(module_name)
+    assert sorted(documented) == sorted(spec)
+    for name, option in spec.items():
+        doc = documented[name]
+        assert doc["type"] == option["type"], name
+        assert doc.get("elements") == option.get("elements"), name
+        if "default" in option and option["default"] is not None:
+            assert doc.get("default") == option["default"], name
+
+
+def test_documentation_names_every_filter_and_weigher_with_its_options():
+    documented = documented_options("schedule")
+    filters_text = " ".join(documented["enabled_filters"]["description"])
+    weighers_text = " ".join(documented["weighers"]["description"])
+    for name in FILTERS:
+        assert f"C({name})" in filters_text, name
+    for name, weigher in WEIGHERS.items():
+        assert f"C({name})" in weighers_text, name
+        assert f"O({weigher.multiplier_option})" in weighers_text, name
+        assert weigher.multiplier_option in documented, name
+    # every option a filter's text points at is an option of the module
+    for text in (filters_text, weighers_text):
+        for option in re.findall(r"O\(([a-z_]+)", text):
+            assert option in documented, option
+
+
+def test_placements_carry_what_the_instance_records_project_and_canonical_image_properties():
+    # The ledger writes them on the instance row (NOTES-13.md); AggregateMultiTenancyIsolation
+    # and ImagePropertiesWeigher read them back.
+    states = [HostState.from_dict(host("hv1", supported_instances=[["x86_64", "kvm", "hvm"]]))]
+    spec = RequestSpec(flavor=FLAVOR, project_id="team-a",
+                       image_properties={"hw_architecture": "AMD64", "os_distro": "debian"})
+    decision = schedule(states, spec)
+    assert decision.ok, decision.summary
+    fleet = Fleet(HostTable.from_states(states), [None], {})
+    placements = ActionModule._placements(None, ["web-1"], decision, fleet, None,  # type: ignore[arg-type]
+                                          FLAVOR.to_dict(), spec)
+    assert (placements[0]["host"], placements[0]["project_id"], placements[0]["image_properties"]) == (
+        "hv1", "team-a", {"hw_architecture": "x86_64", "os_distro": "debian"})

@@ -8,6 +8,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
     Flavor,
     HostState,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
 
 
 def make_host(host: str = "hv1", **overrides: Any) -> HostState:
@@ -36,3 +37,13 @@ def make_spec(flavor: Flavor | None = None, **overrides: Any) -> RequestSpec:
     hand; the tests of the defaults pass weighers=DEFAULT_WEIGHERS."""
     overrides.setdefault("weighers", ["RAMWeigher"])
     return RequestSpec(flavor=flavor or make_flavor(), **overrides)
+
+
+def aggregate(name: str, **metadata: Any) -> dict[str, Any]:
+    return {"name": name, "metadata": metadata}
+
+
+def verdict(filter_name: str, host: HostState, spec: RequestSpec) -> tuple[str, Any] | None:
+    """None when the host passes the filter, else (reason, detail) of the rejection."""
+    rejection = FILTERS[filter_name]().host_passes(host, spec)
+    return None if rejection is None else (rejection.reason, rejection.detail)

@@ -1,8 +1,9 @@
 """A seeded generator of random placement scenarios: fleets, flavors, groups, aggregates, hints.
 
-Used by the equivalence test of the two engine paths and by benchmarks/engine.py (which
-builds large fleets with it). Values are drawn from small pools on purpose, so that ties,
-equal bounds, full hosts and group collisions come up often.
+Used by the equivalence test of the two engine paths and the capacity tests. It reaches every
+filter and weigher of the registry, with random multipliers and per-aggregate overrides of
+each. Values are drawn from small pools on purpose, so that ties, equal bounds, full hosts,
+group collisions and metadata matches come up often.
 """
 from __future__ import annotations
 
@@ -20,24 +21,49 @@ FLAVOR_NAMES = ["m1.tiny", "m1.small", "m1.medium"]
 UUIDS = [f"uuid-{number}" for number in range(8)]
 IMAGES = ["debian.qcow2", "alpine.raw"]
 NETWORKS = ["default", "private"]
+PROJECTS = ["default", "team-a", "team-b"]
+METRICS = ["cpu.percent", "load"]
+MULTIPLIER_OPTIONS = sorted(weigher.multiplier_option for weigher in WEIGHERS.values())
+# Image properties an instance or a request may carry (legacy spellings included: the request
+# canonicalises them), and aggregate metadata that isolates on some of them.
+IMAGE_PROPERTIES = {
+    "os_distro": ["debian", "alpine", "windows"],
+    "hw_architecture": ["x86_64", "aarch64", "amd64"],
+    "hw_vm_mode": ["hvm", "hv"],
+    "hw_machine_type": ["q35", "pc"],
+    "isolation.os_distro": ["debian", "alpine"],
+}
 
 
 def random_aggregate(rng: random.Random, number: int) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     if rng.random() < 0.4:
-        metadata["availability_zone"] = rng.choice(ZONES)
+        metadata["availability_zone"] = rng.choice(ZONES + ["az1,az2", "az2, nova"])
     for key, values in (("ram_allocation_ratio", ["1.0", "1.5", "0.5"]),
                         ("cpu_allocation_ratio", ["2.0", "8.0", "bad"]),
                         ("disk_allocation_ratio", ["1.0", "2.0"]),
-                        ("max_instances_per_host", ["3", "10"]),
+                        ("max_instances_per_host", ["3", "10", "2.5"]),
                         ("max_io_ops_per_host", ["1", "5"]),
                         ("instance_type", ["m1.tiny", "m1.small, m1.medium"]),
                         ("ssd", ["true", "false"]),
-                        ("ram_weight_multiplier", ["-1.0", "2.0"]),
-                        ("io_ops_weight_multiplier", ["0.0", "-2.0"])):
-        if rng.random() < 0.2:
+                        ("storage", ["ssd,nvme", "hdd"]),
+                        ("filter_tenant_id", ["team-a", "team-a,team-b"]),
+                        ("filter_tenant_id_2", ["default"]),
+                        ("os_distro", ["debian,alpine", "windows"]),
+                        ("hw_architecture", ["x86_64", "aarch64"]),
+                        ("isolation.os_distro", ["debian"])):
+        if rng.random() < 0.15:
             metadata[key] = rng.choice(values)
+    # Any weigher's multiplier, overridden for the aggregate's hosts.
+    for option in MULTIPLIER_OPTIONS:
+        if rng.random() < 0.1:
+            metadata[option] = rng.choice(["-2.0", "0.0", "0.5", "3", "1000", "bad"])
     return {"name": f"agg{number}", "metadata": metadata}
+
+
+def random_image_properties(rng: random.Random, most: int) -> dict[str, Any]:
+    keys = rng.sample(sorted(IMAGE_PROPERTIES), rng.randint(0, most))
+    return {key: rng.choice(IMAGE_PROPERTIES[key]) for key in keys}
 
 
 def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,7 +96,8 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
         "aggregates": rng.sample(aggregates, rng.randint(0, min(2, len(aggregates)))),
         "availability_zone": rng.choice([None, None, None, "az1"]),
         "metrics": rng.choice([{}, {"cpu.percent": rng.choice([5, 50])},
-                               {"cpu.percent": 20, "load": 1.5}]),
+                               {"cpu.percent": 20, "load": 1.5}, {"cpu.percent": 20, "load": 1.5},
+                               {"cpu.percent": 80, "load": 0.2}, {"load": "n/a"}]),
         "instances": rng.sample(UUIDS, rng.randint(0, 2)),
         "failed_builds": rng.choice([0, 0, 0, 1, 3]),
         # As the ledger gives them: seconds since the last sync (None for live facts), and the
@@ -78,6 +105,10 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
         "sync_age_s": rng.choice([None, None, 12.5, 400.0, 900.0]),
         "images": rng.sample(IMAGES, rng.randint(0, len(IMAGES))),
         "networks": rng.sample(NETWORKS, rng.randint(0, len(NETWORKS))),
+        "host_ip": rng.choice([None, f"10.0.{rng.randint(0, 1)}.{number % 250 + 1}",
+                               f"192.168.1.{number % 250 + 1}", f"fd00::{number + 1:x}"]),
+        "instance_image_properties": [random_image_properties(rng, 3)
+                                      for _instance in range(rng.randint(0, 3))],
     }
 
 
@@ -103,6 +134,10 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         enabled = list(DEFAULT_FILTERS)
     else:
         enabled = rng.sample(list(FILTERS), rng.randint(1, len(FILTERS)))
+    others = sorted(set(FILTERS) - set(enabled))
+    if others and rng.random() < 0.3:
+        # Every filter beyond the defaults comes up in some of the requests.
+        enabled += rng.sample(others, rng.randint(1, min(4, len(others))))
     request: dict[str, Any] = {
         "flavor": flavor, "count": rng.randint(1, 6), "enabled_filters": enabled,
         "weighers": (list(WEIGHERS) if rng.random() < 0.5
@@ -115,18 +150,31 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
     }
     if rng.random() < 0.2:
         request["driver"] = "chance"
-    if rng.random() < 0.3:
+    if rng.random() < 0.6:
+        options = rng.sample(MULTIPLIER_OPTIONS, rng.randint(1, len(MULTIPLIER_OPTIONS)))
         request["weight_multipliers"] = {
-            "ram_weight_multiplier": rng.choice([-1.0, 0.0, 2.5]),
-            "num_instances_weight_multiplier": rng.choice([0.0, -1.0]),
-            "soft_anti_affinity_weight_multiplier": rng.choice([1.0, 3.0]),
-        }
+            option: rng.choice([-2.0, -1.0, 0.0, 0.5, 2.5, 1000.0, 3]) for option in options}
     if rng.random() < 0.3:
         request["availability_zone"] = rng.choice(ZONES + ["nova"])
     if rng.random() < 0.3:
         request["image_properties"] = rng.choice([
             {"hw_architecture": "x86_64"}, {"img_hv_type": "qemu", "hw_vm_mode": "hvm"},
-            {"architecture": "aarch64", "img_hv_requested_version": ">= 7.0"}])
+            {"architecture": "aarch64", "img_hv_requested_version": ">= 7.0"},
+            {"hw_architecture": "amd64", "hw_vm_mode": "hv"}])
+    if rng.random() < 0.4:
+        request["image_properties"] = {**request.get("image_properties", {}),
+                                       **random_image_properties(rng, 3)}
+    if rng.random() < 0.3:
+        request["project_id"] = rng.choice(PROJECTS)
+    if rng.random() < 0.2:
+        request["aggregate_image_properties_isolation_namespace"] = "isolation"
+    if request.get("image_properties") and rng.random() < 0.5:
+        # Nova's default 0.0 turns ImagePropertiesWeigher off: turn it on where it has work.
+        request.setdefault("weight_multipliers", {})["image_props_weight_multiplier"] = (
+            rng.choice([-1.0, 2.0, 1000.0]))
+    if rng.random() < 0.3:
+        request["image_props_weight_setting"] = rng.choice([
+            [], ["os_distro=1"], ["os_distro=2", "hw_machine_type=-1.5"], ["hw_vm_mode=0"]])
     if rng.random() < 0.4:
         policy = rng.choice(["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"])
         group_hosts = rng.sample(host_names, min(len(host_names), rng.randint(0, 2)))
@@ -143,19 +191,34 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         hints["query"] = rng.choice([
             '[">=", "$free_ram_mb", 4096]',
             '["and", ["<", "$num_instances", 5], ["in", "$cpu_info.vendor", "Intel", "AMD"]]',
-            '["not", ["=", "$hypervisor_version", 6000000]]'])
+            '["not", ["=", "$hypervisor_version", 6000000]]', "[]",
+            '["or", [], ["=", "$host_ip", "10.0.0.1"]]'])
+    if rng.random() < 0.2:
+        hints["build_near_host_ip"] = rng.choice(["10.0.0.9", "10.0.1.200", "fd00::1"])
+        if rng.random() < 0.5:
+            hints["cidr"] = rng.choice(["/16", "/24", "/120", "/32"])
     if hints:
         request["scheduler_hints"] = hints
     if rng.random() < 0.15:
-        request["retry_hosts"] = rng.sample(host_names, min(2, len(host_names)))
+        # Nova's [host, node] pairs (nodes are "node<n>" for host "hv<n>"), or a bare name.
+        request["retry_hosts"] = [
+            rng.choice([name, [name, "node" + name[2:]], [name, "node0"]])
+            for name in rng.sample(host_names, min(2, len(host_names)))]
     if rng.random() < 0.15:
         request["isolated_hosts"] = rng.sample(host_names, min(2, len(host_names)))
         request["isolated_images"] = rng.choice([[], ["img-1"]])
         request["image_id"] = rng.choice(["img-1", "img-2"])
         request["restrict_isolated_hosts_to_isolated_images"] = rng.random() < 0.5
-    if rng.random() < 0.2:
+    if rng.random() < 0.3:
         request["metrics_weight_setting"] = rng.choice([["cpu.percent=-1.0"],
-                                                        ["cpu.percent=1", "load=2.0"]])
+                                                        ["cpu.percent=1", "load=2.0"],
+                                                        ["load=0"]])
+        # Nova's default (required) fails on a host without the metric unless MetricsFilter
+        # removed it: mostly off or filtered here, so that decisions, not errors, dominate.
+        if rng.random() < 0.5:
+            request["metrics_required"] = False
+        elif rng.random() < 0.7 and "MetricsFilter" not in request["enabled_filters"]:
+            request["enabled_filters"] = request["enabled_filters"] + ["MetricsFilter"]
     if rng.random() < 0.3:
         request["service_down_time"] = rng.choice([600, 60])
     if rng.random() < 0.2:

@@ -10,6 +10,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
     RequestSpec,
     schedule,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
+    SchedulerInputError,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
@@ -19,26 +22,32 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
 
 from .scenarios import random_fleet, random_request
 
-SCENARIOS = 1200
+SCENARIOS = 2400
+BLOCKS = 12
 
 
 def decide(fleet, request, engine, columns=False):
     """The decision on HostStates, or (``columns``) on a HostTable of columns, as the ledger
-    gives a fleet."""
+    gives a fleet; an error the engine raises mid-decision (MetricsWeigher with
+    metrics_required) is an answer too, which both paths must give alike."""
     if columns:
         hosts = HostTable({key: [host[key] for host in fleet] for key in fleet[0]})
     else:
         hosts = [HostState.from_dict(host) for host in fleet]
-    decision = schedule(hosts, RequestSpec.from_dict({**request, "engine": engine}))
+    try:
+        decision = schedule(hosts, RequestSpec.from_dict({**request, "engine": engine}))
+    except SchedulerInputError as error:
+        return {"error": type(error).__name__, "field": error.field, "message": str(error)}
     data = decision.to_dict()
     assert data.pop("engine") == engine
     return data
 
 
-@pytest.mark.parametrize("block", range(12))
+@pytest.mark.parametrize("block", range(BLOCKS))
 def test_vectorized_and_plain_paths_agree_on_random_scenarios(block):
-    per_block = SCENARIOS // 12
-    outcomes = {"ok": 0, "failed": 0}
+    per_block = SCENARIOS // BLOCKS
+    outcomes = {"ok": 0, "failed": 0, "error": 0}
+    filters, weighers = set(), set()
     for number in range(block * per_block, (block + 1) * per_block):
         rng = random.Random(number)
         fleet = random_fleet(rng, rng.choice([1, 2, 3, 5, 8, 20, 40]))
@@ -46,20 +55,27 @@ def test_vectorized_and_plain_paths_agree_on_random_scenarios(block):
         plain = decide(fleet, request, "plain")
         vectorized = decide(fleet, request, "vectorized", columns=number % 2 == 1)
         assert vectorized == plain, f"scenario {number} differs"
-        outcomes["ok" if plain["ok"] else "failed"] += 1
-    # The generator must exercise both outcomes, or the comparison proves little.
+        outcomes["error" if "error" in plain else "ok" if plain["ok"] else "failed"] += 1
+        filters.update(request["enabled_filters"])
+        weighers.update(request["weighers"])
+    # The generator must exercise every outcome, filter and weigher, or the comparison proves
+    # little.
     assert outcomes["ok"] > per_block // 10 and outcomes["failed"] > per_block // 10
+    assert outcomes["error"] > 0
+    assert filters == set(FILTERS) and weighers == set(WEIGHERS)
 
 
 def test_request_constant_columns_match_the_per_host_rules():
-    """The per-request arrays (filters' own columns, weighers' multipliers), built once with
-    hosts sharing aggregate lookups, equal the plain per-host functions bit for bit, on
-    metadata values that compare equal but read differently (True, 1, "1", -0.0, 0.0)."""
+    """The per-request arrays (filters' own host numbers, weighers' multipliers), built once
+    with hosts sharing aggregate lookups, equal the plain per-host values bit for bit, on
+    metadata values that compare equal but read differently (True, 1, "1", -0.0, 0.0), and
+    on values only a float or only an int reads ("2.5", "bad")."""
     rng = random.Random(7)
-    values = [True, 1, "1", 1.0, -0.0, 0.0, "0.5", "bad", 2, "nan"]
+    values = [True, 1, "1", 1.0, -0.0, 0.0, "0.5", "bad", 2, "nan", "2.5", "3"]
     keys = ["ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio",
             "max_io_ops_per_host", "max_instances_per_host", "ram_weight_multiplier",
-            "cpu_weight_multiplier", "io_ops_weight_multiplier"]
+            "cpu_weight_multiplier", "io_ops_weight_multiplier",
+            "build_failure_weight_multiplier", "image_props_weight_multiplier"]
     # Every value of every key in an aggregate of its own, so that hosts whose metadata
     # compares equal but reads differently (True and 1) are common.
     aggregates = [{"name": f"{key}={value!r}", "metadata": {key: value}}
@@ -85,22 +101,10 @@ def test_request_constant_columns_match_the_per_host_rules():
 
     checked = 0
     for host_filter in filters:
-        for name, column in host_filter.vector_columns.items():
+        for name in host_filter.host_numbers:
             same(backend.columns.per_filter[host_filter.name][name],
-                 [column.value(host, spec) for host in hosts])
+                 [host_filter.number(name, host, spec) for host in hosts])
             checked += 1
     assert checked >= 10
-    # The columns' rules are the filters' own (what host_passes uses).
-    ratio_filters = {"RamFilter": "ram_ratio", "AggregateRamFilter": "ram_ratio",
-                     "CoreFilter": "cpu_ratio", "AggregateCoreFilter": "cpu_ratio",
-                     "DiskFilter": "disk_ratio", "AggregateDiskFilter": "disk_ratio"}
-    for name, column in ratio_filters.items():
-        same(backend.columns.per_filter[name][column],
-             [FILTERS[name].allocation_ratio(host) for host in hosts])
-    for name, column in {"IoOpsFilter": "max_io_ops", "AggregateIoOpsFilter": "max_io_ops",
-                         "NumInstancesFilter": "max_instances",
-                         "AggregateNumInstancesFilter": "max_instances"}.items():
-        same(backend.columns.per_filter[name][column],
-             [FILTERS[name].maximum(host, spec) for host in hosts])
     for weigher, multipliers in zip(weighers, backend.multipliers):
         same(multipliers, [weigher.multiplier(host, spec) for host in hosts])

@@ -12,17 +12,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     KIND_NOT_NOW,
 )
 
-from ._builders import make_flavor, make_host, make_spec
-
-
-def verdict(filter_name, host, spec):
-    """None when the host passes, else (reason, detail) of the rejection."""
-    rejection = FILTERS[filter_name]().host_passes(host, spec)
-    return None if rejection is None else (rejection.reason, rejection.detail)
-
-
-def aggregate(name, **metadata):
-    return {"name": name, "metadata": metadata}
+from ._builders import aggregate, make_flavor, make_host, make_spec, verdict
 
 
 # --- extra_specs_ops: Nova's operator table ---------------------------------------------------
@@ -316,8 +306,11 @@ def test_count_filters(filter_name, fields, reason):
     ([aggregate("a", instance_type="m1.small")], "m1.small", True),
     ([aggregate("a", instance_type="m1.tiny, m1.small")], "m1.small", True),
     ([aggregate("a", instance_type="m1.tiny")], "m1.small", False),
+    # any aggregate that lists the flavor will do, as in Nova
     ([aggregate("a", instance_type="m1.small"), aggregate("b", instance_type="m1.tiny")],
-     "m1.small", False),                                  # every aggregate must allow it
+     "m1.small", True),
+    ([aggregate("a", instance_type="m1.large"), aggregate("b", instance_type="m1.tiny")],
+     "m1.small", False),
 ])
 def test_aggregate_type_affinity_filter(aggregates, flavor_name, passes):
     spec = make_spec(make_flavor(name=flavor_name))
@@ -346,7 +339,7 @@ def test_isolated_hosts_filter(hosts, images, image, restrict, host, passes):
 
 def test_retry_and_all_hosts_filters():
     spec = make_spec(retry_hosts=["hv1"])
-    assert verdict("RetryFilter", make_host("hv1"), spec) == ("retried", None)
+    assert verdict("RetryFilter", make_host("hv1"), spec) == ("retried", "node hv1")
     assert verdict("RetryFilter", make_host("hv2"), spec) is None
     assert verdict("AllHostsFilter", make_host("hv1", disabled=True), spec) is None
 
@@ -357,6 +350,8 @@ ONCE = {"ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
         "ImagePropertiesFilter", "AggregateInstanceExtraSpecsFilter", "SameHostFilter",
         "DifferentHostFilter", "JsonFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
         "AllHostsFilter",
+        "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation",
+        "SimpleCIDRAffinityFilter",
         # Berth's own: a pool's images and a host's networks do not change within a request.
         "PoolImageFilter", "NetworkFilter"}
 
@@ -401,10 +396,16 @@ def test_host_state_schema_errors_name_the_field(fields, field):
 
 
 def test_aggregate_values_keep_order_and_numbers_take_the_minimum():
-    host = make_host(aggregates=[aggregate("a", ratio="2.0", zone="az1"),
-                                 aggregate("b", ratio="1.5", zone="az1"),
+    host = make_host(aggregates=[aggregate("a", ratio="2.0", zone="az1", limit="3"),
+                                 aggregate("b", ratio="1.5", zone="az1,az2", limit="2.5"),
                                  aggregate("c", ratio="lots")])
-    assert host.aggregate_values("zone") == ["az1"]
+    assert host.aggregate_values("zone") == ["az1", "az1,az2"]
+    assert host.aggregate_metadata()["zone"] == ["az1", "az2"]
     assert host.aggregate_values("ratio") == ["2.0", "1.5", "lots"]
+    # one value that is not a number: the default, as Nova's validate_num_values
+    assert host.aggregate_number("ratio", 4.0) == 4.0
+    host.aggregates.pop()
     assert host.aggregate_number("ratio", 4.0) == 1.5
     assert host.aggregate_number("missing", 4.0) == 4.0
+    assert host.aggregate_number("limit", 8) == 2.5
+    assert host.aggregate_number("limit", 8, integer=True) == 8   # int("2.5") fails in Nova too

@@ -14,12 +14,13 @@ NOVA_DEFAULTS = {
     "CPUWeigher": ("cpu_weight_multiplier", 1.0, 0),
     "DiskWeigher": ("disk_weight_multiplier", 1.0, 0),
     "IoOpsWeigher": ("io_ops_weight_multiplier", -1.0, 0),
-    "NumInstancesWeigher": ("num_instances_weight_multiplier", 0.0, 0),
+    "NumInstancesWeigher": ("num_instances_weight_multiplier", 0.0, None),
     "ServerGroupSoftAffinityWeigher": ("soft_affinity_weight_multiplier", 1.0, None),
     "ServerGroupSoftAntiAffinityWeigher": ("soft_anti_affinity_weight_multiplier", 1.0, None),
     "MetricsWeigher": ("metrics_weight_multiplier", 1.0, None),
     "BuildFailureWeigher": ("build_failure_weight_multiplier", 1000000.0, None),
     "HypervisorVersionWeigher": ("hypervisor_version_weight_multiplier", 1.0, None),
+    "ImagePropertiesWeigher": ("image_props_weight_multiplier", 0.0, None),
 }
 
 
@@ -52,23 +53,24 @@ WEIGHER_CASES = [
     # all equal: every weight 0, order kept
     ("IoOpsWeigher", [{"num_io_ops": 0}, {"num_io_ops": 0}], {},
      [("hv1", 0, 0.0, 0.0), ("hv2", 0, 0.0, 0.0)]),
-    # multiplier 0.0 by default: the order is the candidates'
+    # multiplier 0.0 by default: the order is the candidates'; min-max, no fixed bound
     ("NumInstancesWeigher", [{"num_instances": 1}, {"num_instances": 9}], {},
-     [("hv1", 1, 1 / 9, 0.0), ("hv2", 9, 1.0, 0.0)]),
-    ("NumInstancesWeigher", [{"num_instances": 1}, {"num_instances": 9}],
+     [("hv1", 1, 0.0, 0.0), ("hv2", 9, 1.0, 0.0)]),
+    ("NumInstancesWeigher", [{"num_instances": 3}, {"num_instances": 9}, {"num_instances": 5}],
      {"weight_multipliers": {"num_instances_weight_multiplier": -1.0}},
-     [("hv1", 1, 1 / 9, -1 / 9), ("hv2", 9, 1.0, -1.0)]),
-    # build failures: −failed_builds, min-max
+     [("hv1", 3, 0.0, 0.0), ("hv3", 5, 1 / 3, -1 / 3), ("hv2", 9, 1.0, -1.0)]),
+    # build failures: the count, min-max, times the negated multiplier (−1e6)
     ("BuildFailureWeigher", [{"failed_builds": 2}, {"failed_builds": 0}], {},
-     [("hv2", 0, 1.0, 1000000.0), ("hv1", -2, 0.0, 0.0)]),
+     [("hv2", 0, 0.0, 0.0), ("hv1", 2, 1.0, -1000000.0)]),
     # an unknown version counts as 0
     ("HypervisorVersionWeigher", [{"hypervisor_version": None}, {"hypervisor_version": 9000000}],
      {}, [("hv2", 9000000, 1.0, 1.0), ("hv1", 0, 0.0, 0.0)]),
     # metrics: 1 × cpu.percent + 2 × load; hv2 lacks load: weight_of_unavailable −10000
+    # (metrics_required off; on, it is an error: test_nova_fidelity.py)
     ("MetricsWeigher", [{"metrics": {"cpu.percent": 10, "load": 2.0}},
                         {"metrics": {"cpu.percent": 50}},
                         {"metrics": {"cpu.percent": 20, "load": 0.5}}],
-     {"metrics_weight_setting": ["cpu.percent=1", "load=2.0"]},
+     {"metrics_weight_setting": ["cpu.percent=1", "load=2.0"], "metrics_required": False},
      [("hv3", 21.0, 1.0, 1.0), ("hv1", 14.0, (14 + 10000) / 10021, (14 + 10000) / 10021),
       ("hv2", -10000.0, 0.0, 0.0)]),
     # no setting: every raw 0.0
