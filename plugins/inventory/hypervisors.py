@@ -53,7 +53,8 @@ description:
     domain's Berth metadata, or null)}), C(instances) (Berth instance UUIDs found), C(orphans)
     (names of domains without Berth metadata; the tracker sync sorts them against the ledger),
     C(storage_pool), C(pools) (every storage pool {name, active, capacity_mb, allocation_mb,
-    available_mb}), C(gathered_at) (Unix time of the gathering)."
+    available_mb}), C(host_ip) (the host's address, see O(hypervisors); null when unknown),
+    C(gathered_at) (Unix time of the gathering)."
   - The tracker view (usage from the ledger's claims) replaces the usage fields when the
     schedule action or the tracker sync reads these facts against the ledger.
   - With O(gather_facts=false) no hypervisor is contacted. Each is listed with
@@ -81,6 +82,9 @@ options:
       - C(cpu_allocation_ratio) (default 4.0), C(ram_allocation_ratio) (1.0),
         C(disk_allocation_ratio) (1.0), C(reserved_host_memory_mb) (512) and
         C(reserved_host_disk_mb) (0) override Nova's defaults for that host.
+      - C(host_ip), an IP address, is the host's address for SimpleCIDRAffinityFilter (Nova's
+        C(host_ip)); without it, the URI's host if it is an address, else that name as the
+        controller resolves it when gathering, else unknown (a URI without a host).
     required: true
     type: dict
   uri_template:

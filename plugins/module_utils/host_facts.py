@@ -12,7 +12,9 @@ Python 3.9: the hypervisor_facts module ships this file to hypervisors.
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 import threading
 import time
 import uuid as uuid_lib
@@ -58,14 +60,16 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -
             settings = {}
         if not isinstance(settings, Mapping):
             raise InputError(field, f"{field} must be a mapping with at least 'uri' (or set uri_template)")
-        unknown = sorted(set(settings) - {"uri", *HOST_SETTINGS})
+        unknown = sorted(set(settings) - {"uri", "host_ip", *HOST_SETTINGS})
         if unknown:
-            allowed = ", ".join(["uri", *HOST_SETTINGS])
+            allowed = ", ".join(["uri", "host_ip", *HOST_SETTINGS])
             raise InputError(f"{field}.{unknown[0]}", f"{field}: unknown setting {unknown[0]!r} (allowed: {allowed})")
         settings = dict(settings)
         if settings.get("uri") is None and uri_template:
             settings["uri"] = uri_template.replace("{name}", str(name))
         check_uri(f"{field}.uri", settings.get("uri"))
+        if settings.get("host_ip") is not None and _ip_address(settings["host_ip"]) is None:
+            raise InputError(f"{field}.host_ip", f"{field}.host_ip must be an IP address, got {settings['host_ip']!r}")
         for key in DEFAULT_RATIOS:
             _check_ratio(f"{field}.{key}", settings.get(key))
         for key in DEFAULT_RESERVED:
@@ -74,6 +78,29 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -
                 raise InputError(f"{field}.{key}", f"{field}.{key} must be a non-negative integer, got {value!r}")
         checked[str(name)] = settings
     return checked
+
+
+def _ip_address(value: Any) -> Optional[str]:
+    """``value`` as an IP address in its usual text form, or None if it is none."""
+    try:
+        return str(ipaddress.ip_address(value)) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def uri_address(uri: str) -> Optional[str]:
+    """The address of a URI's host: itself if it is one, else as this machine resolves the name
+    (the first answer); None for a URI without a host or a name that does not resolve."""
+    hostname = urlsplit(uri).hostname
+    if not hostname:
+        return None
+    address = _ip_address(hostname)
+    if address is not None:
+        return address
+    try:
+        return _ip_address(socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)[0][4][0])
+    except (OSError, IndexError, UnicodeError):
+        return None
 
 
 def check_uri(field: str, uri: Any) -> None:
@@ -265,6 +292,7 @@ def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
         facts["metrics"] = {**proc_stats.cpu_times(), **proc_stats.loadavg()}
         facts["memory_source"] = "proc"
     facts["uri_uuid"] = str(uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, uri.split("?", 1)[0]))
+    facts["host_ip"] = uri_address(uri)
     return {"facts": facts, "gathered_at": gathered_at}
 
 
@@ -363,6 +391,7 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
                    if not is_instance_volume(name) and name not in facts.get("image_refusals", {})],
         "refused_images": dict(facts.get("image_refusals", {})),
         "networks": list(facts.get("networks", [])),
+        "host_ip": settings.get("host_ip") or facts.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective)
@@ -384,7 +413,8 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
         "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
-        "pools": [], "images": [], "refused_images": {}, "networks": [], "gathered_at": time.time() if gathered_at is None else gathered_at,
+        "pools": [], "images": [], "refused_images": {}, "networks": [], "host_ip": settings.get("host_ip"),
+        "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective_settings(settings, list(aggregates)))
     return state

@@ -91,23 +91,32 @@ def volume_name(field: str, name: Any) -> str:
 
 
 def image_spec(image: Any) -> dict[str, Any] | None:
-    """``image``: a volume name, or {name, format, source}; None for no image (empty disk)."""
+    """``image``: a volume name, or {name, format, source, properties}; None for no image (empty
+    disk). ``properties`` are the image's properties as Nova's image metadata has them
+    (hw_architecture, img_hv_type, os_distro...), which ImagePropertiesFilter and the
+    aggregate isolation filters match and the instance records."""
     if image in (None, ""):
         return None
     if isinstance(image, str):
         image = {"name": image}
     if not isinstance(image, Mapping):
-        raise InputError("image", f"image must be a volume name or a dict with name, format, source, got {image!r}")
-    unknown = set(image) - {"name", "format", "source"}
+        raise InputError("image", f"image must be a volume name or a dict with name, format, source, properties, "
+                                  f"got {image!r}")
+    unknown = set(image) - {"name", "format", "source", "properties"}
     if unknown:
-        raise InputError("image", f"image has unknown keys {sorted(unknown)} (allowed: name, format, source)")
+        raise InputError("image", f"image has unknown keys {sorted(unknown)} (allowed: name, format, source, properties)")
+    properties = image.get("properties") or {}
+    if not isinstance(properties, Mapping) or not all(isinstance(key, str) for key in properties):
+        raise InputError("image.properties", f"image.properties must be a mapping of property names to values, "
+                                             f"got {properties!r}")
     fmt = image.get("format") or "qcow2"
     if fmt not in IMAGE_FORMATS:
         raise InputError("image.format", f"image.format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}")
     source = image.get("source")
     if source is not None and (not isinstance(source, str) or not source.startswith("/")):
         raise InputError("image.source", f"image.source must be an absolute path on the controller, got {source!r}")
-    return {"name": volume_name("image.name", image.get("name")), "format": fmt, "source": source}
+    return {"name": volume_name("image.name", image.get("name")), "format": fmt, "source": source,
+            "properties": dict(properties)}
 
 
 def network_specs(networks: Any) -> list[dict[str, str]]:

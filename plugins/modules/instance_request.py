@@ -28,9 +28,12 @@ options:
     default: 1
   image:
     description:
-      - A volume name in the hypervisors' instance storage pool, or a dict with C(name), C(format) (V(qcow2) or V(raw))
-        and C(source), an absolute path on the controller to upload the image from where a
-        hypervisor lacks it.
+      - A volume name in the hypervisors' instance storage pool, or a dict with C(name), C(format) (V(qcow2) or V(raw)),
+        C(source), an absolute path on the controller to upload the image from where a
+        hypervisor lacks it, and C(properties), the image's properties as in Nova's image
+        metadata (C(hw_architecture), C(img_hv_type), C(os_distro)...), which the scheduler
+        matches (ImagePropertiesFilter, AggregateImagePropertiesIsolation) and the instance records
+        (ImagePropertiesWeigher).
       - Names never leave the pool, no C(/), no C(..).
     type: raw
   networks:
@@ -75,7 +78,7 @@ names:
   type: list
   elements: str
 image:
-  description: The image, checked, as a dict (C(name), C(format), C(source)); null without one.
+  description: The image, checked, as a dict (C(name), C(format), C(source), C(properties)); null without one.
   returned: always
   type: dict
 networks:

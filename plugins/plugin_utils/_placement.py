@@ -167,7 +167,7 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
     if ledger is not None:
         if sync:
             ledger.sync_hypervisors([{**state, "uri": uris.get(state["host"])} for state in states])
-        states = ledger.tracker_states(states)
+        states = ledger.tracker_states(states, needed_host_fields(spec))
     table = HostTable.from_states([HostState.from_dict(state) for state in states])
     return Fleet(table, [state.get("generation") for state in states], uris)
 

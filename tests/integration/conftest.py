@@ -90,6 +90,25 @@ class Lab:
         return subprocess.run(["virsh", "-c", self.hosts[host]["uri"], *args], check=True,
                               capture_output=True, text=True, timeout=60).stdout
 
+    def inventory_copy(self, directory: Path, ledger_url: str, settings: dict | None = None,
+                       aggregates: dict | None = None) -> str:
+        """A copy of the lab's inventory with its own ledger, per-host ``settings`` ({host:
+        {key: value}}) and ``aggregates`` ({name: {hosts, metadata}}); returns its directory."""
+        inventory = directory / "inventory"
+        (inventory / "group_vars").mkdir(parents=True)
+        source = {"plugin": "berth.fleet.hypervisors", "storage_pool": "default",
+                  "hypervisors": {host: {"uri": record["uri"], **(settings or {}).get(host, {})}
+                                  for host, record in sorted(self.hosts.items())}}
+        if aggregates:
+            source["aggregates"] = aggregates
+        # JSON is YAML: the source needs no YAML library here.
+        (inventory / "fleet.berth.yml").write_text(json.dumps(source, indent=1) + "\n")
+        lab_vars = (Path(self.inventory) / "group_vars" / "all.yml").read_text().splitlines()
+        own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")]
+        own.append(f"berth_ledger_url: {json.dumps(ledger_url)}")
+        (inventory / "group_vars" / "all.yml").write_text("\n".join(own) + "\n")
+        return str(inventory)
+
     def ledger_rows(self, table: str) -> list[dict]:
         """Rows read with sqlite3 directly, not through Berth's own ledger code."""
         if not os.path.exists(self.ledger_path):

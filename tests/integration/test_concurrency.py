@@ -61,24 +61,13 @@ def host_cpus(lab) -> dict[str, int]:
 def write_inventory(lab, directory: Path, ledger_url: str, slots: dict[str, int]) -> str:
     """A copy of the lab inventory with small per-host capacity and its own ledger."""
     cpus = host_cpus(lab)
-    inventory = directory / "inventory"
-    (inventory / "group_vars").mkdir(parents=True)
-    lines = ["plugin: berth.fleet.hypervisors", "storage_pool: default", "hypervisors:"]
-    for host, record in sorted(lab.hosts.items()):
-        lines += [f"  {host}:", f"    uri: {json.dumps(record['uri'])}",
-                  f"    cpu_allocation_ratio: {slots[host] / cpus[host]}",
-                  f"    reserved_host_memory_mb: {RESERVED_MB[host]}"]
+    settings = {host: {"cpu_allocation_ratio": slots[host] / cpus[host], "reserved_host_memory_mb": RESERVED_MB[host]}
+                for host in lab.hosts}
     # The race is laid out for the RAM weigher's order (hv1 first); the CPU weigher would rank by
     # free vCPU slots instead, so this fleet turns it off through aggregate metadata, as a Nova
     # operator would.
-    lines += ["aggregates:", "  race:", f"    hosts: {json.dumps(sorted(lab.hosts))}",
-              "    metadata: {cpu_weight_multiplier: 0.0}"]
-    (inventory / "race.berth.yml").write_text("\n".join(lines) + "\n")
-    lab_vars = (Path(lab.inventory) / "group_vars" / "all.yml").read_text().splitlines()
-    own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")]
-    own.append(f"berth_ledger_url: {json.dumps(ledger_url)}")
-    (inventory / "group_vars" / "all.yml").write_text("\n".join(own) + "\n")
-    return str(inventory)
+    return lab.inventory_copy(directory, ledger_url, settings,
+                              {"race": {"hosts": sorted(lab.hosts), "metadata": {"cpu_weight_multiplier": 0.0}}})
 
 
 def rows(url: str, table: str) -> list[dict]:

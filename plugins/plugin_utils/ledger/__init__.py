@@ -165,11 +165,12 @@ class Ledger:
             return host_states.read_table(db, utcnow(), fields, images, networks, uuids)
 
     @database_errors
-    def tracker_states(self, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def tracker_states(self, states: Sequence[Mapping[str, Any]], fields: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Live host states with their usage taken from the ledger instead of the hypervisor,
-        the operator's disabled flag, and the generation the view was read at."""
+        the operator's disabled flag, and the generation the view was read at (see
+        host_states.tracker_states for ``fields``)."""
         with self._read() as db:
-            return host_states.tracker_states(db, states)
+            return host_states.tracker_states(db, states, fields)
 
     @database_errors
     def build_targets(self, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import server_groups
@@ -134,7 +134,9 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
                 "ephemeral_gb": flavor.ephemeral_gb, "swap": flavor.swap, "image": image,
                 "hypervisor_uuid": hv_uuid, "host": view.host, "state": BUILDING, "failure_reason": None,
-                "missing_since": None, "created_at": now, "updated_at": now})
+                "missing_since": None, "created_at": now, "updated_at": now,
+                "project_id": placement.get("project_id") or DEFAULT_PROJECT_ID,
+                "image_properties": dict(placement.get("image_properties") or {}) or None})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
         _insert_instances(db, new, placements)
         claim_ids = [
@@ -319,7 +321,7 @@ def adopt_instance(db: Connection, host: str, domain_uuid: str, name: str, flavo
         "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb, "ephemeral_gb": flavor.ephemeral_gb,
         "swap": flavor.swap, "image": None, "hypervisor_uuid": row.uuid if row else None,
         "host": row.name if row else host, "state": ACTIVE, "failure_reason": None, "missing_since": None,
-        "created_at": now, "updated_at": now,
+        "created_at": now, "updated_at": now, "project_id": DEFAULT_PROJECT_ID, "image_properties": None,
     }
     if row is None:
         return instance_dict(instance), True

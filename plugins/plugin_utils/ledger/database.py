@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import os
 import socket
 import sqlite3
@@ -26,7 +27,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The newest migration's revision (tests/unit check that it is alembic's head). Every action
 # opens the ledger; one that is at this revision is opened without importing alembic, which
 # costs a fifth of a second of each ansible-playbook run.
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 SQLITE_LOCK_TIMEOUT_S = 30
 # The PostgreSQL advisory lock that makes concurrent first opens of a ledger migrate it one
 # after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
@@ -164,8 +165,8 @@ def driver_execute(connection: Any, statement: Any, params: Mapping[str, Any] | 
     every value) costs more than the database's own work for the small statements of a claim,
     the ledger's hottest write, and more than the driver's for the scheduler's wide read. So
     these statements are compiled for the dialect here - once per dialect and set of parameter
-    names when ``cached`` - and handed to the driver with their parameters; only datetimes need
-    converting (SQLite keeps them as text). Rows come back as the driver gives them: tuples.
+    names when ``cached`` - and handed to the driver with their parameters (see _driver_value
+    for the few that need converting). Rows come back as the driver gives them: tuples.
     """
     shape = tuple(sorted((key, len(value) if isinstance(value, (list, tuple)) else None)
                          for key, value in (params or {}).items()))
@@ -177,8 +178,7 @@ def driver_execute(connection: Any, statement: Any, params: Mapping[str, Any] | 
         else:
             values[key] = value
     convert = _datetime_processor(connection.dialect)
-    if convert is not None:
-        values = {key: convert(value) if isinstance(value, dt.datetime) else value for key, value in values.items()}
+    values = {key: _driver_value(value, convert) for key, value in values.items()}
     cursor = connection.connection.driver_connection.cursor()
     driver_params = tuple(values[name] for name in names) if names is not None else values
     try:
@@ -188,6 +188,17 @@ def driver_execute(connection: Any, statement: Any, params: Mapping[str, Any] | 
         raise DBAPIError.instance(sql, driver_params, exc, connection.dialect.loaded_dbapi.Error,
                                   dialect=connection.dialect) from exc
     return cursor
+
+
+def _driver_value(value: Any, convert_datetime: Callable[[Any], Any] | None) -> Any:
+    """A parameter as the driver takes it: a mapping as JSON text (the statement casts it for a
+    JSON column), a datetime as the dialect stores it; a list here is always an expanding
+    parameter's items, never a JSON value."""
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True)
+    if convert_datetime is not None and isinstance(value, dt.datetime):
+        return convert_datetime(value)
+    return value
 
 
 def _compiled(dialect: Any, statement: Any, shape: tuple[tuple[str, int | None], ...]) -> tuple[str, Any, dict]:

@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     hypervisor_images,
     hypervisor_networks,
     hypervisors,
+    instances,
     unmanaged_usage,
     iso,
 )
@@ -57,7 +58,7 @@ JSON_FACTS = ("aggregates", "supported_instances", "cpu_info", "numa_topology", 
 ALWAYS_FACTS = ("availability_zone", "aggregates", "hypervisor_version")
 # Read, from hypervisor_facts, when a filter or weigher of the request needs them (its ``host_fields``).
 OPTIONAL_FACTS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info",
-                  "numa_topology", "metrics")
+                  "numa_topology", "metrics", "host_ip")
 F = hypervisor_facts.c
 # Why a host is down when the sync recorded no reason of its own, by sync status.
 _DOWN_REASONS = {
@@ -139,6 +140,8 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
             columns[name] = _parsed(columns[name])
     if "instances" in set(fields):
         columns["instances"] = _instances(db, columns["uuid"])
+    if "instance_image_properties" in set(fields):
+        columns["instance_image_properties"] = _instance_image_properties(db, columns["uuid"])
     if images:
         columns["images"], columns["refused_images"] = _images(db, columns["uuid"], images)
     if networks:
@@ -177,6 +180,20 @@ def _instances(db: Connection, uuids: Sequence[str]) -> list[list[str]]:
             select(claims.c.hypervisor_uuid, claims.c.instance_uuid).order_by(claims.c.id)):
         if hv_uuid in position:
             held[position[hv_uuid]].append(instance_uuid)
+    return held
+
+
+def _instance_image_properties(db: Connection, uuids: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """Per host, the image properties of each instance holding a claim there (BUILDING ones
+    included, a moving one on both hosts): what ImagePropertiesWeigher compares."""
+    position = {uuid: index for index, uuid in enumerate(uuids)}
+    held: list[list[dict[str, Any]]] = [[] for _uuid in uuids]
+    rows = db.execute(select(claims.c.hypervisor_uuid, cast(instances.c.image_properties, Text))
+                      .join(instances, instances.c.uuid == claims.c.instance_uuid).order_by(claims.c.id)).all()
+    parsed = _parsed([text for _hv_uuid, text in rows])
+    for (hv_uuid, _text), properties in zip(rows, parsed):
+        if hv_uuid in position:
+            held[position[hv_uuid]].append(properties or {})
     return held
 
 
@@ -232,9 +249,12 @@ def locked_views(db: Connection, uuids: Iterable[str], lock: bool = True) -> dic
     return views
 
 
-def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]],
+                   fields: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Live host states (from the inventory) with the ledger's tracker view: usage from its
-    claims and unmanaged usage, the operator's disabled flag, the generation."""
+    claims and unmanaged usage, the operator's disabled flag, the generation; and, among
+    ``fields`` (what the request's filters read), what only the ledger knows: its instances'
+    image properties."""
     known = {row["uuid"]: row for row in db.execute(
         select(H.uuid, H.generation, H.disabled, H.disabled_reason,
                *(expression.label(name) for name, expression in USAGE_COLUMNS.items()))
@@ -250,6 +270,10 @@ def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]]) -> list[
             if state.get("service_up"):
                 view.update({name: row[name] for name in USAGE_COLUMNS})
         views.append(view)
+    if "instance_image_properties" in set(fields):
+        held = _instance_image_properties(db, [view.get("uuid") or "" for view in views])
+        for view, properties in zip(views, held):
+            view["instance_image_properties"] = properties
     return views
 
 

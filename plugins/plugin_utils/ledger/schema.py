@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 from sqlalchemy import JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID
+
 # Instance states, as Nova's vm_state names them.
 BUILDING = "BUILDING"
 ACTIVE = "ACTIVE"
@@ -48,7 +50,7 @@ CAPACITY_FIELDS = (
 # Facts on the hypervisor row (every read) and in hypervisor_facts (read when a filter needs them).
 HOT_FACT_FIELDS = ("availability_zone", "aggregates", "hypervisor_version")
 COLD_FACT_FIELDS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info", "numa_topology",
-                    "metrics", "storage_pool", "pools")
+                    "metrics", "storage_pool", "pools", "host_ip")
 # The hypervisor's own memory view (/proc/meminfo), kept for drift reports, never scheduled on.
 HOST_MEMORY_FIELDS = (
     "hv_memory_total_mb", "hv_memory_free_mb", "hv_memory_buffers_mb", "hv_memory_cached_mb",
@@ -116,6 +118,8 @@ hypervisor_facts = Table(
     Column("storage_pool", String(255), nullable=True),
     Column("pools", JSON, default=list, nullable=False),
     Column("host_memory", JSON, default=dict, nullable=False),
+    # The address the hypervisor was reached at (Nova's host_ip), None when unknown.
+    Column("host_ip", String(64), nullable=True),
 )
 
 # A volume of the hypervisor's instance pool that a launch could name as its image (not one of
@@ -165,6 +169,10 @@ instances = Table(
     Column("missing_since", DateTime, nullable=True),
     Column("created_at", DateTime, nullable=False),
     Column("updated_at", DateTime, nullable=False),
+    # The project it was launched for (AggregateMultiTenancyIsolation) and its image's properties,
+    # canonical as the engine read them (ImagePropertiesWeigher); NULL reads as none.
+    Column("project_id", String(255), nullable=False, default=DEFAULT_PROJECT_ID),
+    Column("image_properties", JSON, nullable=True),
 )
 
 # Resources one instance holds on one hypervisor. An instance holds one claim, or two while it
@@ -226,6 +234,7 @@ def instance_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "hypervisor_uuid": row["hypervisor_uuid"], "host": row["host"], "state": row["state"],
         "failure_reason": row["failure_reason"], "missing_since": iso(row["missing_since"]),
         "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
+        "project_id": row["project_id"], "image_properties": row["image_properties"] or {},
     }
 
 

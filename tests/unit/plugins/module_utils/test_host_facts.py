@@ -11,6 +11,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     host_aggregates,
     host_state,
     is_local,
+    uri_address,
     validate_aggregates,
     validate_hypervisors,
 )
@@ -72,8 +73,10 @@ def test_down_host_keeps_its_settings_and_reason():
         ({"hv1": {"uri": "qemu:///system", "ram_allocation_ratio": 0}}, "hypervisors.hv1.ram_allocation_ratio"),
         ({"hv1": {"uri": "qemu:///system", "reserved_host_memory_mb": -1}}, "hypervisors.hv1.reserved_host_memory_mb"),
         ({"hv1": {"uri": "qemu:///system", "colour": "red"}}, "hypervisors.hv1.colour"),
+        ({"hv1": {"uri": "qemu:///system", "host_ip": "hv1.example.com"}}, "hypervisors.hv1.host_ip"),
     ],
-    ids=["empty", "not-a-mapping", "bad-uri", "zero-ratio", "negative-reserved", "unknown-setting"],
+    ids=["empty", "not-a-mapping", "bad-uri", "zero-ratio", "negative-reserved", "unknown-setting",
+         "host-ip-not-an-address"],
 )
 def test_bad_inventory_sources_name_the_field(hypervisors, field):
     with pytest.raises(InputError) as info:
@@ -212,3 +215,29 @@ def test_host_key_checking_is_only_turned_off_by_the_source(uri, options, field)
 )
 def test_is_local(uri, local):
     assert is_local(uri) is local
+
+
+@pytest.mark.parametrize(
+    "uri, address",
+    [
+        ("qemu+ssh://root@10.0.0.11/system", {"10.0.0.11"}),
+        ("qemu+tcp://[fd00::11]:16509/system", {"fd00::11"}),
+        ("qemu+ssh://localhost/system", {"127.0.0.1", "::1"}),
+        ("qemu:///system", {None}),
+        ("qemu+unix:///system?socket=/run/x.sock", {None}),
+        ("qemu+ssh://no-such-host.invalid/system", {None}),
+    ],
+    ids=["ipv4", "ipv6", "resolved-name", "local", "unix-socket", "unresolvable"],
+)
+def test_a_hypervisor_address_comes_from_its_uri(uri, address):
+    assert uri_address(uri) in address
+
+
+def test_the_sources_host_ip_wins_over_the_address_found_and_stays_when_down():
+    gathered = {**facts(), "host_ip": "10.0.0.11"}
+    assert host_state("hv1", gathered, {})["host_ip"] == "10.0.0.11"
+    assert host_state("hv1", gathered, {"host_ip": "192.0.2.7"})["host_ip"] == "192.0.2.7"
+    assert host_state("hv1", facts(), {})["host_ip"] is None
+    assert down_state("hv1", {"host_ip": "192.0.2.7"}, "refused")["host_ip"] == "192.0.2.7"
+    # A setting, not an allocation knob: it never joins the effective settings.
+    assert "host_ip" in validate_hypervisors({"hv1": {"uri": "qemu:///system", "host_ip": "192.0.2.7"}})["hv1"]

@@ -16,13 +16,23 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
 
 
 def test_image_by_name_defaults_to_qcow2_without_source():
-    assert image_spec("debian.qcow2") == {"name": "debian.qcow2", "format": "qcow2", "source": None}
+    assert image_spec("debian.qcow2") == {"name": "debian.qcow2", "format": "qcow2", "source": None,
+                                          "properties": {}}
     assert image_spec(None) is None and image_spec("") is None
+
+
+def test_image_properties_are_kept_and_must_be_a_mapping():
+    image = image_spec({"name": "debian.qcow2", "properties": {"hw_architecture": "x86_64"}})
+    assert image["properties"] == {"hw_architecture": "x86_64"}
+    for bad in (["hw_architecture"], "x86_64", {1: "x"}):
+        with pytest.raises(InputError) as info:
+            image_spec({"name": "debian.qcow2", "properties": bad})
+        assert info.value.field == "image.properties"
 
 
 def test_image_dict_keeps_format_and_source():
     spec = image_spec({"name": "d.img", "format": "raw", "source": "/srv/d.img"})
-    assert spec == {"name": "d.img", "format": "raw", "source": "/srv/d.img"}
+    assert spec == {"name": "d.img", "format": "raw", "source": "/srv/d.img", "properties": {}}
 
 
 @pytest.mark.parametrize(

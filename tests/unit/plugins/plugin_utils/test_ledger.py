@@ -67,7 +67,7 @@ def revision(url):
 
 
 def test_open_migrates_to_head_and_records_the_revision(ledger, ledger_url):
-    assert revision(ledger_url) == "0003"
+    assert revision(ledger_url) == "0004"
     assert ledger.hypervisors() == [] and ledger.server_groups() == [] and ledger.decisions() == []
 
 
@@ -162,6 +162,26 @@ def test_one_request_is_all_or_nothing(ledger):
     with pytest.raises(ClaimConflict):
         ledger.claim([placement("web-1"), placement("web-2"), placement("web-3")], TINY, "test")
     assert ledger.instances() == [] and ledger.claims() == []
+
+
+def test_instances_keep_their_project_and_image_properties_and_hosts_give_them_back(ledger):
+    ledger.sync_hypervisors([{**host(vcpus_total=8, total_ram_mb=8192), "host_ip": "192.0.2.11"},
+                             host("hv2", "hv-2", vcpus_total=8, total_ram_mb=8192)])
+    props = {"hw_architecture": "x86_64", "os_distro": "debian"}
+    [web] = ledger.claim([{**placement("web-1"), "project_id": "team-a", "image_properties": props}], TINY, "t")
+    [db] = ledger.claim([placement("db-1", host("hv2", "hv-2"))], TINY, "t")
+    assert (web["project_id"], web["image_properties"]) == ("team-a", props)
+    # Nothing said: the single team's project, no image properties.
+    assert (db["project_id"], db["image_properties"]) == ("default", {})
+    assert {row["name"]: (row["project_id"], row["image_properties"]) for row in ledger.instances()} == {
+        "web-1": ("team-a", props), "db-1": ("default", {})}
+    table, _generations = ledger.host_table({"instance_image_properties", "host_ip"})
+    by_host = {state.host: state for state in (table[index] for index in range(len(table)))}
+    assert by_host["hv1"].instance_image_properties == [props] and by_host["hv1"].host_ip == "192.0.2.11"
+    assert by_host["hv2"].instance_image_properties == [{}] and by_host["hv2"].host_ip is None
+    # Live states (source: inventory) get the instances' image properties from the ledger too.
+    [live] = ledger.tracker_states([host()], {"instance_image_properties"})
+    assert live["instance_image_properties"] == [props]
 
 
 def test_claim_carries_owner_and_lease_and_reports_a_moved_generation(ledger):
