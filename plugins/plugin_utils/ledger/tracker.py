@@ -253,12 +253,11 @@ def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]]) -> list[dict[s
     if not reasons:
         return entries
     rows = db.execute(select(H.uuid, H.name, H.sync_status, H.down_reason, H.synced_at)
-                           .where(H.name.in_(sorted(reasons))).order_by(H.uuid)).all()
+                      .where(H.name.in_(sorted(reasons))).order_by(H.uuid)).all()
     for uuid, name, status, old_reason, synced_at in rows:
         changed = (status, old_reason) != (HV_DOWN, reasons[name])
         if changed:
-            db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name])
-                            )
+            db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name]))
         entries.append({"host": name, "uuid": uuid, "reason": reasons[name], "last_synced_at": iso(synced_at),
                         "changed": changed})
     return entries
@@ -294,8 +293,7 @@ def _reconcile(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.d
             report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
             continue
         release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
-                                f"{iso(claim.lease_expires_at)} and no domain on {names.get(claim.hypervisor_uuid)}",
-                now)
+                           f"{iso(claim.lease_expires_at)} and no domain on {names.get(claim.hypervisor_uuid)}", now)
         report["released_claims"].append(entry)
         released.add(claim.hypervisor_uuid)
     refresh_usage(db, released)
@@ -323,8 +321,7 @@ def mark_missing(db: Connection, listed: Iterable[str], stale_before: dt.datetim
         if status != HV_MISSING:
             report["changed"] = True
             if not dry_run:
-                db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_MISSING)
-                                )
+                db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_MISSING))
     return report
 
 
@@ -337,8 +334,7 @@ def set_disabled(db: Connection, host: str, disabled: bool, reason: str | None, 
     changed = row.disabled != disabled or row.disabled_reason != wanted_reason
     if changed and not dry_run:
         db.execute(update(HT).where(H.uuid == row.uuid).values(
-            disabled=disabled, disabled_reason=wanted_reason, generation=H.generation + 1)
-            )
+            disabled=disabled, disabled_reason=wanted_reason, generation=H.generation + 1))
     return {"changed": changed, "host": row.name, "uuid": row.uuid, "disabled": disabled,
             "disabled_reason": wanted_reason}
 
