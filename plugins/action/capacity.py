@@ -13,6 +13,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     ledger_group,
     read_fleet,
     request_options,
+    without_gc,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -23,6 +24,10 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        with without_gc():
+            return self._run(args, task_vars)
+
+    def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         flavor = flavor_option(args)
         ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
         options = request_options(args)

@@ -16,6 +16,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     SOURCES,
     failure_message,
     read_fleet,
+    without_gc,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -43,6 +44,10 @@ class ActionModule(BerthAction):
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        with without_gc():
+            return self._run(args, task_vars)
+
+    def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         dns_label("name", args["name"])
         ledger = Ledger(args["ledger_url"]).open()
         rows = ledger.instances([args["name"]])

@@ -32,6 +32,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     read_fleet,
     recorded_states,
     request_options,
+    without_gc,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -68,6 +69,10 @@ class ActionModule(BerthAction):
     }
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        with without_gc():
+            return self._run(args, task_vars)
+
+    def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         names = instance_names(args["name"], args["count"])
         flavor = flavor_option(args)
         check_mode = bool(self._task.check_mode)
