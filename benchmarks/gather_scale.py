@@ -78,7 +78,8 @@ def gather(inventory: Path, forks: int) -> float:
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=7200, check=False)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
-        raise RuntimeError(f"gather.yml failed (rc {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-2000:]}")
+        failed = [line for line in proc.stdout.splitlines() if "FAILED" in line or "UNREACHABLE" in line]
+        raise RuntimeError(f"gather.yml failed (rc {proc.returncode}): {failed[:5]} {proc.stderr[-2000:]}")
     return wall
 
 
@@ -100,6 +101,8 @@ def main() -> None:
     parser.add_argument("--daemons", type=int, default=4)
     parser.add_argument("--forks", default="1,5,20")
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--modes", default="tasks,inventory",
+                        help="tasks: each task gathers its host, per fork count; inventory: the plugin gathers all")
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "gather_scale.md"))
     options = parser.parse_args()
     count = options.hypervisors
@@ -112,7 +115,10 @@ def main() -> None:
     try:
         fleet.up(lab_dir, hosts=options.daemons)
         for backend in options.backends.split(","):
-            runs = [(int(forks), False) for forks in options.forks.split(",")] + [(int(options.forks.split(",")[-1]), True)]
+            modes = options.modes.split(",")
+            runs = [(int(forks), False) for forks in options.forks.split(",") if "tasks" in modes]
+            if "inventory" in modes:
+                runs.append((int(options.forks.split(",")[-1]), True))
             for number, (forks, plugin_gathers) in enumerate(runs):
                 if backend == "sqlite":
                     url = f"sqlite:///{work}/{backend}-{number}.sqlite3"

@@ -88,11 +88,12 @@ def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = F
 
 def test_driver_node(number: int) -> str:
     """The node file of test-driver hypervisor ``number``: 2 to 16 CPUs, 4 to 24 GiB, zero to three
-    domains (running and shut off), and the instance pool ``default``."""
+    domains (running and shut off, each with a UUID of its own that stays put from one sync to
+    the next, as a real domain's does), and the instance pool ``default``."""
     cpus = 2 + (number % 8) * 2
     domains = "".join(
         f"""<domain type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"><name>d{number}-{index}</name>
-<memory unit="MiB">{512 * (index + 1)}</memory><vcpu>{index + 1}</vcpu><os><type>hvm</type></os>
+<uuid>{uuidlib.UUID(int=number * 16 + index)}</uuid><memory unit="MiB">{512 * (index + 1)}</memory><vcpu>{index + 1}</vcpu><os><type>hvm</type></os>
 <test:runstate>{1 + 4 * (index % 2)}</test:runstate></domain>"""
         for index in range(number % 4))
     return (f"<node><cpu><mhz>2400</mhz><model>Haswell</model><active>{cpus}</active><max>{cpus}</max><nodes>1</nodes>"

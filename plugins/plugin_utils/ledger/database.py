@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sqlalchemy import DateTime, create_engine, event
+# SQLite's dialect is imported here, with the action plugins, in Ansible's main process (which
+# forks each task's worker from it): an engine imports its dialect when it is made, which would
+# otherwise be once in every task that opens the ledger. (A PostgreSQL one: see below.)
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
@@ -153,7 +157,7 @@ def insert_skipping(dialect: str, table: Any, key: str) -> Any:
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
-        from sqlalchemy.dialects.sqlite import insert
+        insert = sqlite_dialect.insert
     return insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
 
 
