@@ -21,21 +21,26 @@ Debian's packages, as the tests do, which needs root or the postgres user's righ
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import multiprocessing
 import os
 import platform
 import random
 import statistics
 import sys
+import sqlite3
 import tempfile
 import time
+import uuid as uuidlib
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import synthetic  # noqa: E402
 from pg_server import PostgresServer  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
@@ -58,6 +63,65 @@ def claimer(url: str, hosts: list, worker: int, start_at: float, stop_at: float,
                      FLAVOR, f"bench-{worker}")
         done += 1
     ledger.close()
+    results.put(done)
+
+
+# The floor measured beside Berth in the same run: the same transaction - lock the hypervisor
+# row and read it, insert the instance and its claim, re-sum the hypervisor's usage, commit -
+# written straight for the database's own driver, without Berth or SQLAlchemy, and without the
+# re-check's arithmetic. What Berth adds to a claim is the difference.
+_FLOOR_SQL = {
+    "lock": "SELECT uuid, generation, vcpus_total, vcpus_used, total_usable_ram_mb, reserved_host_memory_mb, "
+            "memory_mb_used, total_usable_disk_gb, reserved_host_disk_mb, disk_mb_used, cpu_allocation_ratio, "
+            "ram_allocation_ratio, disk_allocation_ratio FROM hypervisors WHERE uuid = {p}",
+    "instance": "INSERT INTO instances (uuid, name, flavor_name, vcpus, memory_mb, root_gb, ephemeral_gb, swap, "
+                "hypervisor_uuid, host, state, created_at, updated_at, project_id) "
+                "VALUES ({p}, {p}, 'bench', 1, 64, 1, 0, 0, {p}, {p}, 'BUILDING', {p}, {p}, 'default')",
+    "claim": "INSERT INTO claims (instance_uuid, hypervisor_uuid, vcpus, memory_mb, disk_mb, owner, lease_expires_at, "
+             "created_at) VALUES ({p}, {p}, 1, 64, 1024, 'floor', {p}, {p}) RETURNING id",
+    "usage": "UPDATE hypervisors SET (vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops) = ("
+             "SELECT COALESCE(SUM(vcpus), 0), COALESCE(SUM(memory_mb), 0), COALESCE(SUM(disk_mb), 0), COUNT(*), "
+             "COALESCE(SUM(building), 0) FROM (SELECT vcpus, memory_mb, disk_mb, "
+             "CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building FROM claims "
+             "WHERE claims.hypervisor_uuid = hypervisors.uuid UNION ALL SELECT vcpus, memory_mb, disk_mb, 0 "
+             "FROM unmanaged_usage WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid) AS used), "
+             "generation = generation + 1 WHERE uuid = {p}",
+}
+
+
+def floor_claimer(url: str, hosts: list, worker: int, start_at: float, stop_at: float,
+                  results: multiprocessing.Queue) -> None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        db = sqlite3.connect(parsed.database, isolation_level=None, timeout=30)
+        sql = {key: text.format(p="?") for key, text in _FLOOR_SQL.items()}
+        begin, now = "BEGIN IMMEDIATE", lambda: dt.datetime.utcnow().isoformat(" ")
+    else:
+        import psycopg
+
+        db = psycopg.connect(parsed.set(drivername="postgresql").render_as_string(hide_password=False),
+                             autocommit=True)
+        sql = {key: text.format(p="%s") for key, text in _FLOOR_SQL.items()}
+        sql["lock"] += " FOR UPDATE"
+        begin, now = "BEGIN", dt.datetime.utcnow
+    rng = random.Random(worker * 7919 + int(start_at))
+    done = 0
+    while time.time() < start_at:
+        time.sleep(0.001)
+    cursor = db.cursor()
+    while time.time() < stop_at:
+        name, uuid = rng.choice(hosts)
+        instance, stamp = str(uuidlib.uuid4()), now()
+        cursor.execute(begin)
+        cursor.execute(sql["lock"], (uuid,))
+        cursor.fetchall()
+        cursor.execute(sql["instance"], (instance, f"f{worker}-{int(start_at)}-{done}", uuid, name, stamp, stamp))
+        cursor.execute(sql["claim"], (instance, uuid, stamp, stamp))
+        cursor.fetchall()
+        cursor.execute(sql["usage"], (uuid,))
+        cursor.execute("COMMIT")
+        done += 1
+    db.close()
     results.put(done)
 
 
@@ -88,11 +152,12 @@ def server_pids(server: PostgresServer | None) -> list[int]:
     return pids
 
 
-def measure(url: str, hosts: list, claimers: int, seconds: float, server: PostgresServer | None) -> dict:
+def measure(url: str, hosts: list, claimers: int, seconds: float, server: PostgresServer | None,
+            target: Any = claimer) -> dict:
     results: multiprocessing.Queue = multiprocessing.Queue()
     start_at = time.time() + 1.0 + 0.05 * claimers  # every process open before the clock runs
     stop_at = start_at + seconds
-    procs = [multiprocessing.Process(target=claimer, args=(url, hosts, w, start_at, stop_at, results))
+    procs = [multiprocessing.Process(target=target, args=(url, hosts, w, start_at, stop_at, results))
              for w in range(claimers)]
     for proc in procs:
         proc.start()
@@ -119,15 +184,21 @@ def run(url: str, server: PostgresServer | None, runs: int, seconds: float, labe
     ledger.close()
     rows = []
     for claimers in CLAIMERS:
-        samples = [measure(url, hosts, claimers, seconds, server) for _run in range(runs)]
-        rates = [sample["rate"] for sample in samples]
+        berth, floor = [], []
+        for _run in range(runs):  # in turn, so that the machine's drift hits both alike
+            berth.append(measure(url, hosts, claimers, seconds, server))
+            floor.append(measure(url, hosts, claimers, seconds, server, target=floor_claimer))
+        rates = [sample["rate"] for sample in berth]
         row = {"database": label, "claimers": claimers, "median": statistics.median(rates), "min": min(rates),
-               "max": max(rates), "client_ms": statistics.median(s["client_ms"] for s in samples),
-               "server_ms": statistics.median(s["server_ms"] for s in samples)}
+               "max": max(rates), "floor": statistics.median(sample["rate"] for sample in floor),
+               "client_ms": statistics.median(s["client_ms"] for s in berth),
+               "server_ms": statistics.median(s["server_ms"] for s in berth),
+               "floor_client_ms": statistics.median(s["client_ms"] for s in floor)}
         rows.append(row)
         print(f"{label:28s} {claimers:3d} claimers: {row['median']:7.0f} claims/s "
-              f"({row['min']:.0f}-{row['max']:.0f}); CPU per claim: claimer {row['client_ms']:.2f} ms, "
-              f"server {row['server_ms']:.2f} ms", file=sys.stderr, flush=True)
+              f"({row['min']:.0f}-{row['max']:.0f}), driver floor {row['floor']:.0f}/s; CPU per claim: claimer "
+              f"{row['client_ms']:.2f} ms (floor {row['floor_client_ms']:.2f}), server {row['server_ms']:.2f} ms",
+              file=sys.stderr, flush=True)
     return rows
 
 
@@ -163,14 +234,19 @@ def main() -> None:
         "PostgreSQL runs on loopback with fsync off (as in the tests); SQLite is a file in /tmp with WAL and",
         "synchronous=FULL (the default). CPU per claim: user + system seconds of the claimer processes,",
         "and of PostgreSQL's server processes, over the measuring window, divided by the claims made.",
+        "The driver floor, measured in turn with Berth in the same run: the same transaction written",
+        "straight for the database driver (sqlite3, psycopg), without Berth, SQLAlchemy or the re-check:",
+        "what this machine allows at that moment; Berth / floor is the share of it Berth reaches.",
         "",
         f"Machine: {cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()} "
         f"{platform.release()}. Load average before: {load_before}; after: {load_after}.",
         "",
-        "| database | concurrent claimers | claims/s (median) | min-max | claimer CPU ms/claim | server CPU ms/claim |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| database | concurrent claimers | Berth claims/s (median) | min-max | driver floor claims/s | "
+        "Berth / floor | claimer CPU ms/claim (floor) | server CPU ms/claim |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
         *[f"| {row['database']} | {row['claimers']} | {row['median']:.0f} | {row['min']:.0f}-{row['max']:.0f} | "
-          f"{row['client_ms']:.2f} | {row['server_ms']:.2f} |" for row in rows],
+          f"{row['floor']:.0f} | {row['median'] / row['floor']:.2f} | {row['client_ms']:.2f} "
+          f"({row['floor_client_ms']:.2f}) | {row['server_ms']:.2f} |" for row in rows],
         "",
         "Reproduce: `.venv/bin/python benchmarks/claims.py` (after `scripts/setup`; starts its own",
         "PostgreSQL server from Debian's packages, as root).",

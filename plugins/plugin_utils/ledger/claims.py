@@ -11,6 +11,7 @@ summary, which the scheduler reads, is never computed any other way.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
@@ -101,6 +102,18 @@ def refresh_usage(db: Connection, hv_uuids: Iterable[str]) -> None:
         driver_execute(db, _REFRESH_USAGE, {"uuids": uuids})
 
 
+@functools.lru_cache(maxsize=64)
+def _one_of_sizes(name: str, vcpus: int, memory_mb: int, root_gb: int, ephemeral_gb: int, swap: int) -> RequestSpec:
+    return RequestSpec(flavor=Flavor(name=name, vcpus=vcpus, memory_mb=memory_mb, root_gb=root_gb,
+                                     ephemeral_gb=ephemeral_gb, swap=swap), count=1)
+
+
+def _one_of(flavor: Flavor) -> RequestSpec:
+    """A request for one instance of ``flavor``, what a claim's re-check asks the filters; made
+    once per size in a process (a claimer makes thousands, and a RequestSpec checks itself)."""
+    return _one_of_sizes(flavor.name, flavor.vcpus, flavor.memory_mb, flavor.root_gb, flavor.ephemeral_gb, flavor.swap)
+
+
 def check_room(view: HostState, spec: RequestSpec, host: str) -> None:
     """Whether ``view`` still takes one instance of ``spec``'s flavor, by the engine's own filters."""
     for name in CLAIM_CHECK_FILTERS:
@@ -116,7 +129,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
     statements per instance and one usage update for the request."""
     unsafe = os.environ.get(UNSAFE_CLAIMS_ENV) == "1"
     now = utcnow()
-    spec = RequestSpec(flavor=flavor, count=1)
+    spec = _one_of(flavor)
     try:
         group = server_groups.lock(db, server_group) if server_group else None
         views = locked_views(db, [p["hypervisor_uuid"] for p in placements], lock=not unsafe)
@@ -208,7 +221,7 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
         raise ClaimConflict(host or hv_uuid, "not in the ledger (no facts synced)")
     view, _generation = views[hv_uuid]
     flavor = instance_flavor(instance_dict(instance))
-    check_room(view, RequestSpec(flavor=flavor, count=1), view.host)
+    check_room(view, _one_of(flavor), view.host)
     if group is not None:
         _check_group(db, group, [view.host], moving=instance_uuid)
     columns = claim_columns(instance_uuid, hv_uuid, flavor, owner, lease_s, now)
