@@ -66,6 +66,16 @@ class Lab:
                            for arg in pair]
             self.gather(*ledger_args, env_extra=env_extra)
 
+    def stop_daemon(self, name: str) -> None:
+        """Stop one hypervisor's daemon. What the ledger last synced of the fleet is stale from
+        now on: the next launch gathers first, as a scheduled sync would have by then."""
+        fleet.stop_daemon(self.dir, name)
+        self._synced.clear()
+
+    def start_daemon(self, name: str) -> None:
+        fleet.start_daemon(self.dir, name)
+        self._synced.clear()
+
     def start_playbook(self, playbook: str, *extra: str, inventory: str | None = None,
                        env: dict | None = None, **popen) -> subprocess.Popen:
         """Start ansible-playbook (JSON callback) without waiting; ``finish`` collects it."""

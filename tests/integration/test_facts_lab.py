@@ -179,7 +179,7 @@ def test_facts_match_virsh(lab, lab_domains):
 
 
 def test_a_stopped_daemon_is_down_and_never_picked(lab):
-    fleet.stop_daemon(lab.dir, "hv3")
+    lab.stop_daemon("hv3")
     try:
         inventory = run_inventory(lab.inventory)
         hostvars = inventory["_meta"]["hostvars"]
@@ -204,7 +204,7 @@ def test_a_stopped_daemon_is_down_and_never_picked(lab):
         deleted = lab.playbook("delete.yml", "-e", "name=downtest")
         assert deleted["rc"] == 0, failed_messages(deleted)
     finally:
-        fleet.start_daemon(lab.dir, "hv3")
+        lab.start_daemon("hv3")
 
 
 def test_keepalive_drops_a_daemon_that_stopped_answering(lab):

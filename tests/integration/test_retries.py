@@ -72,7 +72,7 @@ def test_host_whose_daemon_stops_after_scheduling_is_skipped_and_clean_when_back
     finally:
         for host in lab.hosts:
             if fleet.daemon_pid(lab.dir, host) is None:
-                fleet.start_daemon(lab.dir, host)
+                lab.start_daemon(host)
     assert_nothing_of(lab, stopped, row["uuid"])
     assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0
 
