@@ -181,8 +181,9 @@ options:
         is unknown is passed over.
       - C(RetryFilter) - not a host and node of O(retry_hosts).
       - C(AllHostsFilter) - passes every host.
-      - Berth's own - C(PoolImageFilter) (the image volume in the host's pool,
-        O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
+      - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
+        O(image_volume).
+      - C(NetworkFilter) (Berth's own) - the host defines every network of O(requested_networks).
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
         CIDR) check the first instance only; so do Berth's image and network filters.
