@@ -15,7 +15,7 @@ tests/unit/test_docs.py fails when the committed page differs from what this wri
 from __future__ import annotations
 
 import argparse
-import ast
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -36,17 +36,18 @@ _NAMES = re.compile(r"C\(([A-Za-z]+)\)")
 _OPTION_REFERENCE = re.compile(r"O\(([a-z0-9_]+)(?:=[^)]*)?\)")
 
 
-def _registry():
+def _import(name: str):
+    """A module of the collection, through the link scripts/setup makes in .cache/collections."""
     sys.path.insert(0, str(REPO / ".cache" / "collections"))
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler import registry
-    return registry
+    return importlib.import_module(f"ansible_collections.berth.fleet.plugins.{name}")
+
+
+def _registry():
+    return _import("module_utils.scheduler.registry")
 
 
 def _documentation() -> dict:
-    for node in ast.parse(SCHEDULE.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DOCUMENTATION":
-            return yaml.safe_load(ast.literal_eval(node.value))
-    raise SystemExit(f"{SCHEDULE}: no DOCUMENTATION")
+    return yaml.safe_load(_import("modules.schedule").DOCUMENTATION)
 
 
 def _markup(text: str) -> str:
@@ -90,6 +91,9 @@ def _default(option: dict) -> str:
 def _option_lines(names: list[str], options: dict, overrides: dict[str, str]) -> list[str]:
     lines = []
     for name in names:
+        if name not in options:
+            raise SystemExit(f"{SCHEDULE}: the engine reads the option {name!r}, which "
+                             "DOCUMENTATION does not describe")
         option = options[name]
         default = overrides.get(name, _default(option))
         lines.append(f"  - :ansopt:`{MODULE}#module:{_plain(name)}` ({option['type']}{default})")

@@ -3,7 +3,7 @@ changelogs/changelog.yaml, and every plugin's version_added agrees with the rele
 
 from __future__ import annotations
 
-import ast
+import importlib
 import shutil
 import subprocess
 import sys
@@ -74,17 +74,14 @@ def test_changelog_md_is_generated_from_changelog_yaml(tmp_path):
 
 
 def _documented_plugins() -> dict[tuple[str, str], str]:
-    """(plugin type, name) -> version_added, read from each plugin's DOCUMENTATION."""
+    """(plugin type, name) -> version_added, from each plugin's DOCUMENTATION."""
     found = {}
     for path in sorted((REPO / "plugins").glob("*/*.py")):
         plugin_type = path.parent.name
         if plugin_type in ("module_utils", "plugin_utils", "doc_fragments", "action"):
             continue
-        for node in ast.parse(path.read_text()).body:
-            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "DOCUMENTATION"):
-                documentation = yaml.safe_load(ast.literal_eval(node.value))
-                found[(plugin_type, path.stem)] = str(documentation["version_added"])
+        plugin = importlib.import_module(f"ansible_collections.berth.fleet.plugins.{plugin_type}.{path.stem}")
+        found[(plugin_type, path.stem)] = str(yaml.safe_load(plugin.DOCUMENTATION)["version_added"])
     return found
 
 
