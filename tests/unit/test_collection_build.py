@@ -41,7 +41,7 @@ def built(tmp_path_factory):
     with tarfile.open(tarball) as archive:
         files = {member.name for member in archive.getmembers() if member.isfile()}
         manifest = json.load(archive.extractfile("MANIFEST.json"))
-    return files, manifest, galaxy
+    return {"files": files, "manifest": manifest, "galaxy": galaxy}
 
 
 def _git_files() -> set[str]:
@@ -53,24 +53,20 @@ def _git_files() -> set[str]:
 
 def test_nothing_git_ignores_is_shipped(built):
     """.venv, .cache, tests/output, docs/build, caches: build_ignore covers what .gitignore does."""
-    files, _, _ = built
-    stray = files - {"MANIFEST.json", "FILES.json"} - _git_files()
+    stray = built["files"] - {"MANIFEST.json", "FILES.json"} - _git_files()
     assert stray == set()
 
 
 def test_development_files_are_not_shipped(built):
-    files, _, _ = built
-    assert [name for name in sorted(files) if name.startswith(NOT_SHIPPED)] == []
+    assert [name for name in sorted(built["files"]) if name.startswith(NOT_SHIPPED)] == []
 
 
 def test_the_collection_is_shipped(built):
-    files, _, _ = built
-    assert [name for name in SHIPPED if name not in files] == []
+    assert [name for name in SHIPPED if name not in built["files"]] == []
 
 
 def test_manifest_carries_galaxy_yml(built):
-    _, manifest, galaxy = built
-    info = manifest["collection_info"]
-    assert (info["namespace"], info["name"], info["version"]) == ("berth", "fleet", galaxy["version"])
+    info = built["manifest"]["collection_info"]
+    assert (info["namespace"], info["name"], info["version"]) == ("berth", "fleet", built["galaxy"]["version"])
     assert info["license"] == ["GPL-3.0-or-later"]
     assert "libvirt" in info["tags"]
