@@ -182,8 +182,9 @@ options:
         is unknown is passed over.
       - C(RetryFilter) - not a host and node of O(retry_hosts).
       - C(AllHostsFilter) - passes every host.
-      - Berth's own - C(PoolImageFilter) (the image volume in the host's pool,
-        O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
+      - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
+        O(image_volume).
+      - C(NetworkFilter) (Berth's own) - the host defines every network of O(requested_networks).
       - Not provided - Nova's C(NUMATopologyFilter) and C(PciPassthroughFilter) - the domains
         Berth defines get neither NUMA placement nor PCI devices, so there is nothing for them
         to check.
