@@ -68,7 +68,7 @@ class ActionModule(BerthAction):
         "firmware": {"type": "str"},
         "disk_bus": {"type": "str"},
         "nic_model": {"type": "str"},
-        "guest_agent": {"type": "raw"},
+        "guest_agent": {"type": "bool"},
         "graphics": {"type": "raw"},
         **DOWNLOAD_ARGS,
         **LEDGER_ARGS,

@@ -29,10 +29,11 @@ class ActionModule(BerthAction):
         "metadata": {"type": "raw", "default": {}},
         "user_data": {"type": "raw"},
         "boot": {"type": "raw", "default": {}},
-        "firmware": {"type": "raw"},
-        "disk_bus": {"type": "raw"},
-        "nic_model": {"type": "raw"},
-        "guest_agent": {"type": "raw"},
+        # The guest's hardware: None means the image's hw_* property, else Berth's default.
+        "firmware": {"type": "str"},
+        "disk_bus": {"type": "str"},
+        "nic_model": {"type": "str"},
+        "guest_agent": {"type": "bool"},
         "graphics": {"type": "raw"},
         **DOWNLOAD_ARGS,
     }

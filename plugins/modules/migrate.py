@@ -24,9 +24,12 @@ description:
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
-    domain's own disks too), with their backing chains. Refused before anything is claimed, and
+    domain's own disks too), with their backing chains, and a UEFI instance's variable store,
+    the volume C(berth-<uuid>-nvram.fd) of that pool. A live move copies the store before QEMU
+    moves the guest (whose running view of it travels in the flash device's memory); a cold
+    move copies it once the domain is off. Refused before anything is claimed, and
     in check mode too, are the following. Storage a move cannot carry (another pool, block or
-    network disks, NVRAM). A backing file outside the pool. A volume that another domain or
+    network disks, NVRAM outside the pool, as libvirt's default C(/var/lib/libvirt/qemu/nvram)). A backing file outside the pool. A volume that another domain or
     volume on the source still uses. A volume name the destination already has.
 options:
   name:
