@@ -141,7 +141,7 @@ options:
     type: str
 extends_documentation_fragment:
   - berth.fleet.guest
-  - berth.fleet.guest.image_download
+  - berth.fleet.image_download
 attributes:
   check_mode:
     support: full

@@ -63,7 +63,7 @@ options:
     default: {}
 extends_documentation_fragment:
   - berth.fleet.guest
-  - berth.fleet.guest.image_download
+  - berth.fleet.image_download
 attributes:
   check_mode:
     support: full
