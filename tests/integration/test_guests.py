@@ -52,8 +52,9 @@ def snapshot(lab) -> dict:
 
 def volumes_of(lab, uuid: str) -> dict[str, list[str]]:
     refresh_pools(lab)
-    return {host: sorted(v for v in lab.virsh(host, "vol-list", "default").split() if uuid in v)
-            for host in lab.hosts}
+    names = {host: [line.split()[0] for line in lab.virsh(host, "vol-list", "default").splitlines()[2:] if line.strip()]
+             for host in lab.hosts}
+    return {host: sorted(name for name in names[host] if uuid in name) for host in lab.hosts}
 
 
 def assert_triplet_then_idempotent(lab, extra: tuple[str, ...]) -> dict:
