@@ -27,10 +27,12 @@ description:
     domain's own disks too), with their backing chains, and a UEFI instance's variable store,
     the volume C(berth-<uuid>-nvram.fd) of that pool. A live move copies the store before QEMU
     moves the guest (whose running view of it travels in the flash device's memory); a cold
-    move copies it once the domain is off. Refused before anything is claimed, and
-    in check mode too, are the following. Storage a move cannot carry (another pool, block or
-    network disks, NVRAM outside the pool, as libvirt's default C(/var/lib/libvirt/qemu/nvram)). A backing file outside the pool. A volume that another domain or
-    volume on the source still uses. A volume name the destination already has.
+    move copies it once the domain is off.
+  - Refused before anything is claimed, and in check mode too, are the following. Storage a
+    move cannot carry (another pool, block or network disks, NVRAM outside the pool, as in
+    libvirt's default C(/var/lib/libvirt/qemu/nvram)). A backing file outside the pool. A volume
+    that another domain or volume on the source still uses. A volume name the destination
+    already has.
 options:
   name:
     description: The instance name (as in the ledger).
