@@ -11,7 +11,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
 POOL = "/var/lib/libvirt/images"
-ROOT, NVRAM = f"berth-{UUID}-root.qcow2", f"berth-{UUID}-nvram.fd"
+ROOT = f"berth-{UUID}-root.qcow2"
+NVRAM = f"berth-{UUID}-nvram.fd"
 
 
 def domain(nvram_path):
