@@ -116,6 +116,10 @@ def test_uefi_guest_boots_its_nvram_is_a_pool_volume_that_migrates_live_and_cold
     # OVMF wrote its variables on the way (boot entries, counters): the store is this guest's own.
     assert booted_vars != OVMF_VARS_TEMPLATE.read_bytes()
 
+    before = snapshot(lab)
+    dry_move = lab.playbook("migrate.yml", "-e", "instance=efi-1", "-e", "to_host=hv2", "-e", "mode=live", check=True)
+    assert dry_move["rc"] == 0, failed_messages(dry_move)  # no longer refused for its NVRAM
+    assert snapshot(lab) == before
     live = lab.playbook("migrate.yml", "-e", "instance=efi-1", "-e", "to_host=hv2", "-e", "mode=live")
     assert live["rc"] == 0, failed_messages(live)
     assert task_result(live, "Migrate the instance")["mode"] == "live"
