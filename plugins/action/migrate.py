@@ -189,8 +189,10 @@ class ActionModule(BerthAction):
                 try:
                     for name in volumes:
                         # QEMU copies a disk's own layer during the migration; a CD-ROM and the
-                        # NVRAM are copied here (QEMU carries the guest's view of the NVRAM in
-                        # its flash device's memory; the file must be there for the next start).
+                        # NVRAM are copied here. (libvirt 9.0 would make the NVRAM from OVMF's
+                        # template, and QEMU writes the flash it migrated into it as the guest
+                        # resumes; copied first, it is a pool volume that a failed move's cleanup
+                        # finds like the disks. The source's file stays behind: removed below.)
                         self._copy(src, dst, pool, name, empty=name in disks)
                     src.live_migrate(uuid, dst, address)
                 except HypervisorError as exc:

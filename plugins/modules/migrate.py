@@ -25,9 +25,9 @@ description:
     claim goes back to the source.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
     domain's own disks too), with their backing chains, and a UEFI instance's variable store,
-    the volume C(berth-<uuid>-nvram.fd) of that pool. A live move copies the store before QEMU
-    moves the guest (whose running view of it travels in the flash device's memory); a cold
-    move copies it once the domain is off.
+    the volume C(berth-<uuid>-nvram.fd) of that pool. A cold move copies the store once the
+    domain is off. A live move copies it before QEMU moves the guest, and QEMU writes the flash
+    contents it migrated into it as the guest resumes; the source's store is deleted.
   - Refused before anything is claimed, and in check mode too, are the following. Storage a
     move cannot carry (another pool, block or network disks, NVRAM outside the pool, as in
     libvirt's default C(/var/lib/libvirt/qemu/nvram)). A backing file outside the pool. A volume
