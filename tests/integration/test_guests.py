@@ -167,7 +167,7 @@ def test_console_agent_channel_graphics_disk_bus_and_nic_model(lab):
     # The busybox guest runs no agent: the channel is there, nobody answers on it.
     assert channel.find("target").get("state") == "disconnected"
 
-    # VNC answers where it was told to listen, and only there.
+    # VNC answers on the address it was told to listen on.
     graphics = domain.find("devices/graphics")
     assert graphics.get("type") == "vnc" and graphics.get("listen") == "127.0.0.2"
     with socket.create_connection(("127.0.0.2", int(graphics.get("port"))), timeout=10) as vnc:
