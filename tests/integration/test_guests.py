@@ -293,12 +293,19 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
     assert checksum.split(":")[1] in " ".join(failed_messages(refused))
     assert fleet_snapshot(lab) == before  # no claim, no instance, no volume uploaded anywhere
     assert server.gets("cloud.qcow2") == 1 and not any(cache.iterdir())
+    # A dry run downloads and refuses it the same way.
+    refused_dry = lab.playbook("launch.yml", "-e", json.dumps({"name": "url", "count": 2, "image": wrong}),
+                               "-e", f"berth_image_cache_dir={cache}", check=True)
+    assert refused_dry["rc"] != 0
+    assert task_result(refused_dry, "Check the request before anything is claimed")["field"] == "image.checksum"
+    assert fleet_snapshot(lab) == before
+    assert server.gets("cloud.qcow2") == 2 and not any(cache.iterdir())
 
     # The check-mode triplet: the dry run downloads (into the controller's cache only, to check
     # the checksum as the real run will), the real run takes it from there.
     extra = ("-e", json.dumps({"name": "url", "count": 2, "image": image}), "-e", f"berth_image_cache_dir={cache}")
     assert_triplet_then_idempotent(lab, extra)
-    assert server.gets("cloud.qcow2") == 2
+    assert server.gets("cloud.qcow2") == 3
     rows = [row_of(lab, "url-1"), row_of(lab, "url-2")]
     hosts = sorted({row["host"] for row in rows})
     pool_copies = {}
@@ -316,7 +323,7 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
                                                           "force_hosts": hosts}),
                           "-e", f"berth_image_cache_dir={cache}")
     assert reused["rc"] == 0, failed_messages(reused)
-    assert server.gets("cloud.qcow2") == 2
+    assert server.gets("cloud.qcow2") == 3
     for host in hosts:
         copy = pool_file(lab, host, "cloud.qcow2")
         assert (copy.stat().st_ino, copy.stat().st_mtime_ns) == pool_copies[host]
