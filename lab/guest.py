@@ -255,7 +255,16 @@ def ssh_keys(gdir: Path, dropbearkey: Path | None = None, lib_dir: Path | None =
                    env={**_env(), "LD_LIBRARY_PATH": str(lib_dir)})
         if res.returncode != 0:
             raise RuntimeError(f"dropbearkey failed: {res.stderr.strip()}")
-    return {"key": key, "public_key": key.with_name(SSH_KEY + ".pub"), "host_key": host_key}
+    host_public_key = sdir / (HOST_KEY + ".pub")
+    if dropbearkey is not None and not host_public_key.is_file():
+        res = _run([str(dropbearkey), "-y", "-f", str(host_key)], env={**_env(), "LD_LIBRARY_PATH": str(lib_dir)})
+        line = next((line for line in res.stdout.splitlines() if line.startswith("ssh-")), None)
+        if res.returncode != 0 or line is None:
+            raise RuntimeError(f"dropbearkey -y failed: {res.stderr.strip()}")
+        # "type key": the comment dropbear adds names this machine, not the guests.
+        host_public_key.write_text(" ".join(line.split()[:2]) + "\n")
+    return {"key": key, "public_key": key.with_name(SSH_KEY + ".pub"), "host_key": host_key,
+            "host_public_key": host_public_key}
 
 
 def _add_network(root: Path, modules: list[Path], dropbear: Path, libraries: list[Path], keys: dict) -> None:
@@ -340,7 +349,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
     """Make DIR/guest/vmlinuz, DIR/guest/initrd.img and the SSH keys (cached); return their
     absolute paths.
 
-    Returns dict(kernel=..., initrd=..., ssh_key=..., cached=bool, seconds=float, packages=[...]).
+    Returns dict(kernel=..., initrd=..., ssh_key=..., ssh_host_key=... (the guests' public host
+    key), cached=bool, seconds=float, packages=[...]).
     """
     start = time.monotonic()
     base = Path(dir).resolve() if dir else default_dir()
@@ -351,10 +361,11 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
     if meta.is_file():
         with contextlib.suppress(ValueError):
             info = json.loads(meta.read_text())
-    ssh_key = gdir / "ssh" / SSH_KEY
-    if not force and kernel.is_file() and initrd.is_file() and ssh_key.is_file() and info.get("format") == FORMAT:
-        return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(ssh_key), cached=True,
-                    seconds=round(time.monotonic() - start, 3), packages=info.get("packages", []))
+    ssh_key, host_public_key = gdir / "ssh" / SSH_KEY, gdir / "ssh" / (HOST_KEY + ".pub")
+    if not force and kernel.is_file() and initrd.is_file() and ssh_key.is_file() and host_public_key.is_file() \
+            and info.get("format") == FORMAT:
+        return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(ssh_key), ssh_host_key=str(host_public_key),
+                    cached=True, seconds=round(time.monotonic() - start, 3), packages=info.get("packages", []))
     gdir.mkdir(parents=True, exist_ok=True)
     kpkg = resolve_kernel_package()
     # apt-get download as root writes into a world-unreadable temp dir unsandboxed: fine here.
@@ -391,7 +402,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         os.replace(tmpk, kernel)
         packages = [d.name for d in (kdeb, bdeb, *ssh_debs)]
     meta.write_text(json.dumps({"format": FORMAT, "packages": packages, "kernel": vmlinuz[0].name}, indent=2) + "\n")
-    return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(keys["key"]), cached=False,
+    return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(keys["key"]),
+                ssh_host_key=str(keys["host_public_key"]), cached=False,
                 seconds=round(time.monotonic() - start, 3), packages=packages)
 
 

@@ -86,6 +86,17 @@ options:
     elements: str
     choices: [lease, agent, arp]
     default: [lease, agent, arp]
+  wait_for_addresses:
+    description:
+      - Seconds to wait for guests that have no address yet but may get one soon, asking their
+        hypervisors again every 2 seconds; 0 (the default) does not wait.
+      - Only a running guest counts, with a source that could answer (an interface on a libvirt
+        network that has no lease yet, a guest agent that does not answer yet); a user-mode or
+        stopped guest is never waited for.
+      - For a source read right after a launch (by C(ansible.builtin.meta) C(refresh_inventory) in
+        the launching playbook), while the new guests boot and ask for their DHCP lease.
+    type: float
+    default: 0
   timeout:
     description:
       - Seconds each libvirt call to a hypervisor may take; one that takes longer (or does not
@@ -142,6 +153,7 @@ compose:
 """
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -165,6 +177,8 @@ GROUPINGS = (
 _NOT_IN_GROUP_NAMES = re.compile(r"[^A-Za-z0-9_]")
 # Ledger fields that are not the instance's to show: how Berth reaches its hypervisor.
 _LEDGER_ONLY = ("uri",)
+# How often wait_for_addresses asks again.
+ADDRESS_POLL_S = 2.0
 
 
 def group_name(prefix: str, value: Any) -> str:
@@ -196,6 +210,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         timeout = self.get_option("timeout")
         if not timeout or timeout <= 0:
             raise InputError("timeout", f"timeout must be a positive number of seconds, got {timeout!r}")
+        wait = self.get_option("wait_for_addresses")
+        if wait is None or wait < 0:
+            raise InputError("wait_for_addresses", f"wait_for_addresses must be 0 or more seconds, got {wait!r}")
 
     # ---- fetch: the only I/O ------------------------------------------------------------------
 
@@ -209,7 +226,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         # Lists, not tuples: the key must compare equal after a JSON round trip.
         key = {"ledger": safe_url(ledger_url) if ledger_url else None, "states": list(self.get_option("states")),
                "contact_hypervisors": self.get_option("contact_hypervisors"),
-               "address_sources": list(self.get_option("address_sources"))}
+               "address_sources": list(self.get_option("address_sources")),
+               "wait_for_addresses": self.get_option("wait_for_addresses")}
         cache_key = self.get_cache_key(path)
         if self.get_option("cache") and cache:
             try:
@@ -233,19 +251,30 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         fetched = {"instances": rows, "guests": {}, "unreachable": {}}
         if not self.get_option("contact_hypervisors"):
             return fetched
+        placed = [row for row in rows if row["host"]]
+        deadline = time.monotonic() + self.get_option("wait_for_addresses")
+        while placed:
+            self._ask_hypervisors(placed, fetched)
+            if time.monotonic() + ADDRESS_POLL_S > deadline:
+                break
+            placed = [row for row in placed if row["host"] not in fetched["unreachable"]
+                      and awaits_address(fetched["guests"].get(row["uuid"]))]
+            if placed:
+                time.sleep(ADDRESS_POLL_S)
+        return fetched
+
+    def _ask_hypervisors(self, rows, fetched):
+        """Ask the hypervisors of ``rows`` about their guests, all at once; into ``fetched``."""
         by_host: dict[str, dict[str, Any]] = {}
         for row in rows:
-            if row["host"]:
-                by_host.setdefault(row["host"], {"uri": row["uri"], "uuids": []})["uuids"].append(row["uuid"])
-        if by_host:
-            # One thread per hypervisor: a slow or dead one costs its own timeouts, not the others'.
-            with ThreadPoolExecutor(max_workers=len(by_host)) as pool:
-                outcomes = pool.map(lambda item: self._ask_hypervisor(item[0], **item[1]), by_host.items())
-                for host, (guests, reason) in zip(by_host, outcomes):
-                    fetched["guests"].update(guests)
-                    if reason is not None:
-                        fetched["unreachable"][host] = reason
-        return fetched
+            by_host.setdefault(row["host"], {"uri": row["uri"], "uuids": []})["uuids"].append(row["uuid"])
+        # One thread per hypervisor: a slow or dead one costs its own timeouts, not the others'.
+        with ThreadPoolExecutor(max_workers=len(by_host)) as pool:
+            outcomes = pool.map(lambda item: self._ask_hypervisor(item[0], **item[1]), by_host.items())
+            for host, (guests, reason) in zip(by_host, outcomes):
+                fetched["guests"].update(guests)
+                if reason is not None:
+                    fetched["unreachable"][host] = reason
 
     def _ask_hypervisor(self, host, uri, uuids):
         """({uuid: interface_addresses(uuid) or None}, None), or ({}, why the host did not answer)."""
@@ -315,6 +344,12 @@ def host_variables(row: dict[str, Any], fetched: dict[str, Any]) -> dict[str, An
             found["berth_address_source"] = guest["source"]
             found["ansible_host"] = address
     return found
+
+
+def awaits_address(guest: dict[str, Any] | None) -> bool:
+    """A running guest without an address that a source was asked about: it may still get one
+    (its DHCP lease, its agent starting)."""
+    return bool(guest and guest["state"] == "running" and not guest["addresses"] and guest["asked"])
 
 
 def preferred_address(interfaces: list[dict[str, Any]], addresses: list[dict[str, Any]]) -> str | None:

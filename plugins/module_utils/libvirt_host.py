@@ -545,7 +545,7 @@ class Hypervisor:
 
         Returns {state, interfaces [{type, source, mac}], metadata (Berth's, or None), source
         (the one that answered, or None), addresses [{interface, mac, type, address, prefix}],
-        skipped {source: why}}.
+        asked (the sources libvirt was asked), skipped {source: why it gave nothing}}.
         """
         try:
             dom = self._call(self.conn.lookupByUUIDString, uuid)
@@ -559,11 +559,12 @@ class Hypervisor:
         berth = _berth_metadata(root)
         found: dict[str, Any] = {
             "state": state, "interfaces": interfaces, "metadata": berth["metadata"] if berth else None,
-            "source": None, "addresses": [], "skipped": {},
+            "source": None, "addresses": [], "asked": [], "skipped": {},
         }
         for source in sources:
             why = _address_source_unusable(source, state, interfaces, root)
             if why is None:
+                found["asked"].append(source)
                 addresses, why = self._addresses_from(dom, source)
                 if addresses:
                     found.update(source=source, addresses=addresses)

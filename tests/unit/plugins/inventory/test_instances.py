@@ -16,7 +16,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ansible_collections.berth.fleet.plugins.inventory import instances as plugin_module
-from ansible_collections.berth.fleet.plugins.inventory.instances import InventoryModule, preferred_address
+from ansible_collections.berth.fleet.plugins.inventory.instances import InventoryModule, awaits_address, preferred_address
 
 # What ansible.builtin.constructed and ansible.builtin.inventory_cache default to.
 FRAGMENT_DEFAULTS = {"strict": False, "compose": {}, "groups": {}, "keyed_groups": [], "use_extra_vars": False,
@@ -43,7 +43,7 @@ def guest(mac="52:54:00:00:00:01", source="lease", addresses=None, interface_typ
         addresses = [{"interface": "vnet0", "mac": mac, "type": "ipv4", "address": "192.168.122.10", "prefix": 24}]
     return {"state": state, "interfaces": [{"type": interface_type, "source": "default", "mac": mac}],
             "metadata": metadata or {}, "source": source if addresses else None, "addresses": addresses,
-            "skipped": skipped or {}}
+            "asked": [] if interface_type == "user" else [source], "skipped": skipped or {}}
 
 
 class Display:
@@ -283,3 +283,52 @@ def test_a_bad_ledger_url_fails_the_source_naming_the_option(tmp_path):
     plugin._read_config_data = lambda path: None
     with pytest.raises(AnsibleParserError, match="ledger_url must be a sqlite:/// or postgresql"):
         plugin.parse(InventoryData(), DataLoader(), str(source), cache=False)
+
+
+class FakeLedger:
+    def __init__(self, url):
+        self.url = url
+
+    def open(self):
+        return self
+
+    def close(self):
+        pass
+
+    def inventory_instances(self, states):
+        return [row("web-1"), row("web-2", host="hv2"), row("user-1", host="hv2")]
+
+
+def test_waiting_asks_again_only_for_guests_that_may_still_get_an_address(monkeypatch):
+    """web-1 has its lease at once; web-2's comes on the third look; user-1 (user-mode) never
+    gets one and is not waited for."""
+    asked = []
+
+    def ask(self, host, uri, uuids):
+        asked.append(sorted(uuids))
+        looks = sum("uuid-web-2" in uuids for uuids in asked)
+        answers = {"uuid-web-1": guest(), "uuid-user-1": guest(interface_type="user", addresses=[]),
+                   "uuid-web-2": guest(addresses=None if looks >= 3 else [])}
+        return {uuid: answers[uuid] for uuid in uuids}, None
+
+    monkeypatch.setattr(plugin_module, "Ledger", FakeLedger)
+    monkeypatch.setattr(plugin_module, "ADDRESS_POLL_S", 0.01)
+    monkeypatch.setattr(InventoryModule, "_ask_hypervisor", ask)
+    fetched = make_plugin(wait_for_addresses=30)._fetch(None)
+    assert sorted(asked) == [["uuid-user-1", "uuid-web-2"], ["uuid-web-1"], ["uuid-web-2"], ["uuid-web-2"]]
+    assert fetched["guests"]["uuid-web-2"]["addresses"]
+
+    asked.clear()
+    make_plugin()._fetch(None)  # wait_for_addresses 0: one look at each
+    assert sorted(asked) == [["uuid-user-1", "uuid-web-2"], ["uuid-web-1"]]
+
+
+@pytest.mark.parametrize("fetched_guest, waits", [
+    (guest(addresses=[]), True),
+    (guest(), False),
+    (guest(addresses=[], interface_type="user"), False),
+    (guest(addresses=[], state="shutoff"), False),
+    (None, False),
+], ids=["no-lease-yet", "has-address", "user-mode", "stopped", "no-domain"])
+def test_which_guests_are_waited_for(fetched_guest, waits):
+    assert awaits_address(fetched_guest) is waits
