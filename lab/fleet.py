@@ -24,12 +24,18 @@ with private bind mounts (in-namespace path -> real path):
 
 URI: ``qemu+unix:///system?socket=DIR/hvN/run/libvirt-sock``.
 
+Each hypervisor has a libvirt network NETWORK_NAME (berth-lab) with DHCP: a bridge of its own
+(bridge_name()) on a free 10.2xx.y.0/24 of this machine's network namespace, which all daemons
+share, forward mode 'open' so libvirt adds no firewall rules; libvirt runs its dnsmasq inside the
+daemon's mount namespace (its leases under DIR/hvN/lib/dnsmasq).
+
 ``up`` also builds the guest (lab/guest.py) and writes DIR/hosts.json,
-DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml.
+DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml, and DIR/instances/ (a
+berth.fleet.instances source on the lab's ledger, with the SSH settings of the guests).
 
 Importable (tests put lab/ on sys.path and ``import fleet``): up(), down(), status(),
 stop_daemon(), start_daemon(), hosts(), host_root(), hypervisor_dirs(), host_path(),
-log_dir(), uri(), socket_path(), host_uuid(), default_dir().
+log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir().
 
 Stdlib only. Needs root, util-linux (unshare, setsid, mount), libvirtd, virsh.
 """
@@ -718,6 +724,8 @@ def write_instances_inventory(base: Path, boot: dict) -> Path:
         "# Written by lab/fleet.py: the lab's instances, from its ledger (berth.fleet.instances).",
         "plugin: berth.fleet.instances",
         f"ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        "# Read right after launches: wait for booting guests' DHCP leases.",
+        "wait_for_addresses: 120",
     ]) + "\n"
     _write(inv / "lab.berth_instances.yml", source)
     known_hosts = Path(boot["ssh_key"]).with_name("known_hosts")
