@@ -68,6 +68,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
+  - berth.fleet.libvirt_auth
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -160,16 +161,6 @@ options:
     type: path
     env:
       - name: BERTH_SSH_KEYFILE
-  username:
-    description: The user name libvirt's authentication asks for (SASL, ESX...). Never shown.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_USERNAME
-  password:
-    description: The password libvirt's authentication asks for. Never shown, never cached.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_PASSWORD
 """
 
 EXAMPLES = r"""

@@ -50,21 +50,14 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
+  - berth.fleet.ledger
+  - berth.fleet.libvirt_auth
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
     required: true
     choices: [berth.fleet.instances]
     type: str
-  ledger_url:
-    description:
-      - SQLAlchemy URL of the ledger, C(sqlite:///PATH) or C(postgresql+psycopg://USER:PASSWORD@HOST/DB).
-        Default C($BERTH_LEDGER_URL), else C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
-      - Never shown, never cached; its password is hidden in every message. Prefer the
-        environment to the source file for a URL with a password.
-    type: str
-    env:
-      - name: BERTH_LEDGER_URL
   states:
     description: The instance states to list (Nova's vm_state names, as the ledger records them).
     type: list
@@ -103,22 +96,12 @@ options:
         connect) counts as unreachable, and its instances are listed without addresses.
     type: float
     default: 10
-  username:
-    description: The user name libvirt's authentication asks for (SASL, ESX...). Never shown.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_USERNAME
-  password:
-    description: The password libvirt's authentication asks for. Never shown, never cached.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_PASSWORD
 """
 
 EXAMPLES = r"""
 # fleet.berth_instances.yml: every ACTIVE instance, with its address
 plugin: berth.fleet.instances
-# ledger_url from $BERTH_LEDGER_URL
+# The ledger: $BERTH_LEDGER_URL (keep a password out of the source file), or ledger_url here.
 
 # A play after a launch (ansible-playbook -i fleet.berth_instances.yml ...):
 #   - hosts: flavor_m1_small:&project_team_a
@@ -163,7 +146,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, default_url, safe_url
 
 ALL_GROUP = "berth_instances"
 # Each grouping: the group name's prefix and how the value is read from berth_instance.
@@ -224,7 +207,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """
         ledger_url = self.get_option("ledger_url")
         # Lists, not tuples: the key must compare equal after a JSON round trip.
-        key = {"ledger": safe_url(ledger_url) if ledger_url else None, "states": list(self.get_option("states")),
+        key = {"ledger": safe_url(ledger_url or default_url()), "states": list(self.get_option("states")),
                "contact_hypervisors": self.get_option("contact_hypervisors"),
                "address_sources": list(self.get_option("address_sources")),
                "wait_for_addresses": self.get_option("wait_for_addresses")}

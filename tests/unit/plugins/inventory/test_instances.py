@@ -18,9 +18,10 @@ from ansible.template import Templar
 from ansible_collections.berth.fleet.plugins.inventory import instances as plugin_module
 from ansible_collections.berth.fleet.plugins.inventory.instances import InventoryModule, awaits_address, preferred_address
 
-# What ansible.builtin.constructed and ansible.builtin.inventory_cache default to.
+# What the fragments default to: ansible.builtin.constructed and inventory_cache, berth.fleet.ledger and
+# libvirt_auth.
 FRAGMENT_DEFAULTS = {"strict": False, "compose": {}, "groups": {}, "keyed_groups": [], "use_extra_vars": False,
-                     "leading_separator": True, "cache": False}
+                     "leading_separator": True, "cache": False, "ledger_url": None, "username": None, "password": None}
 
 
 def row(name, host="hv1", state="ACTIVE", flavor="m1.tiny", server_group=None, project_id="default", **extra):
