@@ -256,7 +256,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             outcomes = pool.map(lambda item: self._ask_hypervisor(item[0], **item[1]), by_host.items())
             for host, (guests, reason) in zip(by_host, outcomes):
                 fetched["guests"].update(guests)
-                if reason is not None:
+                # A host that answered before and not on a later look (waiting for addresses)
+                # keeps what it said.
+                if reason is not None and not any(uuid in fetched["guests"] for uuid in by_host[host]["uuids"]):
                     fetched["unreachable"][host] = reason
 
     def _ask_hypervisor(self, host, uri, uuids):
