@@ -581,12 +581,12 @@ class Hypervisor:
             found = self._call(dom.interfaceAddresses, kinds[source], 0) or {}
         except HypervisorError as exc:
             # The domain stopped meanwhile, the agent does not answer, the driver lacks the
-            # source: this source has nothing to say; anything else (a timeout) is the host's.
-            if _error_code(exc) in (libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
-                                    libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED, libvirt.VIR_ERR_NO_SUPPORT,
-                                    libvirt.VIR_ERR_OPERATION_UNSUPPORTED):
-                return [], str(exc)
-            raise
+            # source or fails at it (libvirt 9.0 cannot read some kernels' ARP table: "wrong
+            # nlmsg len"): this source has nothing to say. A timeout or a lost connection is the
+            # host's, and raises.
+            if _connection_lost(exc):
+                raise
+            return [], str(exc).removeprefix(f"{self.host}: ")
         families = {libvirt.VIR_IP_ADDR_TYPE_IPV4: "ipv4", libvirt.VIR_IP_ADDR_TYPE_IPV6: "ipv6"}
         addresses = [
             {"interface": name, "mac": (details.get("hwaddr") or "").lower(),
@@ -639,6 +639,16 @@ def _error_code(exc: HypervisorError) -> int | None:
     """libvirt's error code behind a HypervisorError (None for a timeout or a non-libvirt error)."""
     cause = exc.__cause__
     return cause.get_error_code() if isinstance(cause, libvirt.libvirtError) else None
+
+
+def _connection_lost(exc: HypervisorError) -> bool:
+    """The call timed out, or libvirt lost the connection (an RPC or remote error), as opposed to
+    an error of the call itself."""
+    cause = exc.__cause__
+    if not isinstance(cause, libvirt.libvirtError):
+        return True
+    return cause.get_error_domain() in (libvirt.VIR_FROM_RPC, libvirt.VIR_FROM_REMOTE) or \
+        cause.get_error_code() in (libvirt.VIR_ERR_NO_CONNECT, libvirt.VIR_ERR_INVALID_CONN)
 
 
 def _is_uuid(text: str) -> bool:
