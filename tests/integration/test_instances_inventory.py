@@ -57,71 +57,74 @@ def leased_address(lab, host: str, domain: str) -> str:
 
 def test_a_play_launches_then_reaches_web_1_by_name_over_ssh_and_delete_removes_them(lab, tmp_path):
     lab.keep_synced((), None)  # the ledger knows each hypervisor's network
-    request = {"name": "inv", "count": 2, "flavor": "m1.tiny", "networks": NETWORKS,
-               "server_group": {"name": "inv-spread", "policy": "anti-affinity"}, "metadata": {"role": "front"}}
+    lab.server_group("inv-spread", "present")
+    request = {"name": "inv", "count": 2, "flavor": "m1.tiny", "networks": NETWORKS, "server_group": "inv-spread",
+               "metadata": {"role": "front"}}
     instances_dir = str(fleet.instances_inventory_dir(lab.dir))
-    run = lab.finish(lab.start_playbook(EXAMPLE, "-i", instances_dir, "-e", json.dumps(request)))
-    assert run["rc"] == 0, failed_messages(run) or run["stderr"]
-    rows = {row["name"]: row for row in lab.ledger_rows("instances") if row["name"].startswith("inv-")}
-    assert sorted(rows) == ["inv-1", "inv-2"] and {row["state"] for row in rows.values()} == {"ACTIVE"}
-
-    # The play after the launch ran on inv-1, by name, over SSH to the guest itself: the guest
-    # answered with its own SMBIOS UUID, which is the instance's.
-    checked = task_results(run, "Check that this is the guest the ledger says (its SMBIOS UUID is the instance UUID)")
-    assert len(checked) == 1 and not checked[0].get("failed")
-    assert checked[0]["stdout"].strip().lower() == rows["inv-1"]["uuid"]
-    shown = task_results(run, "Show where it runs")[0]["msg"]
-    assert f"inv-1 ({rows['inv-1']['uuid']}) runs on {rows['inv-1']['host']}" in shown and "(from lease)" in shown
-
-    listing, _stderr = inventory(lab)
-    hostvars = {name: plain(listing["_meta"]["hostvars"][name]) for name in rows}
-    assert {"inv-1", "inv-2"} <= set(group(listing, "berth_instances"))
-    for name, row in rows.items():
-        assert name in group(listing, f"hypervisor_{row['host']}")
-        for grouping in ("flavor_m1_tiny", "state_active", "project_default", "server_group_inv_spread"):
-            assert name in group(listing, grouping), grouping
-        variables = hostvars[name]
-        instance = variables["berth_instance"]
-        assert (instance["uuid"], instance["host"], instance["state"], instance["flavor"]) == (
-            row["uuid"], row["host"], "ACTIVE", "m1.tiny")
-        assert instance["server_group"] == {"name": "inv-spread", "policy": "anti-affinity"}
-        assert instance["metadata"] == {"role": "front"}  # from the domain's Berth metadata
-        assert variables["berth_domain"]["state"] == "running"
-        assert variables["berth_domain"]["interfaces"][0]["source"] == fleet.NETWORK_NAME
-        assert variables["berth_address_source"] == "lease"
-        assert variables["ansible_host"] == leased_address(lab, row["host"], name)
-    # Anti-affinity: two hypervisors, so one stopped daemon leaves the other instance's address.
-    assert rows["inv-1"]["host"] != rows["inv-2"]["host"]
-
-    # A second run of the same play changes nothing.
-    again = lab.finish(lab.start_playbook(EXAMPLE, "-i", instances_dir, "-e", json.dumps(request)))
-    assert again["rc"] == 0, failed_messages(again)
-    assert changed_count(again) == 0
-
-    # One hypervisor that does not answer: named in a warning, its instance listed without an
-    # address, the rest whole.
-    down = rows["inv-1"]["host"]
-    lab.stop_daemon(down)
     try:
-        listing, stderr = inventory(lab)
+        run = lab.finish(lab.start_playbook(EXAMPLE, "-i", instances_dir, "-e", json.dumps(request)))
+        assert run["rc"] == 0, failed_messages(run) or run["stderr"]
+        rows = {row["name"]: row for row in lab.ledger_rows("instances") if row["name"].startswith("inv-")}
+        assert sorted(rows) == ["inv-1", "inv-2"] and {row["state"] for row in rows.values()} == {"ACTIVE"}
+
+        # The play after the launch ran on inv-1, by name, over SSH to the guest itself: the guest
+        # answered with its own SMBIOS UUID, which is the instance's.
+        checked = task_results(run, "Check that this is the guest the ledger says (its SMBIOS UUID is the instance UUID)")
+        assert len(checked) == 1 and not checked[0].get("failed")
+        assert checked[0]["stdout"].strip().lower() == rows["inv-1"]["uuid"]
+        shown = task_results(run, "Show where it runs")[0]["msg"]
+        assert f"inv-1 ({rows['inv-1']['uuid']}) runs on {rows['inv-1']['host']}" in shown and "(from lease)" in shown
+
+        listing, _stderr = inventory(lab)
+        hostvars = {name: plain(listing["_meta"]["hostvars"][name]) for name in rows}
+        assert {"inv-1", "inv-2"} <= set(group(listing, "berth_instances"))
+        for name, row in rows.items():
+            assert name in group(listing, f"hypervisor_{row['host']}")
+            for grouping in ("flavor_m1_tiny", "state_active", "project_default", "server_group_inv_spread"):
+                assert name in group(listing, grouping), grouping
+            variables = hostvars[name]
+            instance = variables["berth_instance"]
+            assert (instance["uuid"], instance["host"], instance["state"], instance["flavor"]) == (
+                row["uuid"], row["host"], "ACTIVE", "m1.tiny")
+            assert instance["server_group"] == {"name": "inv-spread", "policy": "anti-affinity"}
+            assert instance["metadata"] == {"role": "front"}  # from the domain's Berth metadata
+            assert variables["berth_domain"]["state"] == "running"
+            assert variables["berth_domain"]["interfaces"][0]["source"] == fleet.NETWORK_NAME
+            assert variables["berth_address_source"] == "lease"
+            assert variables["ansible_host"] == leased_address(lab, row["host"], name)
+        # Anti-affinity: two hypervisors, so one stopped daemon leaves the other instance's address.
+        assert rows["inv-1"]["host"] != rows["inv-2"]["host"]
+
+        # A second run of the same play changes nothing.
+        again = lab.finish(lab.start_playbook(EXAMPLE, "-i", instances_dir, "-e", json.dumps(request)))
+        assert again["rc"] == 0, failed_messages(again)
+        assert changed_count(again) == 0
+
+        # One hypervisor that does not answer: named in a warning, its instance listed without an
+        # address, the rest whole.
+        down = rows["inv-1"]["host"]
+        lab.stop_daemon(down)
+        try:
+            listing, stderr = inventory(lab)
+        finally:
+            lab.start_daemon(down)
+        assert f"hypervisor {down} did not answer" in " ".join(stderr.split())
+        first, second = (plain(listing["_meta"]["hostvars"][name]) for name in ("inv-1", "inv-2"))
+        assert "ansible_host" not in first and first["berth_address_source"] == "unknown"
+        assert first["berth_instance"]["uuid"] == rows["inv-1"]["uuid"]
+        assert second["ansible_host"] == hostvars["inv-2"]["ansible_host"]
+
+        # The ledger alone: no hypervisor contacted, no address.
+        source = tmp_path / "ledger_only.berth_instances.yml"
+        source.write_text(f"plugin: berth.fleet.instances\nledger_url: sqlite:///{lab.ledger_path}\n"
+                          "contact_hypervisors: false\n")
+        listing, _stderr = inventory(lab, str(source))
+        only = plain(listing["_meta"]["hostvars"]["inv-1"])
+        assert "ansible_host" not in only and only["berth_address_source"] == "unknown"
+        assert only["berth_instance"]["host"] == rows["inv-1"]["host"] and only["berth_instance"]["metadata"] is None
     finally:
-        lab.start_daemon(down)
-    assert f"hypervisor {down} did not answer" in " ".join(stderr.split())
-    first, second = (plain(listing["_meta"]["hostvars"][name]) for name in ("inv-1", "inv-2"))
-    assert "ansible_host" not in first and first["berth_address_source"] == "unknown"
-    assert first["berth_instance"]["uuid"] == rows["inv-1"]["uuid"]
-    assert second["ansible_host"] == hostvars["inv-2"]["ansible_host"]
-
-    # The ledger alone: no hypervisor contacted, no address.
-    source = tmp_path / "ledger_only.berth_instances.yml"
-    source.write_text(f"plugin: berth.fleet.instances\nledger_url: sqlite:///{lab.ledger_path}\n"
-                      "contact_hypervisors: false\n")
-    listing, _stderr = inventory(lab, str(source))
-    only = plain(listing["_meta"]["hostvars"]["inv-1"])
-    assert "ansible_host" not in only and only["berth_address_source"] == "unknown"
-    assert only["berth_instance"]["host"] == rows["inv-1"]["host"] and only["berth_instance"]["metadata"] is None
-
-    deleted = lab.playbook("delete.yml", "-e", "name=inv")
+        deleted = lab.playbook("delete.yml", "-e", "name=inv")
+        lab.server_group("inv-spread", "absent")
     assert deleted["rc"] == 0, failed_messages(deleted)
     listing, _stderr = inventory(lab)
     assert not {"inv-1", "inv-2"} & set(listing["_meta"]["hostvars"])
