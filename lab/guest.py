@@ -89,7 +89,7 @@ done
 
 # The network, beside the marker loop: the NIC driver, DHCP (udhcpc keeps renewing), SSH.
 network() {{
-  for module in $(cat /lib/modules/load.order); do insmod "/lib/modules/$module.ko"; done
+  for module in $(cat /lib/modules/net/load.order); do insmod "/lib/modules/net/$module.ko"; done
   ip link set lo up
   for second in 1 2 3 4 5 6 7 8 9 10; do
     [ -e /sys/class/net/eth0 ] && break
@@ -270,7 +270,7 @@ def ssh_keys(gdir: Path, dropbearkey: Path | None = None, lib_dir: Path | None =
 def _add_network(root: Path, modules: list[Path], dropbear: Path, libraries: list[Path], keys: dict) -> None:
     """The NIC driver, the DHCP script and the SSH server with its libraries, host key and
     root's authorized key."""
-    mdir = root / "lib" / "modules"
+    mdir = root / "lib" / "modules" / "net"
     mdir.mkdir(parents=True, exist_ok=True)
     for module in modules:
         shutil.copy2(module, mdir / module.name)
