@@ -109,7 +109,7 @@ plugin: berth.fleet.instances
 # or in the launching playbook itself, after the launch:
 #   - ansible.builtin.meta: refresh_inventory
 
-# ---
+---
 # ERROR instances too, from the ledger only (no hypervisor contacted), cached for 5 minutes
 plugin: berth.fleet.instances
 states: [ACTIVE, ERROR]
@@ -119,7 +119,7 @@ cache_plugin: ansible.builtin.jsonfile
 cache_connection: ~/.cache/berth-instances
 cache_timeout: 300
 
-# ---
+---
 # Constructed: groups from the launch's metadata and the image, SSH as the image's user
 plugin: berth.fleet.instances
 address_sources: [lease, arp]   # no guest agent in these images
