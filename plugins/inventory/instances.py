@@ -36,7 +36,9 @@ description:
     agent's channel and the guest runs qemu-guest-agent); C(arp), the hypervisor's ARP table
     (C(network) and C(bridge) interfaces, once the guest has sent traffic the host sees).
     User-mode networking (interface type C(user)) is QEMU's own NAT: no address of the guest is
-    visible to libvirt, so such a guest has no C(ansible_host)."
+    visible to libvirt, so such a guest has no C(ansible_host). A source that fails (libvirt 9.0
+    cannot read the ARP table of some kernels) gives nothing and the next is asked; only a
+    timeout or a lost connection makes the hypervisor unreachable."
   - C(berth_address_source) says which source gave C(ansible_host) (C(lease), C(agent),
     C(arp)), C(none) when the hypervisor was asked and no source had an address, or C(unknown)
     when it was not asked (O(contact_hypervisors=false), the hypervisor did not answer, the
