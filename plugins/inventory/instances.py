@@ -148,6 +148,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, default_url, safe_url
 
 ALL_GROUP = "berth_instances"
@@ -202,29 +203,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     # ---- fetch: the only I/O ------------------------------------------------------------------
 
     def _fetch_cached(self, path, cache):
-        """The ledger's instances and their guests' addresses, from the cache when it is fresh.
-
-        The cache entry is used only for the same ledger (its URL without a password), states
-        and lookups; it holds what was fetched, never a credential.
-        """
+        """The ledger's instances and their guests' addresses, from the cache when it was made
+        for the same ledger (its URL without a password), states and lookups."""
         ledger_url = self.get_option("ledger_url")
-        # Lists, not tuples: the key must compare equal after a JSON round trip.
         key = {"ledger": safe_url(ledger_url or default_url()), "states": list(self.get_option("states")),
                "contact_hypervisors": self.get_option("contact_hypervisors"),
                "address_sources": list(self.get_option("address_sources")),
                "wait_for_addresses": self.get_option("wait_for_addresses")}
-        cache_key = self.get_cache_key(path)
-        if self.get_option("cache") and cache:
-            try:
-                cached = self._cache[cache_key]
-                if cached.get("key") == key:
-                    return cached["fetched"]
-            except KeyError:
-                pass
-        fetched = self._fetch(ledger_url)
-        if self.get_option("cache"):
-            self._cache[cache_key] = {"key": key, "fetched": fetched}
-        return fetched
+        return fetch_cached(self, path, cache, key, lambda: self._fetch(ledger_url))
 
     def _fetch(self, ledger_url):
         """{instances: ledger rows, guests: {uuid: what its hypervisor said}, unreachable: {host: why}}."""
