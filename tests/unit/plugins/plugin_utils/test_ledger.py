@@ -158,6 +158,26 @@ def test_instances_of_a_launch_are_read_by_name_prefix_with_wildcards_escaped(le
     assert len(ledger.instances()) == len(names)
 
 
+def test_the_instances_inventory_reads_states_groups_and_hypervisor_uris(ledger):
+    ledger.sync_hypervisors([{**host(vcpus_total=8, total_ram_mb=8192), "uri": "qemu+ssh://hv1.example/system"},
+                             host("hv2", "hv-2", vcpus_total=8, total_ram_mb=8192)])
+    ledger.create_server_group("web", "anti-affinity")
+    [web] = ledger.claim([{**placement("web-1"), "project_id": "team-a"}], TINY, "t", server_group="web")
+    ledger.mark_active(web["uuid"])
+    ledger.claim([placement("db-1", host("hv2", "hv-2"))], TINY, "t")  # still BUILDING
+    [active] = ledger.inventory_instances([ACTIVE])
+    assert {key: active[key] for key in ("name", "uuid", "host", "state", "project_id", "server_group", "uri",
+                                         "hypervisor_status")} == {
+        "name": "web-1", "uuid": web["uuid"], "host": "hv1", "state": ACTIVE, "project_id": "team-a",
+        "server_group": {"name": "web", "policy": "anti-affinity"}, "uri": "qemu+ssh://hv1.example/system",
+        "hypervisor_status": "up"}
+    both = ledger.inventory_instances([ACTIVE, BUILDING])
+    assert [(row["name"], row["state"], row["server_group"], row["uri"]) for row in both] == [
+        ("db-1", BUILDING, None, None), ("web-1", ACTIVE, {"name": "web", "policy": "anti-affinity"},
+                                         "qemu+ssh://hv1.example/system")]
+    assert ledger.inventory_instances([ERROR]) == []
+
+
 def test_one_request_is_all_or_nothing(ledger):
     ledger.sync_hypervisors([host()])
     with pytest.raises(ClaimConflict):
