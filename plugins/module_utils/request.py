@@ -148,9 +148,7 @@ def metadata_spec(metadata: Any) -> dict[str, str]:
         return {}
     if not isinstance(metadata, Mapping):
         raise InputError("metadata", f"metadata must be a dict of strings, got {metadata!r}")
-    if len(metadata) > limits.METADATA_ITEMS.maximum:
-        raise InputError("metadata", f"metadata: {len(metadata)} items are over the limit of "
-                                     f"{limits.METADATA_ITEMS.describe()}")
+    limits.METADATA_ITEMS.check(len(metadata))
     result = {}
     for key, value in metadata.items():
         if isinstance(key, str):
