@@ -7,8 +7,8 @@ hypervisor's sum of them, must fit, or the write fails after the decision was ma
 
 Each limit is checked where its value comes in (a flavor, a launch request, a module option, a
 hypervisor's facts in the tracker sync), before anything is written, and the error names the
-field and the range. ``doc_notes`` writes the table for ansible-doc (the doc fragment
-berth.fleet.limits), so the documentation shows these very numbers.
+field and the range. ``doc_notes`` says them for ansible-doc: the doc fragment berth.fleet.limits
+holds its text, and a unit test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -257,8 +257,9 @@ def _limits_table() -> List[Dict[str, str]]:
     return [{"what": what, "range": text, "why": why} for what, text, why in rows]
 
 
-def doc_notes() -> str:
-    """The DOCUMENTATION of the doc fragment berth.fleet.limits: a note per limit."""
+def doc_notes() -> List[str]:
+    """The notes of the doc fragment berth.fleet.limits, one per limit (the fragment holds them
+    as literal text, which tests/unit/plugins/module_utils/test_limits.py keeps equal to these)."""
     notes = ["Every size is bounded and checked before anything is written (nothing is decided, claimed or "
              "recorded); the error names the field and its range, as in \"flavor.memory_mb: 1000000000000 is "
              "over the limit of 4194304 MiB (4 TiB)\". The limits, where a module takes the field:"]
@@ -267,5 +268,4 @@ def doc_notes() -> str:
                  f"{HOST_VCPUS.describe()}, {HOST_MEMORY_MB.describe()}, {HOST_DISK_GB.describe()}; "
                  "total x allocation ratio beyond 2^30 per resource; domains using beyond 2^30 - 1 in all) is "
                  "recorded as down by the tracker sync, with the reason, and never scheduled on.")
-    # ansible-doc wants options (or attributes) in every fragment; this one adds none.
-    return "options: {}\nnotes:\n" + "".join(f"  - {json.dumps(note)}\n" for note in notes)
+    return notes

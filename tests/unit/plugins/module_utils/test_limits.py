@@ -3,9 +3,12 @@ value passes, one more is refused with an error that names the field and the lim
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 import yaml
 
+from ansible_collections.berth.fleet.plugins.doc_fragments.limits import ModuleDocFragment
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state
@@ -107,8 +110,8 @@ LENGTH_CASES = [
 ]
 
 
-@pytest.mark.parametrize("field, take, maximum", LENGTH_CASES, ids=[f"{case[0]}-{index}" for index, case in
-                                                                     enumerate(LENGTH_CASES)])
+@pytest.mark.parametrize("field, take, maximum", LENGTH_CASES,
+                         ids=[f"{case[0]}-{index}" for index, case in enumerate(LENGTH_CASES)])
 def test_text_at_its_limit_passes_and_one_more_is_refused_naming_the_field(field, take, maximum):
     take(maximum)
     message = refused(lambda: take(maximum + 1), field)
@@ -127,11 +130,18 @@ def test_every_limit_has_a_test_here():
 
 
 def test_the_documentation_shows_each_limit_and_its_reason():
-    notes = yaml.safe_load(limits.doc_notes())["notes"]
-    text = " ".join(notes)
+    notes = limits.doc_notes()
     for limit in (*limits.FLAVOR_SIZES.values(), *limits.OPTION_LIMITS.values()):
         assert f"C({limit.field}): {limit.minimum} to {limit.describe()}. Why: {limit.why}." in notes
-    assert "over the limit of 4194304 MiB (4 TiB)" in text
+    assert "over the limit of 4194304 MiB (4 TiB)" in notes[0]
+
+
+def test_the_doc_fragment_says_what_limits_py_checks():
+    fragment = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)
+    wanted = "".join("  - >-\n" + "".join(f"    {line}\n" for line in textwrap.wrap(
+        note, width=100, break_long_words=False, break_on_hyphens=False)) for note in limits.doc_notes())
+    assert fragment == {"options": {}, "notes": limits.doc_notes()}, (
+        f"plugins/doc_fragments/limits.py is out of date; its DOCUMENTATION should be:\noptions: {{}}\nnotes:\n{wanted}")
 
 
 # ---- a hypervisor's facts ----------------------------------------------------------------------------
