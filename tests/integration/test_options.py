@@ -10,11 +10,11 @@ fails before its claim, or is a check-mode run.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import REPO, ansible_env, failed_messages
+from facts_helpers import run_playbook
 from sqlalchemy import create_engine, text
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -51,21 +51,12 @@ def counts(url: str) -> dict[str, int]:
         engine.dispose()
 
 
-def run(playbook: Path, extra: dict, tmp_path: Path, check: bool = False) -> dict:
-    """ansible-playbook with no inventory but localhost, JSON output; the default ledger is a
-    file of tmp_path, so a run that missed its ledger_url would be seen writing there."""
+def run(playbook: Path, extra: dict, tmp_path: Path) -> dict:
+    """ansible-playbook with no inventory but localhost; the default ledger is a file of
+    tmp_path, so a run that missed its ledger_url would be seen writing there."""
     env = {**ansible_env(), "XDG_STATE_HOME": str(tmp_path / "state")}
     env.pop("BERTH_LEDGER_URL", None)
-    proc = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", json.dumps(extra), *(["--check"] if check else [])],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        output = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    output.update(rc=proc.returncode, stdout=proc.stdout)
-    return output
+    return run_playbook(playbook, "localhost,", "-c", "local", "-e", json.dumps(extra), env=env)
 
 
 SCHEDULE_ONLY = """
@@ -185,4 +176,4 @@ def test_module_defaults_of_the_ledger_group_reach_every_action(tmp_path, ledger
     assert not (tmp_path / "state").exists()
     if "postgresql" in ledger_url:
         password = request.getfixturevalue("postgres").password
-        assert password not in output["stdout"]
+        assert password not in json.dumps(output)
