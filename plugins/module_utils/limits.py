@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation import check_integer, is_number
@@ -117,7 +117,7 @@ EXTRA_SPEC_TEXT = LengthLimit("flavor.extra_specs", 255, "characters", "Nova's l
 COUNT = Limit("count", 1, 1000, "instances",
               "a launch decides, claims and records all its instances in one transaction and one decision")
 METADATA_ITEMS = Limit("metadata", 0, 128, "items", "Nova's default quota of metadata items per instance")
-METADATA_KEY = LengthLimit("metadata", 64, "characters", "kept as an element name in the domain's Berth metadata")
+METADATA_KEY = LengthLimit("metadata", 64, "characters", "kept in the domain's XML with its value")
 METADATA_VALUE = LengthLimit("metadata.<key>", 1024, "characters",
                              "kept in the domain's XML, which every read of the domain carries")
 USER_DATA = LengthLimit("user_data", 64 * 1024, "bytes",
@@ -174,10 +174,6 @@ HOST_DISK_GB = Limit("total_usable_disk_gb", 0, 1024 * 1024, "GiB",
 HOST_RESERVED_MEMORY_MB = Limit("reserved_host_memory_mb", 0, HOST_MEMORY_MB.maximum, "MiB", "no more than a host has")
 HOST_RESERVED_DISK_MB = Limit("reserved_host_disk_mb", 0, HOST_DISK_GB.maximum * 1024, "MiB", "no more than a pool has")
 HOST_VERSION = Limit("hypervisor_version", 0, LEDGER_INTEGER_MAX, "", "a 32-bit column of the ledger")
-CLAIMABLE_WHY = ("claims on a hypervisor may reach total x allocation ratio; the ledger counts up to 2^30 of "
-                 "each resource there (half its 32-bit columns; the other half is for unmanaged usage)")
-UNMANAGED_WHY = ("the domains Berth did not make count as unmanaged usage, up to 2^30 - 1 of each resource per "
-                 "hypervisor (the other half of the ledger's 32-bit columns)")
 _HOST_LIMITS = (HOST_VCPUS, HOST_MEMORY_MB, HOST_DISK_GB, HOST_RESERVED_MEMORY_MB, HOST_RESERVED_DISK_MB)
 # Host-state fields kept in a String column of the ledger, with its length.
 _HOST_TEXT = {"host": 255, "nodename": 255, "availability_zone": 255, "hypervisor_type": 64, "storage_pool": 255,
@@ -242,7 +238,7 @@ def _check_host_state(state: Mapping[str, Any]) -> None:
 
 # ---- the documentation -------------------------------------------------------------------------
 
-def _limits_table() -> List[Dict[str, str]]:
+def _limits_table() -> List[Tuple[str, str, str]]:
     """(what, range, why) of each limit a module option or a flavor field has."""
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
@@ -254,7 +250,7 @@ def _limits_table() -> List[Dict[str, str]]:
     rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)", f"at most {REQUEST_MAPPING.describe()}",
                  REQUEST_MAPPING.why))
     rows.append(("Names of server groups, projects, availability zones", f"at most {NAME.describe()}", NAME.why))
-    return [{"what": what, "range": text, "why": why} for what, text, why in rows]
+    return rows
 
 
 def doc_notes() -> List[str]:
@@ -263,7 +259,7 @@ def doc_notes() -> List[str]:
     notes = ["Every size is bounded and checked before anything is written (nothing is decided, claimed or "
              "recorded); the error names the field and its range, as in \"flavor.memory_mb: 1000000000000 is "
              "over the limit of 4194304 MiB (4 TiB)\". The limits, where a module takes the field:"]
-    notes += [f"{row['what']}: {row['range']}. Why: {row['why']}." for row in _limits_table()]
+    notes += [f"{what}: {bounds}. Why: {why}." for what, bounds, why in _limits_table()]
     notes.append("A hypervisor whose facts do not fit the ledger (vCPUs, memory or disk beyond these: "
                  f"{HOST_VCPUS.describe()}, {HOST_MEMORY_MB.describe()}, {HOST_DISK_GB.describe()}; "
                  "total x allocation ratio beyond 2^30 per resource; domains using beyond 2^30 - 1 in all) is "
