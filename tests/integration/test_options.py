@@ -1,10 +1,11 @@
 """The option model through real ansible-playbook runs, on a real SQLite file and a real
 PostgreSQL database: a size over its limit leaves the ledger as it was (no decision, no
-instance, no claim), and module_defaults for group/berth.fleet.ledger reach the actions.
+instance, no claim), a hypervisor whose facts no 32-bit column holds is synced as down, and
+module_defaults for group/berth.fleet.ledger reach the actions.
 
-No hypervisor is needed: the ledger is given two hypervisors by a tracker sync of host states
-written here, which is all a launch decides from. Nothing is ever built: every launch here
-fails before its claim, or is a check-mode run.
+No libvirt daemon is needed: the ledger is given two hypervisors by a tracker sync of host states
+written here, which is all a launch decides from, and gather.yml reads libvirt's test driver.
+Nothing is ever built: every launch here fails before its claim, or is a check-mode run.
 """
 
 from __future__ import annotations
@@ -177,3 +178,46 @@ def test_module_defaults_of_the_ledger_group_reach_every_action(tmp_path, ledger
     if "postgresql" in ledger_url:
         password = request.getfixturevalue("postgres").password
         assert password not in json.dumps(output)
+
+
+def node_xml(memory_kib: int) -> str:
+    """A libvirt test-driver hypervisor (TESTBED.md): 4 CPUs, ``memory_kib`` of memory, no domain."""
+    return (f"<node><cpu><mhz>2400</mhz><model>Haswell</model><active>4</active><max>4</max><nodes>1</nodes>"
+            f"<sockets>1</sockets><cores>2</cores><threads>2</threads></cpu><memory>{memory_kib}</memory>"
+            "<pool type='dir'><name>default</name><target><path>/p</path></target></pool></node>")
+
+
+def test_a_huge_test_driver_hypervisor_is_synced_as_down_with_why(tmp_path, ledger_url):
+    """gather.yml through the real inventory plugin: a node reporting an exbibyte of memory, which
+    no 32-bit column holds, is recorded as down with the reason; the sync of the others goes on."""
+    node = tmp_path / "huge.xml"
+    node.write_text(node_xml(8 * 1024 * 1024))
+    (tmp_path / "sane.xml").write_text(node_xml(8 * 1024 * 1024))
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "fleet.berth.yml").write_text(json.dumps({
+        "plugin": "berth.fleet.hypervisors", "storage_pool": "default",
+        "hypervisors": {"huge": {"uri": f"test://{node}"}, "sane": {"uri": f"test://{tmp_path}/sane.xml"}}}))
+    (inventory / "group_vars" / "all.yml").write_text(f"berth_ledger_url: {json.dumps(ledger_url)}\n")
+
+    def gather() -> dict:
+        env = {**ansible_env(), "XDG_STATE_HOME": str(tmp_path / "state")}
+        env.pop("BERTH_LEDGER_URL", None)
+        return run_playbook(REPO / "playbooks" / "gather.yml", inventory, env=env)
+
+    assert gather()["rc"] == 0
+    node.write_text(node_xml(2**50))  # KiB: an exbibyte
+    output = gather()
+    assert output["rc"] == 0, failed_messages(output)
+    engine = create_engine(ledger_url)
+    try:
+        with engine.connect() as db:
+            rows = {row.name: row for row in db.execute(text(
+                "SELECT name, sync_status, down_reason, total_usable_ram_mb FROM hypervisors"))}
+    finally:
+        engine.dispose()
+    assert rows["sane"].sync_status == "up"
+    assert rows["huge"].sync_status == "down"
+    assert rows["huge"].down_reason == ("its facts are out of the ledger's range: total_usable_ram_mb: 1099511627776 is "
+                                        "over the limit of 67108864 MiB (64 TiB)")
+    assert rows["huge"].total_usable_ram_mb == 8192  # its last sane sync stays
