@@ -9,22 +9,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
 
 ADOPTED_FLAVOR = "adopted"
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "host": {"type": "str", "required": True},
-        "domain": {"type": "str", "required": True},
-        "name": {"type": "str"},
-        "flavor": {"type": "raw"},
-        "flavors_file": {"type": "path"},
-        "timeout": {"type": "float", "default": 30},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +106,11 @@ class ActionModule(BerthAction):
         """The named or inline flavor, which must match the domain's vCPUs and memory; else the
         domain's own sizes (its disks in the pools, rounded up to whole GB)."""
         disk_mb = sum(int(disk["capacity_mb"]) for disk in domain["disks"])
-        own = Flavor(name=marked_flavor or ADOPTED_FLAVOR, vcpus=int(domain["vcpus"]),
-                     memory_mb=int(domain["memory_mb"]), root_gb=-(-disk_mb // 1024))
+        try:
+            own = Flavor(name=marked_flavor or ADOPTED_FLAVOR, vcpus=int(domain["vcpus"]),
+                         memory_mb=int(domain["memory_mb"]), root_gb=-(-disk_mb // 1024))
+        except InputError as exc:  # a size beyond Berth's limits (module_utils/limits.py)
+            raise InputError("domain", f"domain {domain['name']} is larger than Berth takes: {exc}") from exc
         if args["flavor"] is None:
             return own
         flavor = flavor_option(args)

@@ -8,7 +8,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.capacity imp
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    REQUEST_ARGS,
     flavor_option,
     ledger_group,
     read_fleet,
@@ -20,7 +19,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = REQUEST_ARGS
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

@@ -33,46 +33,14 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     plan,
     remove_instance,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import DOWNLOAD_ARGS, fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ClaimConflict, Ledger, run_owner
 
 _display = Display()
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "state": {"type": "str", "choices": ["active", "absent"], "default": "active"},
-        "name": {"type": "str"},
-        "uuid": {"type": "str"},
-        "host": {"type": "str"},
-        "uri": {"type": "str"},
-        "placements": {"type": "list", "elements": "dict"},
-        "flavor": {"type": "dict"},
-        "template": {"type": "str", "default": "domain.xml.j2"},
-        "domain_type": {"type": "str", "choices": ["kvm", "qemu", ""], "default": ""},
-        "boot": {"type": "dict", "default": {}},
-        "image": {"type": "raw"},
-        "networks": {"type": "raw", "default": []},
-        "user_data": {"type": "str"},
-        "metadata": {"type": "dict", "default": {}},
-        "autostart": {"type": "bool", "default": False},
-        "domain_types": {"type": "list", "elements": "str", "default": []},
-        "targets": {"type": "list", "elements": "dict", "default": []},
-        "max_attempts": {"type": "int", "default": 3},
-        "lease_seconds": {"type": "int", "default": 3600},
-        "serial_log_dir": {"type": "str", "default": "/var/log/libvirt/qemu"},
-        "storage_pool": {"type": "str", "default": "default"},
-        "timeout": {"type": "float", "default": 30},
-        # The guest's hardware: None means the image's hw_* property, else Berth's default.
-        "firmware": {"type": "str"},
-        "disk_bus": {"type": "str"},
-        "nic_model": {"type": "str"},
-        "guest_agent": {"type": "bool"},
-        "graphics": {"type": "raw"},
-        **DOWNLOAD_ARGS,
-        **LEDGER_ARGS,
-    }
     _supports_check_mode = True
     _supports_diff = True
     _template_path: str | None = None

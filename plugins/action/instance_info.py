@@ -5,15 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "name": {"type": "str"},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

@@ -15,28 +15,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     network_specs,
     user_data_spec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import DOWNLOAD_ARGS, fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        # Not required here: a launch without -e name gets the message below, not Ansible's.
-        "name": {"type": "raw"},
-        "count": {"type": "raw", "default": 1},
-        "image": {"type": "raw"},
-        "networks": {"type": "raw", "default": []},
-        "metadata": {"type": "raw", "default": {}},
-        "user_data": {"type": "raw"},
-        "boot": {"type": "raw", "default": {}},
-        # The guest's hardware: None means the image's hw_* property, else Berth's default.
-        "firmware": {"type": "str"},
-        "disk_bus": {"type": "str"},
-        "nic_model": {"type": "str"},
-        "guest_agent": {"type": "bool"},
-        "graphics": {"type": "raw"},
-        **DOWNLOAD_ARGS,
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +30,7 @@ class ActionModule(BerthAction):
         if isinstance(count, str) and count.strip().lstrip("-").isdigit():
             count = int(count)  # -e count=3 arrives as a string
         names = instance_names(args["name"], count)
+        flavor = flavor_option(args).to_dict() if args["flavor"] is not None else None
         image = image_spec(args["image"])
         check_image_source(image)
         networks = network_specs(args["networks"])
@@ -59,7 +44,8 @@ class ActionModule(BerthAction):
         # What the hosts must have, for the scheduler's PoolImageFilter and NetworkFilter: the
         # image volume unless the launch uploads it where missing, and the libvirt networks.
         return {
-            "changed": False, "names": names, "image": image, "networks": networks, "guest": guest,
+            "changed": False, "names": names, "flavor": flavor, "image": image, "networks": networks,
+            "guest": guest,
             # An image by URL has its source now: the file downloaded into the controller's cache.
             "image_volume": image["name"] if image and not image["source"] else None,
             "requested_networks": sorted({net["name"] for net in networks if net["type"] == "network"}),

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-
-WHAT = ("instances", "claims", "decisions", "hypervisors", "server_groups")
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "what": {"type": "str", "choices": list(WHAT), "default": "instances"},
-        "name": {"type": "str"},
-        "limit": {"type": "int", "default": 20},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import dns_lab
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    DEFAULT_SERVICE_DOWN_TIME_S,
-    SOURCES,
     failure_message,
     read_fleet,
     without_gc,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     ClaimConflict,
@@ -29,18 +27,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "name": {"type": "str", "required": True},
-        "to_host": {"type": "str"},
-        "mode": {"type": "str", "choices": ["auto", "cold", "live"], "default": "auto"},
-        "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
-        "hypervisor_group": {"type": "str", "default": "hypervisors"},
-        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-        "storage_pool": {"type": "str", "default": "default"},
-        "timeout": {"type": "float", "default": 120},
-        "transfer_timeout": {"type": "float", "default": 3600},
-        **LEDGER_ARGS,
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import instanc
 # inside the first decision: NumPy's import is a per-process cost, not the decision's.
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    DRIVERS,
-    ENGINES,
-    EXPLAIN_MODES,
     Decision,
     RequestSpec,
     schedule,
@@ -23,8 +20,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    MULTIPLIER_OPTIONS,
-    REQUEST_ARGS,
     Fleet,
     failure_message,
     flavor_option,
@@ -47,26 +42,6 @@ CLAIM_ATTEMPTS = 5
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "name": {"type": "str", "required": True},
-        "count": {"type": "int", "default": 1},
-        **REQUEST_ARGS,
-        "weighers": {"type": "list", "elements": "str"},
-        **{option: {"type": "float"} for option in MULTIPLIER_OPTIONS},
-        "host_subset_size": {"type": "int", "default": 1},
-        "seed": {"type": "int"},
-        "max_attempts": {"type": "int", "default": 3},
-        "force_hosts": {"type": "list", "elements": "str", "default": []},
-        "force_nodes": {"type": "list", "elements": "str", "default": []},
-        "driver": {"type": "str", "default": "filter_scheduler", "choices": list(DRIVERS)},
-        "retry_hosts": {"type": "list", "elements": "raw", "default": []},
-        "metrics_weight_of_unavailable": {"type": "float", "default": -10000.0},
-        "metrics_required": {"type": "bool", "default": True},
-        "image_props_weight_setting": {"type": "list", "elements": "str", "default": []},
-        "explain": {"type": "str", "default": "auto", "choices": list(EXPLAIN_MODES)},
-        "engine": {"type": "str", "default": "auto", "choices": list(ENGINES)},
-        "lease_seconds": {"type": "int", "default": 3600},
-    }
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         with without_gc():

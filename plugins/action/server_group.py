@@ -5,18 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import POLICIES, Ledger
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "name": {"type": "str"},
-        "state": {"type": "str", "choices": ["present", "absent", "list"], "default": "present"},
-        "policy": {"type": "str", "choices": list(POLICIES)},
-        "max_server_per_host": {"type": "int"},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

@@ -7,18 +7,11 @@ from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, fetch_one, host_state
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEFAULT_SERVICE_DOWN_TIME_S
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "mark_missing": {"type": "bool", "default": False},
-        "hypervisor_group": {"type": "str", "default": "hypervisors"},
-        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

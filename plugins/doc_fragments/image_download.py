@@ -1,5 +1,5 @@
-# The documentation twin of DOWNLOAD_ARGS (plugins/plugin_utils/_image_download.py), for
-# berth.fleet.instance_request and berth.fleet.instance.
+# The image download options of berth.fleet.instance_request and berth.fleet.instance
+# (plugins/plugin_utils/_image_download.py); their argument specs derive from it.
 from __future__ import annotations
 
 

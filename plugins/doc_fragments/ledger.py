@@ -1,4 +1,5 @@
-# The documentation twin of LEDGER_ARGS["ledger_url"] (plugins/plugin_utils/action_base.py).
+# The ledger_url option of the modules that use the ledger (plugins/plugin_utils/_argspec.py derives
+# their argument specs from it; NO_LOG_OPTIONS there keeps it out of output).
 from __future__ import annotations
 
 

@@ -21,7 +21,7 @@ import uuid as uuid_lib
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ansible_collections.berth.fleet.plugins.module_utils import proc_stats
+from ansible_collections.berth.fleet.plugins.module_utils import limits, proc_stats
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_COUNT,
@@ -395,6 +395,10 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective)
+    refusal = limits.host_state_refusal(state)
+    if refusal:
+        # Numbers the ledger cannot hold (a test-driver node with a petabyte of memory): down, with why.
+        return down_state(name, settings, refusal, list(aggregates), availability_zone, state["gathered_at"])
     return state
 
 

@@ -7,12 +7,12 @@ import re
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 
 # RFC 1123 label, lower case: instance names become domain names and guest hostnames.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-MAX_COUNT = 1000
 
 
 def instance_names(name: Any, count: Any) -> list[str]:
@@ -21,8 +21,7 @@ def instance_names(name: Any, count: Any) -> list[str]:
     Always indexed, even for one instance, so that ``count`` is simply how many are wanted under
     a name: raising it adds instances, a second identical launch finds them all.
     """
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
-        raise InputError("count", f"count must be an integer from 1 to {MAX_COUNT}, got {count!r}")
+    limits.COUNT.check(count)
     if not isinstance(name, str) or not _DNS_LABEL.match(f"{name}-{count}"):
         raise InputError(
             "name",
@@ -81,9 +80,7 @@ IMAGE_FORMATS = ("qcow2", "raw")
 NETWORK_TYPES = ("none", "user", "network", "bridge")
 # Interface names of Linux bridges and libvirt network names.
 _NETWORK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
-_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
-MAX_METADATA_VALUE = 1024
-MAX_USER_DATA_BYTES = 64 * 1024
+_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 def volume_name(field: str, name: Any) -> str:
@@ -118,6 +115,7 @@ def image_spec(image: Any) -> dict[str, Any] | None:
     if not isinstance(properties, Mapping) or not all(isinstance(key, str) for key in properties):
         raise InputError("image.properties", f"image.properties must be a mapping of property names to values, "
                                              f"got {properties!r}")
+    limits.check_mapping_size("image.properties", properties)
     fmt = image.get("format") or "qcow2"
     if fmt not in IMAGE_FORMATS:
         raise InputError("image.format", f"image.format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}")
@@ -210,16 +208,18 @@ def metadata_spec(metadata: Any) -> dict[str, str]:
         return {}
     if not isinstance(metadata, Mapping):
         raise InputError("metadata", f"metadata must be a dict of strings, got {metadata!r}")
+    limits.METADATA_ITEMS.check(len(metadata))
     result = {}
     for key, value in metadata.items():
+        if isinstance(key, str):
+            limits.METADATA_KEY.check(key)
         if not isinstance(key, str) or not _METADATA_KEY.match(key):
             raise InputError("metadata", f"metadata keys must be identifiers (letters, digits, '_', '.', '-'), got {key!r}")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise InputError(f"metadata.{key}", f"metadata.{key} must be a string or number, got {value!r}")
-        text = str(value)
-        if len(text) > MAX_METADATA_VALUE or any(ord(ch) < 32 and ch not in "\t\n" for ch in text):
-            raise InputError(f"metadata.{key}", f"metadata.{key} must be printable text of at most "
-                             f"{MAX_METADATA_VALUE} characters")
+        text = limits.METADATA_VALUE.check(str(value), f"metadata.{key}")
+        if any(ord(ch) < 32 and ch not in "\t\n" for ch in text):
+            raise InputError(f"metadata.{key}", f"metadata.{key} must be printable text (no control characters)")
         result[key] = text
     return result
 
@@ -227,10 +227,9 @@ def metadata_spec(metadata: Any) -> dict[str, str]:
 def user_data_spec(user_data: Any) -> str | None:
     if user_data in (None, ""):
         return None
-    if not isinstance(user_data, str) or len(user_data.encode("utf-8")) > MAX_USER_DATA_BYTES:
-        raise InputError("user_data", f"user_data must be text of at most {MAX_USER_DATA_BYTES} bytes "
-                         "(a cloud-config or a script)")
-    return user_data
+    if not isinstance(user_data, str):
+        raise InputError("user_data", f"user_data must be text (a cloud-config or a script), got {type(user_data).__name__}")
+    return limits.USER_DATA.check(user_data)
 
 
 def boot_spec(boot: Any) -> dict[str, str]:

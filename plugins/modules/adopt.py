@@ -57,6 +57,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - berth.fleet.ledger
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

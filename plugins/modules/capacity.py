@@ -33,9 +33,8 @@ options:
     type: raw
     required: true
   flavors_file:
-    description: A YAML file with a mapping C(berth_flavors) of name to sizes.
+    description: A YAML file with a mapping C(berth_flavors) of name to sizes; default the collection's C(playbooks/vars/flavors.yml).
     type: path
-    default: the collection's playbooks/vars/flavors.yml
   source:
     description: Where the host states come from, as M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:source).
     type: str
@@ -139,6 +138,8 @@ options:
   ledger_url:
     description: SQLAlchemy URL of the ledger, as for M(berth.fleet.schedule). Never printed.
     type: str
+extends_documentation_fragment:
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

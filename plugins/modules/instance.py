@@ -142,6 +142,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.guest
   - berth.fleet.image_download
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

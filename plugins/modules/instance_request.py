@@ -9,9 +9,9 @@ module: instance_request
 short_description: Check a launch request before anything is scheduled or claimed
 version_added: 0.1.0
 description:
-  - Checks the instance names (DNS labels, with their index), the count, the image, networks,
-    metadata, user data and boot paths of a launch, so that bad input fails before
-    M(berth.fleet.schedule) claims anything.
+  - Checks the instance names (DNS labels, with their index), the count, the flavor, the image,
+    networks, metadata, user data and boot paths of a launch, each against its limits, so that bad
+    input fails before M(berth.fleet.schedule) decides, claims or records anything.
   - Checks the guest's hardware options (firmware, disk bus, NIC model, guest agent, graphics).
   - Downloads an image given by C(image.url) into O(image_cache_dir) on the controller, unless
     it is there already, and refuses it when its checksum is not C(image.checksum), or when it
@@ -24,13 +24,22 @@ description:
     outside the pool) is checked again on the chosen hypervisor before anything is made there.
 options:
   name:
-    description: The launch name; instances are C(<name>-1) .. C(<name>-<count>).
+    description:
+      - The launch name; instances are C(<name>-1) .. C(<name>-<count>).
+      - Required; left unmarked so that a launch without it gets Berth's message saying how to give it.
     type: raw
-    required: true
   count:
     description: How many instances are wanted under O(name), 1 to 1000.
     type: raw
     default: 1
+  flavor:
+    description:
+      - The flavor the launch will ask M(berth.fleet.schedule) for, a name from O(flavors_file) or a dict
+        of sizes, checked here against the limits below. Not checked when not given.
+    type: raw
+  flavors_file:
+    description: A YAML file with a mapping C(berth_flavors) of name to sizes; default the collection's C(playbooks/vars/flavors.yml).
+    type: path
   image:
     description:
       - A volume name in the hypervisors' instance storage pool, or a dict with C(name), C(format) (V(qcow2) or V(raw)),
@@ -55,7 +64,7 @@ options:
     type: raw
     default: {}
   user_data:
-    description: cloud-init user data (at most 64 KiB).
+    description: cloud-init user data.
     type: raw
   boot:
     description: Direct kernel boot, C(kernel), C(initrd) (absolute paths on the hypervisor), C(cmdline).
@@ -64,6 +73,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.guest
   - berth.fleet.image_download
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full
@@ -80,6 +90,7 @@ EXAMPLES = r"""
   berth.fleet.instance_request:
     name: web
     count: 3
+    flavor: m1.small
     image: {name: debian-12.qcow2, source: /srv/images/debian-12.qcow2}
     networks: [{type: user}]
 
@@ -100,6 +111,10 @@ names:
   returned: always
   type: list
   elements: str
+flavor:
+  description: The flavor's sizes, checked (C(name), C(vcpus), C(memory_mb), C(root_gb), C(ephemeral_gb), C(swap), C(extra_specs)); null without O(flavor).
+  returned: always
+  type: dict
 image:
   description:
     - The image, checked, as a dict (C(name), C(format), C(source), C(url), C(checksum), C(properties)); null without one.

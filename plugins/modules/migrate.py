@@ -81,6 +81,8 @@ options:
   ledger_url:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
+extends_documentation_fragment:
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

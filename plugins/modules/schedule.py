@@ -50,9 +50,8 @@ options:
     type: raw
     required: true
   flavors_file:
-    description: A YAML file with a mapping C(berth_flavors) of name to sizes.
+    description: A YAML file with a mapping C(berth_flavors) of name to sizes; default the collection's C(playbooks/vars/flavors.yml).
     type: path
-    default: the collection's playbooks/vars/flavors.yml
   source:
     description:
       - Where the host states come from when O(hosts) is not given.
@@ -445,6 +444,8 @@ options:
         C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3) (C(~/.local/state/berth/ledger.sqlite3)).
       - Never printed; its password is hidden in every message.
     type: str
+extends_documentation_fragment:
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

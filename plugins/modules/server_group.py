@@ -34,6 +34,7 @@ options:
     type: int
 extends_documentation_fragment:
   - berth.fleet.ledger
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

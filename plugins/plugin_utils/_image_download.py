@@ -20,14 +20,6 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import check_image_source, image_checksum
 
-# The options of every action that may download an image (berth.fleet.instance_request and
-# berth.fleet.instance), documented in their modules.
-DOWNLOAD_ARGS = {
-    "image_cache_dir": {"type": "path", "default": "~/.cache/berth/images"},
-    "image_timeout": {"type": "float", "default": 60},
-    "image_max_mb": {"type": "int", "default": 8192},
-    "image_validate_certs": {"type": "bool", "default": True},
-}
 _CHUNK_BYTES = 1024 * 1024
 _BYTES_PER_MB = 1024 * 1024
 

@@ -12,11 +12,11 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import yaml
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
-    DEFAULT_PROJECT_ID,
     Decision,
     RequestSpec,
     needed_host_fields,
@@ -28,7 +28,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, inventory_host_states
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import inventory_host_states
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
@@ -49,37 +49,6 @@ REQUEST_OPTIONS = (
     "aggregate_image_properties_isolation_separator",
 )
 MULTIPLIER_OPTIONS = tuple(sorted(weigher.multiplier_option for weigher in WEIGHERS.values()))
-# The options of berth.fleet.schedule that shape which hosts pass, which berth.fleet.capacity
-# takes too (placement-only ones - count, weighers, subset, force - mean nothing for a count).
-REQUEST_ARGS: dict[str, Any] = {
-    "flavor": {"type": "raw", "required": True},
-    "flavors_file": {"type": "path"},
-    "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
-    "hosts": {"type": "list", "elements": "dict"},
-    "hypervisor_group": {"type": "str", "default": "hypervisors"},
-    "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-    "image_volume": {"type": "str"},
-    "requested_networks": {"type": "list", "elements": "str", "default": []},
-    "enabled_filters": {"type": "list", "elements": "str"},
-    "ignore_hosts": {"type": "list", "elements": "str", "default": []},
-    "availability_zone": {"type": "str"},
-    "default_availability_zone": {"type": "str", "default": "nova"},
-    "image_id": {"type": "str"},
-    "image_properties": {"type": "dict", "default": {}},
-    "scheduler_hints": {"type": "dict", "default": {}},
-    "server_group": {"type": "raw"},
-    "max_instances_per_host": {"type": "int", "default": 50},
-    "max_io_ops_per_host": {"type": "int", "default": 8},
-    "isolated_hosts": {"type": "list", "elements": "str", "default": []},
-    "isolated_images": {"type": "list", "elements": "str", "default": []},
-    "restrict_isolated_hosts_to_isolated_images": {"type": "bool", "default": True},
-    "project_id": {"type": "str", "default": DEFAULT_PROJECT_ID},
-    "aggregate_image_properties_isolation_namespace": {"type": "str"},
-    "aggregate_image_properties_isolation_separator": {"type": "str", "default": "."},
-    # MetricsFilter passes only hosts with these metrics, so a count depends on them too.
-    "metrics_weight_setting": {"type": "list", "elements": "str", "default": []},
-    **LEDGER_ARGS,
-}
 
 
 def flavor_option(args: Mapping[str, Any]) -> Flavor:
@@ -101,6 +70,11 @@ def _load_flavors(path: str) -> dict[str, Any]:
 
 def request_options(args: Mapping[str, Any]) -> dict[str, Any]:
     """The engine's request options from the module's arguments (Nova's names on both sides)."""
+    # What the ledger keeps of the request (each decision records it; each instance its project).
+    for key in ("scheduler_hints", "image_properties"):
+        limits.check_mapping_size(key, args.get(key))
+    for key in ("project_id", "availability_zone"):
+        limits.check_name(key, args.get(key))
     options = {key: args[key] for key in REQUEST_OPTIONS if args.get(key) is not None}
     multipliers = {key: args[key] for key in MULTIPLIER_OPTIONS if args.get(key) is not None}
     if multipliers:

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
-
-# Every action that touches the ledger takes these two options.
-LEDGER_ARGS = {
-    "ledger": {"type": "bool", "default": True},
-    "ledger_url": {"type": "str", "no_log": True},
-}
+from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_argument_spec
 
 
 class BerthAction(ActionBase):
-    """Validate the arguments against ``ARGUMENT_SPEC``, run ``run_berth``, report failures."""
+    """Validate the arguments against ``ARGUMENT_SPEC`` and the size limits, run ``run_berth``,
+    report failures."""
 
     TRANSFERS_FILES = False
+    # Each action's own, derived from its module's DOCUMENTATION when the action is defined.
     ARGUMENT_SPEC: dict[str, Any] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.ARGUMENT_SPEC = module_argument_spec(sys.modules[cls.__module__].__file__)
 
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
         try:
+            limits.check_options(args)
             result.update(self.run_berth(args, task_vars or {}))
         except InputError as exc:
             result.update(failed=True, msg=str(exc), field=exc.field)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     SchedulerInputError,
 )
@@ -54,8 +55,6 @@ class Flavor:
     # and dropping what the user wrote would hide it from them.
     extra_specs: dict[str, Any] = field(default_factory=dict)
 
-    _POSITIVE = ("vcpus", "memory_mb")
-    _NON_NEGATIVE = ("root_gb", "ephemeral_gb", "swap")
     # description is accepted so that Nova-style flavor files load; it plays no part in placement.
     _ALLOWED_KEYS = ("name", "vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap",
                      "extra_specs", "description")
@@ -66,10 +65,10 @@ class Flavor:
             raise SchedulerInputError(
                 "flavor.name", f"flavor.name must be a non-empty string, got {self.name!r}"
             )
-        for name in self._POSITIVE:
-            check_integer(f"flavor.{name}", getattr(self, name), minimum=1)
-        for name in self._NON_NEGATIVE:
-            check_integer(f"flavor.{name}", getattr(self, name), minimum=0)
+        limits.FLAVOR_NAME.check(self.name)
+        # Each size within its bounds (limits.py says why each stops where it does).
+        for name, limit in limits.FLAVOR_SIZES.items():
+            limit.check(getattr(self, name))
         if not isinstance(self.extra_specs, Mapping) or not all(
             isinstance(key, str) for key in self.extra_specs
         ):
@@ -77,6 +76,9 @@ class Flavor:
                 "flavor.extra_specs",
                 f"flavor.extra_specs must be a mapping with string keys, got {self.extra_specs!r}",
             )
+        for key, value in self.extra_specs.items():
+            limits.EXTRA_SPEC_TEXT.check(key, "flavor.extra_specs")
+            limits.EXTRA_SPEC_TEXT.check(str(value), f"flavor.extra_specs.{key}")
         self.extra_specs = dict(self.extra_specs)
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
@@ -77,17 +78,15 @@ def view(db: Connection, row: Any) -> dict[str, Any]:
 
 
 def check_args(name: Any, policy: Any, max_server_per_host: Any) -> None:
-    if not isinstance(name, str) or not name or len(name) > 255:
-        raise InputError("name", f"name must be a non-empty string of at most 255 characters, got {name!r}")
+    if not isinstance(name, str) or not name:
+        raise InputError("name", f"name must be a non-empty string, got {name!r}")
+    limits.NAME.check(name)
     if policy not in POLICIES:
         raise InputError("policy", f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     if max_server_per_host is not None:
         if policy != ANTI_AFFINITY:
             raise InputError("max_server_per_host", "max_server_per_host is a rule of the anti-affinity policy only")
-        if isinstance(max_server_per_host, bool) or not isinstance(max_server_per_host, int) \
-                or max_server_per_host < 1:
-            raise InputError("max_server_per_host",
-                             f"max_server_per_host must be an integer of at least 1, got {max_server_per_host!r}")
+        limits.MAX_SERVER_PER_HOST.check(max_server_per_host)
 
 
 def create(db: Connection, name: str, policy: str, max_server_per_host: int | None,

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
@@ -54,6 +55,13 @@ _COMPARED = ("name", "nodename", *CAPACITY_FIELDS)
 def _domain_instance(domain: Mapping[str, Any]) -> str | None:
     berth = domain.get("berth")
     return berth.get("instance_uuid") if berth else None
+
+
+def _within_range(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A host state with numbers or names the ledger's columns cannot hold is recorded as down,
+    with why (host_facts.host_state does the same; this covers states given by hand)."""
+    refusal = limits.host_state_refusal(state) if state.get("service_up") else None
+    return {**state, "service_up": False, "down_reason": refusal} if refusal else state
 
 
 def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -95,6 +103,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     Returns the report: hypervisors (per answering one: host, uuid, generation, changed,
     orphans), down, missing_instances, found_again, released_claims, kept_expired_claims.
     """
+    states = [_within_range(state) for state in states]
     answering = _answering(states)
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],

@@ -1,0 +1,77 @@
+"""An action's argument spec, derived from its module's DOCUMENTATION, so that what ansible-doc
+says a module takes and what the action accepts cannot differ. Private to the collection.
+
+Berth's modules are action plugins (plugins/action/NAME.py) whose documentation lives in a
+module file of the same name (plugins/modules/NAME.py). ``module_argument_spec`` reads that
+file's DOCUMENTATION (with its berth.fleet doc fragments), as ansible-doc does, and turns each
+option into what Ansible's ArgumentSpecValidator takes: type, elements, required, default,
+choices, aliases and suboptions. It runs once per action, when the action plugin is imported
+(Ansible's main process imports it before forking the task's worker), so a task pays nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+from typing import Any, Mapping
+
+import yaml
+
+# Module documentation cannot say no_log (ansible-test's schema has no such key), so the options
+# that carry credentials are named here; each says "Never printed" in its description.
+NO_LOG_OPTIONS = frozenset({"ledger_url"})
+_COLLECTION = "berth.fleet"
+_COPIED = ("type", "elements", "required", "default", "choices", "aliases")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
+
+
+def module_documentation(module_path: str) -> dict[str, Any]:
+    """The DOCUMENTATION of a module file, its doc fragments' options merged in as ansible-doc
+    merges them (the module's own keys win over a fragment's, option by option)."""
+    with open(module_path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), module_path)
+    text = next((node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 and any(isinstance(target, ast.Name) and target.id == "DOCUMENTATION" for target in node.targets)),
+                None)
+    if not isinstance(text, str):
+        raise ValueError(f"{module_path} has no DOCUMENTATION string")
+    doc = yaml.load(text, Loader=_LOADER)
+    options = doc.setdefault("options", {})
+    for name in doc.get("extends_documentation_fragment") or []:
+        for option, fragment_option in (fragment_documentation(name).get("options") or {}).items():
+            options[option] = {**fragment_option, **options.get(option, {})}
+    return doc
+
+
+def fragment_documentation(name: str) -> dict[str, Any]:
+    """The DOCUMENTATION of one of this collection's doc fragments (``berth.fleet.NAME``)."""
+    collection, _dot, short = name.rpartition(".")
+    if collection != _COLLECTION:
+        raise ValueError(f"doc fragment {name} is not one of {_COLLECTION}'s")
+    fragment = importlib.import_module(f"ansible_collections.berth.fleet.plugins.doc_fragments.{short}")
+    return yaml.load(fragment.ModuleDocFragment.DOCUMENTATION, Loader=_LOADER) or {}
+
+
+def argument_spec(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Documented options as an argument spec (suboptions included)."""
+    spec = {}
+    for name, option in options.items():
+        entry = {"type": option.get("type", "str")}
+        entry.update({key: option[key] for key in _COPIED if key in option})
+        if "choices" in entry:
+            entry["choices"] = list(entry["choices"])  # documentation may map each choice to its description
+        if name in NO_LOG_OPTIONS:
+            entry["no_log"] = True
+        if "suboptions" in option:
+            entry["options"] = argument_spec(option["suboptions"])
+        spec[name] = entry
+    return spec
+
+
+def module_argument_spec(action_path: str) -> dict[str, Any]:
+    """The argument spec of the action plugin at ``action_path`` (plugins/action/NAME.py), from
+    plugins/modules/NAME.py."""
+    plugins = os.path.dirname(os.path.dirname(os.path.abspath(action_path)))
+    module_path = os.path.join(plugins, "modules", os.path.basename(action_path))
+    return argument_spec(module_documentation(module_path)["options"])

@@ -1,0 +1,257 @@
+"""The actions' argument specs come from their modules' DOCUMENTATION (plugin_utils/_argspec.py):
+the examples validate, every documented option reaches the action and the action reads no
+other, the ledger group lists every module with ledger_url, and the documented choices and
+defaults are the engine's own."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
+    DRIVERS,
+    ENGINES,
+    EXPLAIN_MODES,
+    RequestSpec,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+    DEFAULT_SERVICE_DOWN_TIME_S,
+    REQUEST_OPTIONS,
+    SOURCES,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DEFAULT_LEASE_S, POLICIES
+
+REPO = Path(__file__).resolve().parents[4]
+ACTIONS = sorted(path.stem for path in (REPO / "plugins" / "action").glob("*.py"))
+COLLECTION = "ansible_collections.berth.fleet.plugins"
+# Where a value is a template in an example, something of the option's type stands in for it.
+_STAND_INS = {"int": 1, "float": 1.0, "bool": True, "list": [], "dict": {}, "raw": "x", "str": "x", "path": "/x"}
+
+
+def action(name):
+    return importlib.import_module(f"{COLLECTION}.action.{name}").ActionModule
+
+
+def documentation(name):
+    return _argspec.module_documentation(str(REPO / "plugins" / "modules" / f"{name}.py"))
+
+
+def test_every_action_has_a_module_file_and_its_spec_is_the_documented_one():
+    for name in ACTIONS:
+        assert action(name).ARGUMENT_SPEC == _argspec.argument_spec(documentation(name)["options"]), name
+
+
+def test_the_fragment_s_options_merge_under_the_module_s_own():
+    spec = action("hypervisor").ARGUMENT_SPEC
+    assert spec["ledger_url"] == {"type": "str", "no_log": True}
+
+
+@pytest.mark.parametrize("name", ACTIONS)
+def test_the_module_s_examples_validate_against_the_derived_spec(name):
+    spec = action(name).ARGUMENT_SPEC
+    examples = yaml.safe_load(importlib.import_module(f"{COLLECTION}.modules.{name}").EXAMPLES)
+    tasks = [task for task in _tasks(examples) if f"berth.fleet.{name}" in task]
+    assert tasks, f"{name} has no example of berth.fleet.{name}"
+    for task in tasks:
+        params = {key: _STAND_INS[spec[key]["type"]] if isinstance(value, str) and "{{" in value else value
+                  for key, value in (task[f"berth.fleet.{name}"] or {}).items()}
+        result = ArgumentSpecValidator(spec).validate(params)
+        assert result.error_messages == [], (task["name"], result.error_messages)
+        limits.check_options(result.validated_parameters)
+
+
+def _tasks(entries):
+    """The tasks of examples that are tasks or plays (with their blocks)."""
+    for entry in entries:
+        nested = [entry.get(key) or [] for key in ("tasks", "pre_tasks", "post_tasks", "block", "rescue", "always")]
+        if any(nested):
+            for tasks in nested:
+                yield from _tasks(tasks)
+        else:
+            yield entry
+
+
+def test_no_log_options_are_those_the_documentation_says_are_never_printed():
+    for name in ACTIONS:
+        for option, doc in documentation(name)["options"].items():
+            text = " ".join(doc["description"]) if isinstance(doc["description"], list) else doc["description"]
+            assert ("Never printed" in text) == (option in _argspec.NO_LOG_OPTIONS), (name, option)
+
+
+# ---- what each action reads from its arguments -------------------------------------------------
+
+class _Reads(ast.NodeVisitor):
+    """The option names a module's code reads from its arguments' mapping (``args`` in an
+    action, a helper's first parameter): ``args["x"]`` (``strict``: fails if the option is
+    missing), ``args.get("x")``, and either with a loop variable over a tuple of names (literal,
+    or a constant of ``module``) or over the keys of a dict constant of ``module``."""
+
+    def __init__(self, module, mapping="args"):
+        self.module = module
+        self.mapping = mapping
+        self.strict, self.tolerant = set(), set()
+        self.bound = {}
+
+    def _names(self, node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.Name) and node.id in self.bound:
+            return self.bound[node.id]
+        return set()
+
+    def _bind(self, target, iterable):
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+                and iterable.func.attr in ("items", "keys") and isinstance(iterable.func.value, ast.Name) \
+                and isinstance(getattr(self.module, iterable.func.value.id, None), dict):
+            if isinstance(target, ast.Tuple) and target.elts:
+                target = target.elts[0]  # for key, value in CONSTANT.items()
+            if isinstance(target, ast.Name):
+                self.bound[target.id] = set(getattr(self.module, iterable.func.value.id))
+            return
+        if not isinstance(target, ast.Name):
+            return
+        if isinstance(iterable, (ast.Tuple, ast.List)):
+            values = {elt.value for elt in iterable.elts if isinstance(elt, ast.Constant)}
+        elif isinstance(iterable, ast.Name) and isinstance(getattr(self.module, iterable.id, None), tuple):
+            values = set(getattr(self.module, iterable.id))
+        else:
+            return
+        self.bound[target.id] = values
+
+    def visit_For(self, node):
+        self._bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    def visit_comprehension(self, node):
+        self._bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    def _comprehension(self, node):
+        for generator in node.generators:  # bind before the element is visited
+            self.visit(generator)
+        self.generic_visit(node)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == self.mapping:
+            # A name written out must be there; one looped over is mostly guarded by a .get().
+            (self.strict if isinstance(node.slice, ast.Constant) else self.tolerant).update(self._names(node.slice))
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
+                and func.value.id == self.mapping and node.args:
+            self.tolerant |= self._names(node.args[0])
+        self.generic_visit(node)
+
+
+def _functions(tree):
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+
+def reads(name):
+    """(strict, all) option names the action ``name`` reads, in its own file and in the helper
+    functions of plugin_utils it calls with its arguments (followed within their module). Only
+    the action's own reads count as strict: a helper is called with arguments the action made."""
+    module = importlib.import_module(f"{COLLECTION}.action.{name}")
+    tree = ast.parse(Path(module.__file__).read_text())
+    found = _Reads(module)
+    found.visit(tree)
+    strict, tolerant = set(found.strict), set(found.tolerant)
+    helpers = [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               and node.module.startswith((f"{COLLECTION}.plugin_utils.", f"{COLLECTION}.module_utils."))
+               for alias in node.names]
+    seen = set()
+    while helpers:
+        module_name, function = helpers.pop()
+        if (module_name, function) in seen:
+            continue
+        seen.add((module_name, function))
+        helper = importlib.import_module(module_name)
+        functions = _functions(ast.parse(Path(helper.__file__).read_text()))
+        if function not in functions or not functions[function].args.args:
+            continue
+        parameters = [arg.arg for arg in functions[function].args.args]
+        # A helper given the action's arguments takes them as ``args``, or as its first parameter.
+        visitor = _Reads(helper, "args" if "args" in parameters else parameters[0])
+        visitor.visit(functions[function])
+        tolerant |= visitor.strict | visitor.tolerant
+        helpers += [(module_name, call.func.id) for call in ast.walk(functions[function])
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions]
+    return strict, strict | tolerant
+
+
+@pytest.mark.parametrize("name", ACTIONS)
+def test_every_documented_option_is_read_and_every_option_read_is_documented(name):
+    options = documentation(name)["options"]
+    documented = set(options)
+    strict, read = reads(name)
+    # migrate keeps the ledger option of its siblings, documented as unused.
+    unused = {option for option, doc in options.items() if str(doc["description"]).startswith("Unused")}
+    assert documented - read == unused, "documented but never read"
+    assert strict - documented == set(), "read but not documented"
+
+
+def test_the_reader_finds_reads_through_helpers_and_loops():
+    strict, read = reads("capacity")
+    assert {"ledger", "ledger_url", "server_group"} <= strict
+    assert {"flavor", "flavors_file", "hosts", "source", "scheduler_hints", "ram_weight_multiplier"} <= read - strict
+
+
+# ---- the ledger group, and the documentation against the engine --------------------------------
+
+def test_the_ledger_action_group_lists_every_module_that_takes_ledger_url():
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    with_ledger = {name for name in ACTIONS if "ledger_url" in action(name).ARGUMENT_SPEC}
+    assert set(runtime["action_groups"]["ledger"]) == with_ledger
+    assert len(runtime["action_groups"]["ledger"]) == len(with_ledger)
+
+
+def test_documented_choices_are_the_code_s():
+    schedule = action("schedule").ARGUMENT_SPEC
+    assert schedule["driver"]["choices"] == list(DRIVERS)
+    assert schedule["engine"]["choices"] == list(ENGINES)
+    assert schedule["explain"]["choices"] == list(EXPLAIN_MODES)
+    for name in ("schedule", "capacity", "migrate"):
+        assert action(name).ARGUMENT_SPEC["source"]["choices"] == list(SOURCES)
+    assert action("server_group").ARGUMENT_SPEC["policy"]["choices"] == list(POLICIES)
+
+
+def test_documented_defaults_are_the_engine_s_and_the_ledger_s():
+    engine = {field.name: field.default if field.default is not dataclasses.MISSING else field.default_factory()
+              for field in dataclasses.fields(RequestSpec) if field.name != "flavor"}
+    engine["enabled_filters"] = engine["weighers"] = None  # the module leaves them to the engine
+    for name in ("schedule", "capacity"):
+        spec = action(name).ARGUMENT_SPEC
+        for option in REQUEST_OPTIONS:
+            if option in spec:
+                assert spec[option].get("default") == engine[option], (name, option)
+    for name in ("schedule", "capacity", "migrate", "tracker_sync"):
+        assert action(name).ARGUMENT_SPEC["service_down_time"]["default"] == DEFAULT_SERVICE_DOWN_TIME_S
+    for name in ("schedule", "instance"):
+        assert action(name).ARGUMENT_SPEC["lease_seconds"]["default"] == DEFAULT_LEASE_S
+
+
+def test_modules_with_a_bounded_option_or_a_flavor_show_the_limits():
+    bounded = set(limits.OPTION_LIMITS) | {"flavor"}
+    for name in ACTIONS:
+        takes = bounded & set(action(name).ARGUMENT_SPEC)
+        fragments = documentation(name).get("extends_documentation_fragment") or []
+        assert bool(takes) == ("berth.fleet.limits" in fragments), (name, takes)
+
+
+def test_the_shipped_flavors_are_within_the_limits():
+    flavors = yaml.safe_load((REPO / "playbooks" / "vars" / "flavors.yml").read_text())["berth_flavors"]
+    for name, sizes in flavors.items():
+        Flavor.from_dict(sizes, name=name)
