@@ -110,9 +110,9 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
     for group in view["server_groups"]:
         for member in group["members"]:
             groups_of[member] = group["name"]
-    names = {}
+    by_uuid = {}
     for instance in view["instances"]:
-        names[instance["uuid"]] = instance
+        by_uuid[instance["uuid"]] = instance
         instances_by_host.setdefault(instance["hypervisor_uuid"], []).append(
             {**instance, "server_group": groups_of.get(instance["uuid"])})
 
@@ -126,8 +126,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
         hosted = instances_by_host.get(hypervisor["uuid"], [])
         bars = resource_bars(hypervisor["usage"])
         hosts.append({
-            "anchor": f"h{number}", "name": hypervisor["host"], "uuid": hypervisor["uuid"],
-            "nodename": hypervisor["nodename"], "state": state, "why": why,
+            "anchor": f"h{number}", "name": hypervisor["host"], "uuid": hypervisor["uuid"], "state": state, "why": why,
             "disabled": bool(hypervisor["disabled"]), "disabled_reason": hypervisor["disabled_reason"],
             "synced_at": _second(hypervisor["synced_at"]), "zone": hypervisor["availability_zone"],
             "aggregates": [aggregate.get("name", "") for aggregate in hypervisor["aggregates"] or []],
@@ -147,7 +146,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
         "homeless": instances_by_host.get(None, []),
         "totals": _fleet_totals(hosts), "hosts_up": states["up"],
         "most_full": most_full,
-        "server_groups": [_group(group, names) for group in view["server_groups"]],
+        "server_groups": [_group(group, by_uuid) for group in view["server_groups"]],
         "decisions": [_decision(decision) for decision in view["decisions"]],
     }
 

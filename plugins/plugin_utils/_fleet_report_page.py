@@ -185,7 +185,7 @@ autocomplete="off"></label>
 <div id="hvs">
 {% for h in hosts %}
 <div class="hv" id="{{ h.anchor }}" data-k="{{ h.search }}" data-s="{{ h.filter_states }}">
-<div class="hd"><span class="name">{{ h.name }}<span class="where">{{ h.zone or "no zone" }}\
+<div class="hd"><span class="name" title="libvirt host UUID {{ h.uuid }}">{{ h.name }}<span class="where">{{ h.zone or "no zone" }}\
 {% if h.aggregates %} · {{ h.aggregates | join(", ") }}{% endif %}</span></span>
 {% for b in h.bars %}{{ bar(b) }}{% endfor %}<span class="count">{{ badges(h) }}<br>{{ h.instances | length }} \
 instance{{ '' if h.instances | length == 1 else 's' }}</span></div>

@@ -77,7 +77,7 @@ class Browser:
         deadline = time.monotonic() + 30
         while True:
             try:
-                if self._call("GET", "/status")["ready"]:
+                if self._call("GET", "/status", in_session=False)["ready"]:
                     break
             except (OSError, WebDriverError):
                 pass
@@ -87,7 +87,8 @@ class Browser:
         options = {"binary": CHROMIUM, "args": [*CHROMIUM_ARGS, f"--user-data-dir={self.profile}/profile",
                                                 f"--window-size={self.width},{self.height}"]}
         answer = self._call("POST", "/session", {"capabilities": {"alwaysMatch": {
-            "browserName": "chrome", "goog:chromeOptions": options, "pageLoadStrategy": "normal"}}})
+            "browserName": "chrome", "goog:chromeOptions": options, "pageLoadStrategy": "normal"}}},
+            in_session=False)
         self.session = answer["sessionId"]
 
     def stop(self) -> None:
@@ -153,10 +154,8 @@ class Browser:
         self._call("POST", f"/element/{element}/click")
 
     def run(self, script: str, *args: Any) -> Any:
-        """Run ``script`` (a function body; ``arguments`` holds ``args``, elements as ids)."""
-        wrapped = [{ELEMENT: arg[len("element:"):]} if isinstance(arg, str) and arg.startswith("element:")
-                   else arg for arg in args]
-        return self._call("POST", "/execute/sync", {"script": script, "args": wrapped})
+        """Run ``script`` in the page (a function body: ``arguments`` holds ``args``); its return value."""
+        return self._call("POST", "/execute/sync", {"script": script, "args": list(args)})
 
     def screenshot(self, path: Path, full_page: bool = False) -> None:
         """A PNG of the window; ``full_page`` makes the window as tall as the page first."""
@@ -167,9 +166,8 @@ class Browser:
         if full_page:
             self._call("POST", "/window/rect", {"width": self.width, "height": self.height})
 
-    def _call(self, method: str, command: str, body: dict | None = None) -> Any:
-        url = self.base + (command if command.startswith("/status") or command == "/session" and method == "POST"
-                           else f"/session/{self.session}{command}")
+    def _call(self, method: str, command: str, body: dict | None = None, in_session: bool = True) -> Any:
+        url = f"{self.base}/session/{self.session}{command}" if in_session else f"{self.base}{command}"
         data = json.dumps(body if body is not None else {}).encode() if method == "POST" else None
         request = urllib.request.Request(url, data=data, method=method,
                                          headers={"Content-Type": "application/json; charset=utf-8"})
