@@ -37,13 +37,14 @@ class ActionModule(BerthAction):
             ledger.close()
         page = report.render(model)
         changed = _written_page(path) != page
+        stamped = report.stamped(page, view["read_at"].isoformat(sep=" ", timespec="seconds"))
         counts = dict(model["state_counts"])
         result = {
-            "changed": changed, "path": path, "bytes": len(page.encode()), "hypervisors": len(model["hosts"]),
+            "changed": changed, "path": path, "bytes": len(stamped.encode()), "hypervisors": len(model["hosts"]),
             "instances": model["instance_total"], "states": counts,
         }
         if changed and not self._task.check_mode:
-            _write(path, report.stamped(page, view["read_at"].isoformat(sep=" ", timespec="seconds")))
+            _write(path, stamped)
         verb = ("would write" if self._task.check_mode else "wrote") if changed else "unchanged:"
         states = ", ".join(f"{count} {state}" for state, count in counts.items() if count)
         result["msg"] = (f"{verb} {path} ({result['bytes']:,} bytes): {result['hypervisors']} hypervisors"

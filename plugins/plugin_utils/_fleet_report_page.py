@@ -38,6 +38,7 @@ background:var(--muted);margin-right:4px}
 .o-claimed{background:var(--up)}.o-no_valid_host{background:var(--down)}.o-claim_conflict{background:var(--stale)}
 .res{display:grid;grid-template-columns:44px 1fr 120px;align-items:center;gap:6px;font-size:12px}
 .lbl{color:var(--muted)}
+#most-full .res{grid-template-columns:1fr 120px}#most-full .lbl{display:none}
 .track{position:relative;display:flex;height:12px;background:#e8ecf0;border-radius:3px;overflow:hidden}
 .rsv{background:var(--rsv)}.use{background:var(--use)}
 .over .use{background:var(--over)}.over .num{color:var(--over);font-weight:600}
@@ -118,6 +119,16 @@ SCRIPT = """
 }());
 """
 
+# Pieces repeated on every hypervisor's row, filled by _fleet_report._markup (every value escaped)
+# rather than by template macros: a macro call each took most of the rendering of a large fleet.
+BADGE = '<span class="b s-{state}">{state}</span>'
+# One resource bar (_fleet_report._bar).
+BAR = ('<div class="res{over}" title="{title}"><span class="lbl">{label}</span><span class="track">{reserved}'
+       '<span class="use" style="width:{claimed_pct}%"></span>{capacity}</span>'
+       '<span class="num">{used} / {limit} {unit}</span></div>\n')
+BAR_RESERVED = '<span class="rsv" style="width:{pct}%"></span>'
+BAR_CAPACITY = '<span class="cap" style="left:{pct}%"></span>'
+
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -130,15 +141,6 @@ script-src 'sha256-{{ script_hash }}'">
 <style>{{ style | safe }}</style>
 </head>
 <body>
-{% macro bar(b) %}
-<div class="res{{ ' over' if b.over else '' }}" title="{{ b.title }}"><span class="lbl">{{ b.label }}</span>\
-<span class="track">{% if b.reserved_pct != "0" %}<span class="rsv" style="width:{{ b.reserved_pct }}%"></span>{% endif %}\
-<span class="use" style="width:{{ b.claimed_pct }}%"></span>\
-{% if b.capacity_pct %}<span class="cap" style="left:{{ b.capacity_pct }}%"></span>{% endif %}</span>\
-<span class="num">{{ b.used }} / {{ b.limit }} {{ b.unit }}</span></div>
-{% endmacro %}
-{% macro badges(h) %}<span class="b s-{{ h.state }}">{{ h.state }}</span>\
-{% if h.disabled %}<span class="b s-disabled">disabled</span>{% endif %}{% endmacro %}
 <header>
 <h1>Berth fleet</h1>
 <p class="meta">Ledger <span class="mono">{{ ledger }}</span> · generated {{ stamp | safe }} UTC, \
@@ -156,16 +158,16 @@ data-state="{{ state }}">{{ state }}<b>{{ count }}</b></button></li>{% endfor %}
 <div class="card"><h3>Instances</h3><p class="big">{{ instance_total }}</p>
 <ul class="chips">{% for state, count in instance_counts %}<li class="chip">{{ state }}<b>{{ count }}</b></li>{% endfor %}</ul></div>
 <div class="card wide" id="totals"><h3>Used of the limit, the {{ hosts_up }} hypervisors up</h3>
-{% for b in totals %}{{ bar(b) }}{% else %}<p class="empty">No hypervisor is up.</p>{% endfor %}
+{% for b in totals %}{{ b.html }}{% else %}<p class="empty">No hypervisor is up.</p>{% endfor %}
 <p class="legend"><i style="background:var(--rsv)"></i>reserved<i style="background:var(--use)"></i>claimed \
-(instances, unmanaged domains)<i style="background:var(--ink);width:2px"></i>capacity; the bar is the limit \
-(capacity × allocation ratio)</p></div>
+(instances, and unmanaged domains: those Berth did not make)<i style="background:var(--ink);width:2px"></i>\
+capacity; the bar is the limit (capacity × allocation ratio)</p></div>
 </div>
 <h2>Most full</h2>
 {% if most_full %}
 <table id="most-full"><thead><tr><th>hypervisor</th><th>state</th><th>vCPU</th><th>RAM</th><th>disk</th></tr></thead><tbody>
-{% for h in most_full %}<tr><td><a href="#{{ h.anchor }}">{{ h.name }}</a></td><td>{{ badges(h) }}</td>\
-{% for b in h.bars %}<td>{{ bar(b) }}</td>{% endfor %}</tr>
+{% for h in most_full %}<tr><td><a href="#{{ h.anchor }}">{{ h.name }}</a></td><td>{{ h.badges }}</td>\
+{% for b in h.bars %}<td>{{ b.html }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>
 {% else %}<p class="empty">Nothing is used yet.</p>{% endif %}
 {% if homeless %}
@@ -185,9 +187,9 @@ autocomplete="off"></label>
 <div id="hvs">
 {% for h in hosts %}
 <div class="hv" id="{{ h.anchor }}" data-k="{{ h.search }}" data-s="{{ h.filter_states }}">
-<div class="hd"><span class="name" title="libvirt host UUID {{ h.uuid }}">{{ h.name }}<span class="where">{{ h.zone or "no zone" }}\
+<div class="hd"><span class="name" title="UUID {{ h.uuid }}">{{ h.name }}<span class="where">{{ h.zone or "no zone" }}\
 {% if h.aggregates %} · {{ h.aggregates | join(", ") }}{% endif %}</span></span>
-{% for b in h.bars %}{{ bar(b) }}{% endfor %}<span class="count">{{ badges(h) }}<br>{{ h.instances | length }} \
+{% for b in h.bars %}{{ b.html }}{% endfor %}<span class="count">{{ h.badges }}<br>{{ h.instances | length }} \
 instance{{ '' if h.instances | length == 1 else 's' }}</span></div>
 {% if h.why %}<p class="why s-text-{{ h.state }}">{{ h.state }}: {{ h.why }}; last sync \
 <time class="age" datetime="{{ h.synced_at }}Z">{{ h.synced_at | replace("T", " ") }} UTC</time></p>{% endif %}
@@ -196,7 +198,7 @@ instance{{ '' if h.instances | length == 1 else 's' }}</span></div>
 <small>{{ i.state }} · {{ i.flavor }}{% if i.server_group %} · group {{ i.server_group }}{% endif %}\
 {% if i.failure_reason %} · {{ i.failure_reason }}{% endif %}</small></li>{% endfor %}</ul>{% endif %}
 {% if h.unmanaged %}<details><summary>{{ h.unmanaged | length }} unmanaged domain\
-{{ '' if h.unmanaged | length == 1 else 's' }} (not made by Berth, counted as claimed)</summary><ul class="inst">\
+{{ '' if h.unmanaged | length == 1 else 's' }}</summary><ul class="inst">\
 {% for d in h.unmanaged %}<li>{{ d.name }} <small>{{ d.vcpus }} vCPU · {{ d.memory_mb }} MB</small></li>{% endfor %}\
 </ul></details>{% endif %}
 </div>
@@ -222,10 +224,10 @@ instance{{ '' if h.instances | length == 1 else 's' }}</span></div>
 <p>Asked for {{ d.count }} × {{ d.flavor }} ({{ d.sizes }}){% if d.server_group %}, server group {{ d.server_group }}\
 {% endif %}{% if d.availability_zone %}, zone {{ d.availability_zone }}{% endif %}; \
 {{ d.hosts_total }} hypervisor(s) considered.</p>
-{% if d.placements %}<table><thead><tr><th>instance</th><th>placed on</th><th>weight</th><th>weighers</th>\
+{% if d.placements %}<table><thead><tr><th>instance</th><th>placed on</th><th>weight</th><th>weighers (their part of the weight)</th>\
 <th>alternates</th></tr></thead><tbody>
 {% for p in d.placements %}<tr><td>{{ p.index }}</td><td>{{ p.host }}</td><td>{{ p.weight }}</td>\
-<td>{{ p.weights | join(", ") }}</td><td>{{ p.alternates | join(", ") or "none" }}</td></tr>
+<td>{{ p.weights | join(", ") or "all 0" }}</td><td>{{ p.alternates | join(", ") or "none" }}</td></tr>
 {% endfor %}</tbody></table>{% endif %}
 {% if d.reasons %}<p>Not available:</p><ul>{% for reason in d.reasons %}<li>{{ reason }}</li>{% endfor %}</ul>{% endif %}
 {% if d.rejections %}<p>Rejected hypervisors:</p><ul>{% for host, message in d.rejections %}\

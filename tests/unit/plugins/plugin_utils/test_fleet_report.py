@@ -64,7 +64,7 @@ def test_bars_are_the_resource_filters_numbers_track_the_limit_fill_the_used():
     assert (ram["used"], ram["limit"], ram["unit"]) == ("8", "24", "GiB")
     assert ram["reserved_pct"] == "2.08" and ram["claimed_pct"] == "31.25"
     assert ram["capacity_pct"] == "66.67"
-    assert "claimed 7.5 + reserved 0.5 of limit 24 GiB" in ram["title"]
+    assert ram["title"] == "claimed 7.5, reserved 0.5; limit = capacity 16 × ratio 1.5"
     # Ratio 1: the capacity is the limit, no tick.
     assert (disk["claimed_pct"], disk["capacity_pct"]) == ("0", None)
 
