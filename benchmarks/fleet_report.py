@@ -42,7 +42,7 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests" / "integration")]
 
 import synthetic  # noqa: E402
 from browser import Browser  # noqa: E402
-from fleet_scale import run  # noqa: E402  (ansible-playbook with the timing callback)
+from fleet_scale import run, spread  # noqa: E402  (ansible-playbook with the timing callback; figures)
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
     RequestSpec,
@@ -113,23 +113,33 @@ def fill(url: str, size: int) -> dict:
     return {"sync_rate": size / sync_s}
 
 
-def in_process(url: str) -> dict:
+def in_process(url: str, runs: int) -> dict:
+    """The action's three steps in this process, timed (median of ``runs``), then once more under
+    tracemalloc for their peak (tracing slows Python several times: never timed)."""
     ledger = Ledger(url).open()
+    timings: dict[str, list[float]] = {"read_s": [], "model_s": [], "render_s": []}
+
+    def steps() -> tuple[dict, str]:
+        began = time.perf_counter()
+        view = ledger.fleet_view()
+        read = time.perf_counter()
+        model = report.page_model(view, 600, safe_url(url))
+        modelled = time.perf_counter()
+        page = report.render(model)
+        rendered = time.perf_counter()
+        for key, seconds in (("read_s", read - began), ("model_s", modelled - read), ("render_s", rendered - modelled)):
+            timings[key].append(seconds)
+        return model, page
+
+    for _round in range(runs):
+        model, page = steps()
     tracemalloc.start()
-    began = time.perf_counter()
-    view = ledger.fleet_view()
-    read_s = time.perf_counter() - began
-    began = time.perf_counter()
-    model = report.page_model(view, 600, safe_url(url))
-    model_s = time.perf_counter() - began
-    began = time.perf_counter()
-    page = report.render(model)
-    render_s = time.perf_counter() - began
+    steps()
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     ledger.close()
     encoded = page.encode()
-    return {"read_s": read_s, "model_s": model_s, "render_s": render_s, "peak_mib": peak / 2 ** 20,
+    return {**{key: statistics.median(values[:runs]) for key, values in timings.items()}, "peak_mib": peak / 2 ** 20,
             "bytes": len(encoded), "gzip_bytes": len(gzip.compress(encoded, 6)),
             "instances": model["instance_total"], "hosts": len(model["hosts"])}
 
@@ -168,11 +178,6 @@ def measure(url: str, work: Path, runs: int) -> dict:
     return figures
 
 
-def spread(values: list[float], digits: int = 2) -> str:
-    return (f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-            if len(values) > 1 else f"{values[0]:.{digits}f}")
-
-
 def write(path: str, results: list[dict], started: float, load_before: str, runs: int) -> None:
     lines = [
         "# The fleet report at fleet scale",
@@ -204,7 +209,7 @@ def write(path: str, results: list[dict], started: float, load_before: str, runs
         "",
         "read = Ledger.fleet_view (hypervisors with usage and unmanaged domains, instances, server",
         "groups, the 20 newest decisions, one transaction); model = states and bars; render = Jinja2,",
-        "autoescaped. Peak = tracemalloc peak of the three.",
+        "autoescaped; median of the runs. Peak = tracemalloc peak of the three, in a run of its own.",
         "",
         "| hypervisors | read | model | render | peak MiB |",
         "|---:|---:|---:|---:|---:|",
@@ -217,7 +222,7 @@ def write(path: str, results: list[dict], started: float, load_before: str, runs
         "",
         "## In headless Chromium (Debian's, through chromedriver)",
         "",
-        "open = the WebDriver navigation, until the page has loaded; DOM ready and load = from the",
+        "One load of the page: open = the WebDriver navigation, until the page has loaded; DOM ready and load = from the",
         "navigation's start (the page's own Navigation Timing); filter = the page's script hiding every",
         "row but one on an input event, with the layout that follows; typed = a host name typed key by",
         "key through WebDriver (the page filters again on each key).",
@@ -254,7 +259,7 @@ def main() -> None:
             filled = fill(url, size)
             print(f"{size}: ledger filled, measuring", flush=True)
             figures = measure(url, work, options.runs)
-            split = in_process(url)
+            split = in_process(url, options.runs)
             seen = in_browser(work / "fleet0.html", f"synth{size // 2:06d}")
             results.append({"size": size, "fill": filled, "figures": figures, "split": split, "browser": seen})
             write(options.output, results, started, load_before, options.runs)
