@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fleet_report
 short_description: Write the fleet as one self-contained HTML page, from Berth's ledger
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Reads the ledger, and only the ledger (no hypervisor is contacted), and writes one HTML page
     of the fleet on the controller, at O(path).

@@ -25,7 +25,6 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, StrictUndefined
-from markupsafe import Markup
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import format_number
@@ -89,7 +88,7 @@ def _bar(resource: tuple[str, int, str], total: float, limit: float, used: float
     track = limit if limit > 0 else max(used, 1.0)
     reserved_share = min(reserved / track, 1.0)
     used_share = min(max(used, 0.0) / track, 1.0)
-    bar = {
+    drawn = {
         "label": label, "unit": unit, "used": _amount(used, per_unit), "limit": _amount(limit, per_unit),
         "reserved_pct": _pct(reserved_share), "claimed_pct": _pct(used_share - reserved_share),
         "capacity_pct": _pct(total / track) if 0 < total < track else None, "over": used > limit,
@@ -98,20 +97,25 @@ def _bar(resource: tuple[str, int, str], total: float, limit: float, used: float
                   f"limit = capacity {_amount(total, per_unit)} × ratio {_amount(limit / total if total else 1.0, 1, 2)}"),
         "raw": (total, limit, used, reserved),
     }
-    bar["html"] = _markup(
-        BAR, over=" over" if bar["over"] else "", title=bar["title"], label=label, unit=unit, used=bar["used"],
-        limit=bar["limit"], claimed_pct=bar["claimed_pct"],
-        reserved=_markup(BAR_RESERVED, pct=bar["reserved_pct"]) if reserved_share > 0 else "",
-        capacity=_markup(BAR_CAPACITY, pct=bar["capacity_pct"]) if bar["capacity_pct"] else "")
-    return bar
+    drawn["html"] = _markup(
+        BAR, over=" over" if drawn["over"] else "", title=drawn["title"], label=label, unit=unit, used=drawn["used"],
+        limit=drawn["limit"], claimed_pct=drawn["claimed_pct"],
+        reserved=_markup(BAR_RESERVED, pct=drawn["reserved_pct"]) if reserved_share > 0 else "",
+        capacity=_markup(BAR_CAPACITY, pct=drawn["capacity_pct"]) if drawn["capacity_pct"] else "")
+    return drawn
 
 
-def _markup(template: str, **values: Any) -> Markup:
-    """``template`` filled with ``values``, each escaped unless it is markup already, as the
-    template's autoescaping does, at the speed of str.format and html.escape (markupsafe's
-    formatter and escape make a Python object per value: seconds on a large fleet)."""
-    return Markup(template.format(**{
-        name: value if isinstance(value, Markup) else html.escape(str(value)) for name, value in values.items()}))
+def _markup(template: str, **values: str) -> str:
+    """``template`` filled with ``values``, each escaped as the template's autoescaping would,
+    at the speed of str.format and html.escape (Jinja2's own markup objects make a Python object
+    per value: seconds on a large fleet). The template shows the result with ``| safe``. A
+    value made by _markup itself is passed on as it is: it is escaped already."""
+    return _Escaped(template.format(**{
+        name: value if isinstance(value, _Escaped) else html.escape(str(value)) for name, value in values.items()}))
+
+
+class _Escaped(str):
+    """Text that _markup made: escaped already."""
 
 
 def _amount(value: float, per_unit: int, digits: int = 1) -> str:
@@ -161,7 +165,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
             "disabled": bool(hypervisor["disabled"]), "disabled_reason": hypervisor["disabled_reason"],
             "synced_at": _second(hypervisor["synced_at"]), "zone": hypervisor["availability_zone"],
             "aggregates": [aggregate.get("name", "") for aggregate in hypervisor["aggregates"] or []],
-            "bars": bars, "fullness": max(bar["fullness"] for bar in bars),
+            "bars": bars, "fullness": max(drawn["fullness"] for drawn in bars),
             "instances": hosted, "unmanaged": hypervisor["unmanaged"],
             # What the name filter matches: the hypervisor's name and its instances' names.
             "search": " ".join([hypervisor["host"], *(instance["name"] for instance in hosted)]).lower(),

@@ -1,8 +1,9 @@
 """The fleet report's page: one Jinja2 template with its style and script inline (no file, font
 or script from anywhere else, so that it works offline and can be mailed or archived as is).
 
-The template is rendered with autoescaping on (_fleet_report.render); ``style`` and ``script``
-are constants of this file, the only text it marks safe. The script filters the hypervisors by
+The template is rendered with autoescaping on (_fleet_report.render). What it marks safe:
+``style`` and ``script``, constants of this file; the stamp's markers; and the bars and badges,
+which _fleet_report._markup fills from the pieces below with every value escaped. The script filters the hypervisors by
 name and state and counts ages from the absolute times the page carries; without it the page
 still shows everything.
 """
@@ -158,7 +159,7 @@ data-state="{{ state }}">{{ state }}<b>{{ count }}</b></button></li>{% endfor %}
 <div class="card"><h3>Instances</h3><p class="big">{{ instance_total }}</p>
 <ul class="chips">{% for state, count in instance_counts %}<li class="chip">{{ state }}<b>{{ count }}</b></li>{% endfor %}</ul></div>
 <div class="card wide" id="totals"><h3>Used of the limit, the {{ hosts_up }} hypervisors up</h3>
-{% for b in totals %}{{ b.html }}{% else %}<p class="empty">No hypervisor is up.</p>{% endfor %}
+{% for b in totals %}{{ b.html | safe }}{% else %}<p class="empty">No hypervisor is up.</p>{% endfor %}
 <p class="legend"><i style="background:var(--rsv)"></i>reserved<i style="background:var(--use)"></i>claimed \
 (instances, and unmanaged domains: those Berth did not make)<i style="background:var(--ink);width:2px"></i>\
 capacity; the bar is the limit (capacity × allocation ratio)</p></div>
@@ -166,8 +167,8 @@ capacity; the bar is the limit (capacity × allocation ratio)</p></div>
 <h2>Most full</h2>
 {% if most_full %}
 <table id="most-full"><thead><tr><th>hypervisor</th><th>state</th><th>vCPU</th><th>RAM</th><th>disk</th></tr></thead><tbody>
-{% for h in most_full %}<tr><td><a href="#{{ h.anchor }}">{{ h.name }}</a></td><td>{{ h.badges }}</td>\
-{% for b in h.bars %}<td>{{ b.html }}</td>{% endfor %}</tr>
+{% for h in most_full %}<tr><td><a href="#{{ h.anchor }}">{{ h.name }}</a></td><td>{{ h.badges | safe }}</td>\
+{% for b in h.bars %}<td>{{ b.html | safe }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>
 {% else %}<p class="empty">Nothing is used yet.</p>{% endif %}
 {% if homeless %}
@@ -189,7 +190,7 @@ autocomplete="off"></label>
 <div class="hv" id="{{ h.anchor }}" data-k="{{ h.search }}" data-s="{{ h.filter_states }}">
 <div class="hd"><span class="name" title="UUID {{ h.uuid }}">{{ h.name }}<span class="where">{{ h.zone or "no zone" }}\
 {% if h.aggregates %} · {{ h.aggregates | join(", ") }}{% endif %}</span></span>
-{% for b in h.bars %}{{ b.html }}{% endfor %}<span class="count">{{ h.badges }}<br>{{ h.instances | length }} \
+{% for b in h.bars %}{{ b.html | safe }}{% endfor %}<span class="count">{{ h.badges | safe }}<br>{{ h.instances | length }} \
 instance{{ '' if h.instances | length == 1 else 's' }}</span></div>
 {% if h.why %}<p class="why s-text-{{ h.state }}">{{ h.state }}: {{ h.why }}; last sync \
 <time class="age" datetime="{{ h.synced_at }}Z">{{ h.synced_at | replace("T", " ") }} UTC</time></p>{% endif %}

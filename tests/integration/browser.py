@@ -133,8 +133,8 @@ class Browser:
 
     def find_all(self, css: str, within: str | None = None) -> list[str]:
         prefix = f"/element/{within}" if within else ""
-        return [item[ELEMENT] for item in self._call("POST", f"{prefix}/elements", {"using": "css selector",
-                                                                                   "value": css})]
+        found = self._call("POST", f"{prefix}/elements", {"using": "css selector", "value": css})
+        return [item[ELEMENT] for item in found]
 
     def text(self, element: str) -> str:
         """The element's text as rendered: what a person reads (hidden parts left out)."""

@@ -316,8 +316,8 @@ def hypervisor_list(db: Connection, now: dt.datetime, uuids: Sequence[str] | Non
             "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
             "sync_status": row.sync_status, "down_reason": row.down_reason, "synced_at": iso(row.synced_at),
             "sync_age_s": row.sync_age_s,
-            "status_reason": None if row.sync_status == HV_UP else _explained(row.down_reason or row.sync_status,
-                                                                               row.synced_at),
+            "status_reason": (None if row.sync_status == HV_UP
+                              else _explained(row.down_reason or row.sync_status, row.synced_at)),
             "inventories": {
                 "VCPU": {"total": row.vcpus_total, "reserved": 0, "allocation_ratio": row.cpu_allocation_ratio},
                 "MEMORY_MB": {"total": row.total_usable_ram_mb, "reserved": row.reserved_host_memory_mb,

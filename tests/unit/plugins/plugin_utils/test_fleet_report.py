@@ -122,7 +122,7 @@ def test_summary_counts_states_with_disabled_beside_them_and_lists_the_most_full
     assert [host["name"] for host in model["most_full"]] == ["hv3", "hv1", "hv2"]
     assert [host["filter_states"] for host in model["hosts"]] == ["up", "stale disabled", "down"]
     # The fleet's bars sum the hypervisors that are up: hv1 alone.
-    assert [(bar["used"], bar["limit"]) for bar in model["totals"]] == [("6", "16"), ("0", "24"), ("0", "100")]
+    assert [(total["used"], total["limit"]) for total in model["totals"]] == [("6", "16"), ("0", "24"), ("0", "100")]
 
 
 def test_checked_path_refuses_a_directory_and_a_missing_directory_naming_the_field(tmp_path):
