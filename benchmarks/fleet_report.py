@@ -155,7 +155,7 @@ def in_browser(page: Path, host: str) -> dict:
         began = time.perf_counter()
         browser.type_into(browser.find("#q"), host)
         typed_s = time.perf_counter() - began
-        assert browser.text(browser.find("#shown")) == f"1 of {rows} shown"
+        assert browser.text(browser.find("#shown")) == f"1 of {rows:,} shown"
     return {"open_s": open_s, "load_ms": load_ms, "ready_ms": ready_ms, "rows": rows, "filter_ms": filter_ms,
             "shown": shown, "typed_s": typed_s, "typed_keys": len(host)}
 

@@ -94,7 +94,7 @@ SCRIPT = """
       if (rows[i].hidden === visible) { rows[i].hidden = !visible; }
       if (visible) { count++; }
     }
-    shown.textContent = count + " of " + rows.length + " shown";
+    shown.textContent = count.toLocaleString("en-US") + " of " + rows.length.toLocaleString("en-US") + " shown";
   }
   query.addEventListener("input", apply);
   state.addEventListener("change", apply);
@@ -138,7 +138,7 @@ TEMPLATE = """<!DOCTYPE html>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; \
 script-src 'sha256-{{ script_hash }}'">
 <meta name="generator" content="berth.fleet.fleet_report">
-<title>Berth fleet: {{ hosts | length }} hypervisors</title>
+<title>Berth fleet: {{ "{:,}".format(hosts | length) }} hypervisors</title>
 <style>{{ style | safe }}</style>
 </head>
 <body>
@@ -153,11 +153,11 @@ rewritten only when what it shows changes · stale after {{ service_down_time }}
 <section id="summary">
 <h2>Summary</h2>
 <div class="cards">
-<div class="card"><h3>Hypervisors</h3><p class="big">{{ hosts | length }}</p>
+<div class="card"><h3>Hypervisors</h3><p class="big">{{ "{:,}".format(hosts | length) }}</p>
 <ul class="chips">{% for state, count in state_counts %}<li><button type="button" class="chip{{ ' s-' ~ state if count else '' }}" \
-data-state="{{ state }}">{{ state }}<b>{{ count }}</b></button></li>{% endfor %}</ul></div>
-<div class="card"><h3>Instances</h3><p class="big">{{ instance_total }}</p>
-<ul class="chips">{% for state, count in instance_counts %}<li class="chip">{{ state }}<b>{{ count }}</b></li>{% endfor %}</ul></div>
+data-state="{{ state }}">{{ state }}<b>{{ "{:,}".format(count) }}</b></button></li>{% endfor %}</ul></div>
+<div class="card"><h3>Instances</h3><p class="big">{{ "{:,}".format(instance_total) }}</p>
+<ul class="chips">{% for state, count in instance_counts %}<li class="chip">{{ state }}<b>{{ "{:,}".format(count) }}</b></li>{% endfor %}</ul></div>
 <div class="card wide" id="totals"><h3>Used of the limit, the {{ hosts_up }} hypervisors up</h3>
 {% for b in totals %}{{ b.html | safe }}{% else %}<p class="empty">No hypervisor is up.</p>{% endfor %}
 <p class="legend"><i style="background:var(--rsv)"></i>reserved<i style="background:var(--use)"></i>claimed \
@@ -184,7 +184,7 @@ capacity; the bar is the limit (capacity × allocation ratio)</p></div>
 autocomplete="off"></label>
 <label>State <select id="state"><option value="">any</option>{% for state, count in state_counts %}\
 <option value="{{ state }}">{{ state }}</option>{% endfor %}</select></label>
-<span id="shown">{{ hosts | length }} of {{ hosts | length }} shown</span></div>
+<span id="shown">{{ "{:,}".format(hosts | length) }} of {{ "{:,}".format(hosts | length) }} shown</span></div>
 <div id="hvs">
 {% for h in hosts %}
 <div class="hv" id="{{ h.anchor }}" data-k="{{ h.search }}" data-s="{{ h.filter_states }}">
