@@ -17,6 +17,7 @@ description:
     of the run, so that the benchmark can tell Ansible's start-up and the inventory's fact
     gathering (before the first task) from the tasks and the exit. Task starts count from the
     callback's loading.
+  - Each task that ran says whether it C(changed) anything.
   - A task whose result has C(timing) (berth.fleet.schedule's read, decide and claim seconds) or
     C(placements) keeps them, under C(timing) and C(hosts).
 """
@@ -44,6 +45,7 @@ class CallbackModule(CallbackBase):
         self.tasks.append({"task": task.get_name(), "start": time.monotonic()})
 
     def v2_runner_on_ok(self, result, **kwargs):
+        self.tasks[-1]["changed"] = bool(result._result.get("changed"))
         if "timing" in result._result:
             self.tasks[-1]["timing"] = result._result["timing"]
         if result._result.get("placements"):

@@ -85,8 +85,9 @@ decisions:
   elements: dict
 hypervisors:
   description: Hypervisors (uuid, host, nodename, generation, disabled, disabled_reason, sync_status -
-    up, down or missing -, last_seen_at, inventories per resource with total, reserved and
-    allocation_ratio, unmanaged domains, usage as the scheduler sees it).
+    up, down or missing -, down_reason, status_reason - why it is not up, as the scheduler says it,
+    null when up -, synced_at, sync_age_s - seconds since that sync -, inventories per resource
+    with total, reserved and allocation_ratio, unmanaged domains, usage as the scheduler sees it).
   returned: when what=hypervisors
   type: list
   elements: dict

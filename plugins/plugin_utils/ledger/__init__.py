@@ -67,8 +67,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     SOFT_ANTI_AFFINITY,
     claim_dict,
     hypervisors,
-    instance_dict,
-    instances,
     metadata,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims as claims_table
@@ -184,7 +182,22 @@ class Ledger:
     def hypervisors(self, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every hypervisor (or those of ``uuids``) with its inventories, usage and unmanaged domains."""
         with self._read() as db:
-            return host_states.hypervisor_list(db, uuids)
+            return host_states.hypervisor_list(db, utcnow(), uuids)
+
+    @database_errors
+    def fleet_view(self, decisions_limit: int = 20) -> dict[str, Any]:
+        """What the fleet report shows, read in one transaction so that its parts agree: every
+        hypervisor (as ``hypervisors`` gives them), every instance, every server group, the
+        newest ``decisions_limit`` decisions, and ``read_at``, the time the ages are counted to."""
+        with self._read() as db:
+            now = utcnow()
+            return {
+                "read_at": now,
+                "hypervisors": host_states.hypervisor_list(db, now),
+                "instances": claims.instance_listing(db),
+                "server_groups": server_groups.listing(db, None),
+                "decisions": decisions.listing(db, None, decisions_limit),
+            }
 
     # ---- operators' actions on hypervisors -------------------------------------------------
 
@@ -209,15 +222,7 @@ class Ledger:
         """Instances by name (``names``), or those of a launch (``launch``: the name itself and
         ``<launch>-<index>``), or all; each with the URI of its hypervisor's last sync (``uri``)."""
         with self._read() as db:
-            query = (select(instances, hypervisors.c.uri)
-                     .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
-                     .order_by(instances.c.name))
-            if names is not None:
-                query = query.where(instances.c.name.in_(list(names)))
-            if launch is not None:
-                query = query.where((instances.c.name == launch)
-                                    | instances.c.name.startswith(f"{launch}-", autoescape=True))
-            return [{**instance_dict(row._mapping), "uri": row.uri} for row in db.execute(query)]
+            return claims.instance_listing(db, names, launch)
 
     @database_errors
     def inventory_instances(self, states: Sequence[str]) -> list[dict[str, Any]]:

@@ -53,6 +53,21 @@ DEFAULT_LEASE_S = 3600
 UNSAFE_CLAIMS_ENV = "BERTH_TEST_UNSAFE_CLAIMS"
 
 
+def instance_listing(db: Connection, names: Iterable[str] | None = None,
+                     launch: str | None = None) -> list[dict[str, Any]]:
+    """Instances by name (``names``), or those of a launch (``launch``: the name itself and
+    ``<launch>-<index>``), or all, by name; each with the URI of its hypervisor's last sync (``uri``)."""
+    query = (select(instances, hypervisors.c.uri)
+             .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
+             .order_by(instances.c.name))
+    if names is not None:
+        query = query.where(instances.c.name.in_(list(names)))
+    if launch is not None:
+        query = query.where((instances.c.name == launch)
+                            | instances.c.name.startswith(f"{launch}-", autoescape=True))
+    return [{**instance_dict(row._mapping), "uri": row.uri} for row in db.execute(query)]
+
+
 class ClaimConflict(BerthError):
     """A host no longer had room (or the group's policy no longer allowed it) when the claim
     re-checked it; decide again with fresh usage."""

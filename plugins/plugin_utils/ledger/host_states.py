@@ -131,10 +131,7 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
     # The drivers give 0/1 (SQLite) or booleans (PostgreSQL); HostState takes booleans.
     columns["service_up"] = list(map(bool, columns["service_up"]))
     columns["disabled"] = list(map(bool, columns["disabled"]))
-    columns["down_reason"] = [
-        reason if reason is None or reason not in _DOWN_REASONS else _down_reason(reason, when)
-        for reason, when in zip(columns["down_reason"], missing_since)
-    ]
+    columns["down_reason"] = [_explained(reason, when) for reason, when in zip(columns["down_reason"], missing_since)]
     for name in JSON_FACTS:
         if name in columns:
             columns[name] = _parsed(columns[name])
@@ -156,6 +153,12 @@ def _order(db: Connection, query: Any) -> Any:
     if db.dialect.name == "sqlite":
         return query.order_by(literal_column("hypervisors.rowid"))
     return query.order_by(H.name, H.uuid)
+
+
+def _explained(reason: str | None, synced_at: Any) -> str | None:
+    """Why a host is not up: the reason its sync recorded, else (``reason`` is then its sync
+    status) what that status means; None for a host that is up."""
+    return reason if reason is None or reason not in _DOWN_REASONS else _down_reason(reason, synced_at)
 
 
 def _down_reason(status: str, synced_at: Any) -> str:
@@ -290,12 +293,14 @@ def build_targets(db: Connection, uuids: Iterable[str]) -> dict[str, dict[str, A
     return targets
 
 
-def hypervisor_list(db: Connection, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def hypervisor_list(db: Connection, now: dt.datetime, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every hypervisor (or those of ``uuids``) with its capacity, usage and unmanaged domains
-    (ledger_info, drift reports)."""
+    (ledger_info, drift reports, the fleet report): ``sync_age_s`` is the seconds since its last
+    sync at ``now``, ``status_reason`` why it is not up (as the scheduler words it), or None."""
     unmanaged: dict[str, list[dict[str, Any]]] = {}
     orphans = select(unmanaged_usage).order_by(unmanaged_usage.c.domain_name)
-    query = select(hypervisors, *(expression.label(f"usage_{name}") for name, expression in USAGE_COLUMNS.items())
+    query = select(hypervisors, _age_seconds(db, now).label("sync_age_s"),
+                   *(expression.label(f"usage_{name}") for name, expression in USAGE_COLUMNS.items())
                    ).order_by(H.name)
     if uuids is not None:
         orphans = orphans.where(unmanaged_usage.c.hypervisor_uuid.in_(list(uuids)))
@@ -310,6 +315,9 @@ def hypervisor_list(db: Connection, uuids: Sequence[str] | None = None) -> list[
             "uuid": row.uuid, "host": row.name, "nodename": row.nodename, "uri": row.uri,
             "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
             "sync_status": row.sync_status, "down_reason": row.down_reason, "synced_at": iso(row.synced_at),
+            "sync_age_s": row.sync_age_s,
+            "status_reason": (None if row.sync_status == HV_UP
+                              else _explained(row.down_reason or row.sync_status, row.synced_at)),
             "inventories": {
                 "VCPU": {"total": row.vcpus_total, "reserved": 0, "allocation_ratio": row.cpu_allocation_ratio},
                 "MEMORY_MB": {"total": row.total_usable_ram_mb, "reserved": row.reserved_host_memory_mb,
