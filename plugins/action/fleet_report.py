@@ -8,27 +8,17 @@ from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.plugin_utils import _fleet_report as report
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEFAULT_SERVICE_DOWN_TIME_S
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url
 
 
 class ActionModule(BerthAction):
-    ARGUMENT_SPEC = {
-        "path": {"type": "path", "required": True},
-        "decisions": {"type": "int", "default": 20},
-        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-        "ledger_url": LEDGER_ARGS["ledger_url"],
-    }
     _supports_check_mode = True
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         path = _checked_path(args["path"])
         if args["decisions"] < 0:
             raise InputError("decisions", f"decisions must be 0 or more, got {args['decisions']}")
-        if args["service_down_time"] < 1:
-            raise InputError("service_down_time",
-                             f"service_down_time must be at least 1 second, got {args['service_down_time']}")
         ledger = Ledger(args["ledger_url"]).open()
         try:
             view = ledger.fleet_view(args["decisions"])

@@ -52,6 +52,7 @@ options:
     default: 600
 extends_documentation_fragment:
   - berth.fleet.ledger
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full
