@@ -67,6 +67,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,12 +119,12 @@ BOOTABLE = ("soak.small", "soak.medium")  # the lab's guest kernel wants 128 MiB
 # Per host: vCPUs (through cpu_allocation_ratio), memory beyond the reserved amount, and disk
 # (through disk_allocation_ratio): hv1 fills up by memory, hv2 by vCPUs, hv3 by disk.
 CAPACITY = {
-    "hv1": {"vcpus": 6, "ram_mb": 640, "disk_gb": 40},
-    "hv2": {"vcpus": 8, "ram_mb": 4096, "disk_gb": 40},
-    "hv3": {"vcpus": 10, "ram_mb": 4096, "disk_gb": 8},
+    "hv1": {"vcpus": 8, "ram_mb": 1024, "disk_gb": 40},
+    "hv2": {"vcpus": 10, "ram_mb": 4096, "disk_gb": 40},
+    "hv3": {"vcpus": 12, "ram_mb": 4096, "disk_gb": 10},
 }
 GROUPS = {"spread-a": "anti-affinity", "spread-b": "anti-affinity", "pack-a": "affinity", "pack-b": "affinity"}
-KINDS = {"launch": 0.42, "delete": 0.28, "migrate": 0.2, "drain": 0.1}
+KINDS = {"launch": 0.4, "delete": 0.32, "migrate": 0.19, "drain": 0.09}
 KILL_MODES = ("random", "after-claim", "mid-build")
 POOL = "default"
 POOL_DIR = "/var/lib/libvirt/images"
@@ -451,8 +452,9 @@ class Soak:
                 kill_tree(proc)
         if self._poll is not None:
             self._poll.close()
-        if getattr(self, "lab", None) is not None and not self.args.keep:
+        if getattr(self, "dir", None) is not None and not self.args.keep:
             fleet.down(self.dir)
+            shutil.rmtree(self.dir, ignore_errors=True)  # down keeps the guest it built
         if getattr(self, "engine", None) is not None:
             self.engine.dispose()
         if getattr(self, "pg", None) is not None and not self.args.keep:
@@ -627,7 +629,7 @@ class Soak:
             ready = lambda: bool(self._root_volumes() - volumes_before)  # noqa: E731
             delay_s = max(0.0, kill["delay_u"] - 0.5) * 0.2
         while proc.poll() is None and not ready():
-            time.sleep(0.01)
+            time.sleep(0.002)
         time.sleep(delay_s)
         if proc.poll() is not None:
             return None
