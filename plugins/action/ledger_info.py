@@ -1,4 +1,5 @@
-"""berth.fleet.ledger_info: read the ledger's instances, claims, decisions, hypervisors, groups."""
+"""berth.fleet.ledger_info: read the ledger's instances, claims, decisions, hypervisors, groups, and
+what builds made (artefacts)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
-WHAT = ("instances", "claims", "decisions", "hypervisors", "server_groups")
+WHAT = ("instances", "claims", "decisions", "hypervisors", "server_groups", "artefacts")
 
 
 class ActionModule(BerthAction):
@@ -32,6 +33,8 @@ class ActionModule(BerthAction):
             rows = ledger.decisions(name, limit=args["limit"])
         elif what == "hypervisors":
             rows = [h for h in ledger.hypervisors() if not name or name in (h["host"], h["uuid"])]
+        elif what == "artefacts":
+            rows = [row for row in ledger.artefacts() if not name or name in (row["host"], row["instance_name"])]
         else:
             rows = ledger.server_groups(name)
         return {"changed": False, what: rows}

@@ -54,11 +54,14 @@ def record(db: Connection, instance_uuid: str, host: str, items: Sequence[Mappin
         .where(claims.c.instance_uuid == instance_uuid, hypervisors.c.name == host)
         # The claim row is locked: a sync that releases it waits for this, or this for it.
         .with_for_update(of=claims)).first()
-    if held is None or (held.lease_expires_at is not None and held.lease_expires_at < now):
-        name = held.name if held is not None else instance_uuid
-        when = f" (its lease expired at {iso(held.lease_expires_at)})" if held is not None else ""
-        raise BerthError(f"instance {name} holds no live claim on {host}{when}: a sync may release it at "
-                         f"any time, so nothing is built there")
+    if held is None:
+        name = db.execute(select(instances.c.name).where(instances.c.uuid == instance_uuid)).scalar()
+        raise BerthError(f"instance {name or instance_uuid} holds no claim on {host} (a sync released it when "
+                         f"its lease expired, or its build moved on): nothing is built there")
+    if held.lease_expires_at is not None and held.lease_expires_at < now:
+        raise BerthError(f"the lease of instance {held.name}'s claim on {host} expired at "
+                         f"{iso(held.lease_expires_at)}: a sync may release it at any moment, so nothing is built "
+                         f"there (give launches a longer berth_lease_seconds)")
     have = {(row.kind, row.name) for row in db.execute(
         select(A.kind, A.name).where(A.instance_uuid == instance_uuid, A.hypervisor_uuid == held.hypervisor_uuid))}
     new = [{"hypervisor_uuid": held.hypervisor_uuid, "instance_uuid": instance_uuid, "instance_name": held.name,

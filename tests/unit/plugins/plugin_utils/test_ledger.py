@@ -47,13 +47,6 @@ def domain(uuid, name="dom", vcpus=1, memory_mb=512, state="running"):
             "berth": None}
 
 
-@pytest.fixture
-def ledger(ledger_url):
-    opened = Ledger(ledger_url).open()
-    yield opened
-    opened.close()
-
-
 def placement(name, state=None):
     state = state or host()
     return {"name": name, "host": state["host"], "hypervisor_uuid": state["uuid"]}
