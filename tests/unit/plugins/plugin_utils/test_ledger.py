@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     BUILDING,
@@ -266,6 +267,21 @@ def test_failed_build_releases_the_claim_and_a_relaunch_replaces_it(ledger):
     [again] = ledger.claim([placement("web-1")], TINY, "test")
     ledger.mark_active(again["uuid"])
     assert [(r["uuid"], r["state"]) for r in ledger.instances()] == [(again["uuid"], ACTIVE)]
+
+
+def test_marking_an_instance_that_holds_no_claim_in_error_moves_its_updated_at(ledger, monkeypatch):
+    # The first failure released the claim; a later one (the last alternate failing too) finds
+    # none to release, and must still say when the instance changed.
+    ledger.sync_hypervisors([host()])
+    [row] = ledger.claim([placement("web-1")], TINY, "test")
+    ledger.mark_error(row["uuid"], "start refused")
+    assert ledger.claims() == []
+    later = dt.datetime(2031, 5, 6, 7, 8, 9)
+    monkeypatch.setattr(claims_module, "utcnow", lambda: later)
+    ledger.mark_error(row["uuid"], "no alternate left")
+    [failed] = ledger.instances()
+    assert (failed["state"], failed["failure_reason"], failed["updated_at"]) == (
+        ERROR, "no alternate left", later.isoformat())
 
 
 def test_an_active_instance_is_never_claimed_twice(ledger):
