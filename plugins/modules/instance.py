@@ -19,7 +19,7 @@ description:
     domain and starts it, then marks the instance ACTIVE in the ledger.
   - Before it makes anything on a hypervisor, the build records in the ledger each volume and
     the domain it is about to make there (its artefacts), and only while the instance's claim
-    there has a lease that has not expired. Whatever a run that dies leaves is then known:
+    there has a lease that has not expired. Whatever a run that dies leaves is then known, and
     M(berth.fleet.tracker_sync) removes it once the lease is over, O(state=absent) with its
     instance.
   - If any step fails, the domain and the volume are removed again, the claim is released and

@@ -76,10 +76,11 @@ def create_groups(inventory: str, groups: dict[str, str]) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool, launches: list = LAUNCHES,
-         groups: dict[str, str] = GROUPS, inventory: str | None = None) -> tuple[list[dict], str]:
-    """Run the launches (by default the eight) through the barrier; returns their outputs and the
-    inventory (by default the small fleet's)."""
+def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool, launches: list | None = None,
+         groups: dict[str, str] | None = None, inventory: str | None = None) -> tuple[list[dict], str]:
+    """Run the launches (by default the eight, with their groups) through the barrier; returns
+    their outputs and the inventory (by default the small fleet's)."""
+    launches, groups = launches or LAUNCHES, groups or GROUPS
     inventory = inventory or write_inventory(lab, tmp_path, ledger_url, SLOTS)
     create_groups(inventory, groups)
     synced = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
@@ -181,8 +182,8 @@ def test_without_the_claims_recheck_the_race_breaks_the_rules(clean_lab, tmp_pat
     assert any("affinity group together spans" in v for v in found), found
 
 
-def test_racing_launches_into_one_anti_affinity_group_never_share_a_host_and_the_others_say_why(clean_lab, tmp_path,
-                                                                                               postgres):
+def test_racing_launches_into_one_anti_affinity_group_never_share_a_host_and_the_others_say_why(
+        clean_lab, tmp_path, postgres):
     """Five launches of one instance each race into one anti-affinity group, on PostgreSQL, on
     three hosts that have room for all five: only the group's policy holds them back. All five
     decide on the same state (an empty group), so all pick the same host; each claim re-checks

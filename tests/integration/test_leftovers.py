@@ -93,8 +93,7 @@ def nothing_lost(lab, ledger_url):
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_a_launch_killed_at_any_step_of_its_build_leaves_nothing_after_gather(clean_lab, tmp_path, ledger_url,
-                                                                                  step):
+def test_a_launch_killed_at_any_step_of_its_build_leaves_nothing_after_gather(clean_lab, tmp_path, ledger_url, step):
     lab = clean_lab
     inventory = lab.inventory_copy(tmp_path, ledger_url)
     proc, barrier = start_killable_launch(lab, tmp_path, inventory, "doomed", step)
@@ -109,7 +108,7 @@ def test_a_launch_killed_at_any_step_of_its_build_leaves_nothing_after_gather(cl
     root, seed = f"berth-{uuid}-root.qcow2", f"berth-{uuid}-seed.iso"
     # Killed where it was meant to be: what the build made so far, and nothing else.
     assert volumes[host] == sorted([root, seed][:min(made, 2)])
-    assert {name: state for name, state in domains[host].values()} == (
+    assert dict(domains[host].values()) == (
         {"doomed-1": "running" if made == 4 else "shut off"} if made >= 3 else {})
     assert all(volumes[other] == [] and domains[other] == {} for other in lab.hosts if other != host)
 
@@ -139,7 +138,7 @@ def test_a_launch_killed_at_any_step_of_its_build_leaves_nothing_after_gather(cl
                   + (["domain doomed-1"] if made >= 3 else []))
         if things:
             assert len(removed) == 1 and all(thing in removed[0] for thing in things), lines
-            assert f"doomed-1 is ERROR: build abandoned by" in removed[0]
+            assert "doomed-1 is ERROR: build abandoned by" in removed[0]
         else:
             assert removed == [] and any(f"of instance {uuid} on {host} released" in line for line in lines), lines
     # Converged: a second sync finds nothing to do, and says nothing of it.
