@@ -28,7 +28,7 @@ description:
   - With O(state=absent), destroys and undefines the domain, deletes its volumes, removes what
     the ledger recorded of the instance's builds on any hypervisor (an attempt that failed
     elsewhere, an earlier instance of the same name that a relaunch replaced), and removes the
-    instance and its claim from the ledger. Idempotent: after a run that died halfway, running
+    instance and its claim from the ledger. Idempotent; after a run that died halfway, running
     it again finishes the work.
   - Normally used through the role C(berth.fleet.instance), with placements from
     M(berth.fleet.schedule).
