@@ -153,8 +153,10 @@ def drift_report(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
     for entry in report["found_again"]:
         lines.append(f"{entry['name']}: found again on {entry['host']}")
     for entry in report["released_claims"]:
-        lines.append(f"claim {entry['id']} of instance {entry['instance_uuid']} on {entry['host']} released: "
-                     f"lease of {entry['owner']} expired at {entry['lease_expires_at']}, no domain")
+        found = f"its domain is {entry['domain_state']}" if entry.get("domain_state") else "no domain"
+        lines.append(f"claim {entry['id']} of instance {entry.get('instance_name') or entry['instance_uuid']} "
+                     f"({entry['instance_uuid']}) on {entry['host']} released: lease of {entry['owner']} expired at "
+                     f"{entry['lease_expires_at']}, {found}")
     for entry in report["kept_expired_claims"]:
         lines.append(f"claim {entry['id']} of instance {entry['instance_uuid']} on {entry['host']} kept although "
                      f"its lease expired: {entry['why']}")
@@ -190,7 +192,8 @@ def _leftover_line(group: Mapping[str, Any]) -> str:
         return f"{where}: would remove what a dead build left: {listed} ({why})"
     if outcome == KEPT:
         return (f"{where}: kept for inspection (berth_keep_leftovers): what a dead build left: {listed} ({why}); "
-                f"delete.yml of {group['instance_name']}, or a gather without berth_keep_leftovers, removes it")
+                f"a gather without berth_keep_leftovers removes it, and so does delete.yml with instance "
+                f"{group['instance_name']}")
     if outcome == RUNNING:
         return (f"{where}: left alone, its domain runs: what a dead build of {group['instance_name']} left: {listed} "
                 f"({why}); delete.yml of {group['instance_name']} removes it")

@@ -176,7 +176,7 @@ def why_left(db: Connection, groups: Sequence[dict[str, Any]], hv_uuid: str) -> 
         name = group["instance_name"]
         if instance is None:
             later = by_name.get(name)
-            group["why"] = (f"instance {name} was replaced by a relaunch (now {later.uuid})" if later is not None
+            group["why"] = (f"instance {name} was replaced by a relaunch, now {later.uuid}" if later is not None
                             else f"instance {name} was deleted")
         elif instance.hypervisor_uuid != hv_uuid:
             group["why"] = f"{name}'s build failed here and went on to {instance.host} ({instance.state})"

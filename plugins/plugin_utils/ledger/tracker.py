@@ -328,14 +328,14 @@ def _settle(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.date
             found = f"its domain is {domain_state}" if domain_state else "no domain"
             release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
                                f"{iso(claim.lease_expires_at)} and {found} on {state['host']}", now)
-            report["released_claims"].append(entry)
+            report["released_claims"].append({**entry, "domain_state": domain_state})
         elif domain_state is not None:
             report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
             continue
         else:
             release(db, claim, f"move abandoned by {claim.owner}: lease expired at "
                                f"{iso(claim.lease_expires_at)} and no domain on {state['host']}", now)
-            report["released_claims"].append(entry)
+            report["released_claims"].append({**entry, "domain_state": None})
         touched.add(claim.hypervisor_uuid)
     refresh_usage(db, touched)
 

@@ -177,7 +177,7 @@ def test_a_relaunch_never_hides_what_the_instance_it_replaces_left(ledger):
     report = ledger.tracker_sync([state(volumes=[root_volume_name(first["uuid"])])])
     [group] = report["leftovers"]
     assert group["instance_uuid"] == first["uuid"]
-    assert group["why"] == f"instance web-1 was replaced by a relaunch (now {second['uuid']})"
+    assert group["why"] == f"instance web-1 was replaced by a relaunch, now {second['uuid']}"
     # delete.yml of web-1 removes them with it and has the ledger forget them.
     assert ledger.delete_instance(second["uuid"], [row["id"] for row in ledger.artefacts(second["uuid"], "web-1")])
     assert ledger.artefacts() == [] and ledger.instances() == []
@@ -249,7 +249,10 @@ def leftover_group(outcome, present=True, **fields):
 
 
 def test_the_drift_report_says_what_was_removed_kept_or_left_and_why():
-    report = {"missing_instances": [], "found_again": [], "released_claims": [], "kept_expired_claims": [],
+    released = {"id": 7, "instance_uuid": U2, "instance_name": "gone-1", "host": "hv1", "owner": "c:2",
+                "lease_expires_at": "2026-11-25T10:00:00"}
+    report = {"missing_instances": [], "found_again": [], "kept_expired_claims": [],
+              "released_claims": [{**released, "domain_state": None}, {**released, "domain_state": "shutoff"}],
               "finished_builds": [{"instance_name": "up-1", "host": "hv1", "domain_state": "running", "owner": "c:1",
                                    "lease_expires_at": "2026-11-25T10:00:00"}],
               "leftovers": [leftover_group("removed"), leftover_group("removed", removed=[]),
@@ -258,14 +261,19 @@ def test_the_drift_report_says_what_was_removed_kept_or_left_and_why():
               "orphan_volumes": [{"host": "hv1", "pool": "default", "name": root_volume_name(U3)}]}
     lines = drift_report([], report, {})
     volume = f"volume default/{root_volume_name(U1)}"
-    assert lines == [
+    assert lines[:2] == [
+        f"claim 7 of instance gone-1 ({U2}) on hv1 released: lease of c:2 expired at 2026-11-25T10:00:00, no domain",
+        f"claim 7 of instance gone-1 ({U2}) on hv1 released: lease of c:2 expired at 2026-11-25T10:00:00, its "
+        f"domain is shutoff"]
+    assert lines[2:] == [
         "up-1: build finished by this sync: its domain is running on hv1 though c:1 never said so before its "
         "lease expired at 2026-11-25T10:00:00; ACTIVE",
         f"hv1: removed what a dead build left: domain web-1, {volume} (web-1 is ERROR: build abandoned)",
         "hv1: forgot the records of 2 artefact(s) of a build of web-1, already gone (web-1 is ERROR: build abandoned)",
         f"hv1: would remove what a dead build left: domain web-1, {volume} (web-1 is ERROR: build abandoned)",
         f"hv1: kept for inspection (berth_keep_leftovers): what a dead build left: domain web-1, {volume} (web-1 is "
-        f"ERROR: build abandoned); delete.yml of web-1, or a gather without berth_keep_leftovers, removes it",
+        f"ERROR: build abandoned); a gather without berth_keep_leftovers removes it, and so does delete.yml with "
+        f"instance web-1",
         f"hv1: left alone, its domain runs: what a dead build of web-1 left: domain web-1, {volume} (web-1 is ERROR: "
         f"build abandoned); delete.yml of web-1 removes it",
         f"hv1: could not remove what a dead build left: domain web-1, {volume} (web-1 is ERROR: build abandoned): "
@@ -274,6 +282,6 @@ def test_the_drift_report_says_what_was_removed_kept_or_left_and_why():
         f"holds a claim here and this ledger recorded no build of it; left alone (another ledger's, or older than "
         f"Berth's records: virsh vol-delete removes it)",
     ]
-    assert drift_report([], {**report, "leftovers": [leftover_group("would remove", present=False)]}, {})[1] == (
+    assert drift_report([], {**report, "leftovers": [leftover_group("would remove", present=False)]}, {})[3] == (
         "hv1: would remove what a dead build left: nothing left (2 record(s) to forget) "
         "(web-1 is ERROR: build abandoned)")
