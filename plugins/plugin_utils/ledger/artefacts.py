@@ -62,14 +62,20 @@ def record(db: Connection, instance_uuid: str, host: str, items: Sequence[Mappin
         raise BerthError(f"the lease of instance {held.name}'s claim on {host} expired at "
                          f"{iso(held.lease_expires_at)}: a sync may release it at any moment, so nothing is built "
                          f"there (give launches a longer berth_lease_seconds)")
+    _insert_new(db, held.hypervisor_uuid, instance_uuid, held.name, items, owner, now)
+    return held.hypervisor_uuid
+
+
+def _insert_new(db: Connection, hv_uuid: str, instance_uuid: str, instance_name: str,
+                items: Sequence[Mapping[str, Any]], owner: str, now: dt.datetime) -> None:
+    """Rows for those of ``items`` not recorded yet for this instance on this hypervisor."""
     have = {(row.kind, row.name) for row in db.execute(
-        select(A.kind, A.name).where(A.instance_uuid == instance_uuid, A.hypervisor_uuid == held.hypervisor_uuid))}
-    new = [{"hypervisor_uuid": held.hypervisor_uuid, "instance_uuid": instance_uuid, "instance_name": held.name,
+        select(A.kind, A.name).where(A.instance_uuid == instance_uuid, A.hypervisor_uuid == hv_uuid))}
+    new = [{"hypervisor_uuid": hv_uuid, "instance_uuid": instance_uuid, "instance_name": instance_name,
             "kind": item["kind"], "pool": item.get("pool"), "name": item["name"], "owner": owner, "created_at": now}
            for item in items if (item["kind"], item["name"]) not in have]
     if new:
         db.execute(insert(artefacts), new)
-    return held.hypervisor_uuid
 
 
 def found_on(state: Mapping[str, Any], instance_uuid: str) -> list[dict[str, Any]]:
@@ -88,15 +94,8 @@ def record_found(db: Connection, state: Mapping[str, Any], instance_uuid: str, i
     as the state shows it (a build of an older Berth recorded nothing), before the claim that
     protected it goes: whatever comes next, the next sync still knows to reclaim it."""
     items = found_on(state, instance_uuid)
-    if not items:
-        return
-    have = {(row.kind, row.name) for row in db.execute(
-        select(A.kind, A.name).where(A.instance_uuid == instance_uuid, A.hypervisor_uuid == state["uuid"]))}
-    new = [{"hypervisor_uuid": state["uuid"], "instance_uuid": instance_uuid, "instance_name": instance_name,
-            **item, "owner": "tracker sync", "created_at": now}
-           for item in items if (item["kind"], item["name"]) not in have]
-    if new:
-        db.execute(insert(artefacts), new)
+    if items:
+        _insert_new(db, state["uuid"], instance_uuid, instance_name, items, "tracker sync", now)
 
 
 def drop(db: Connection, instance_uuid: str, hv_uuid: str) -> None:
