@@ -8,6 +8,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
 - tracker.py: the tracker sync (hypervisors' host states in, reconciliation, missing hosts);
 - host_states.py: the scheduler's read (every host state in one scan, as the engine's columns);
 - claims.py: claims and the instances they belong to, with the re-check under lock;
+- artefacts.py: what builds make on hypervisors, recorded before they make it, and what builds
+  that died left there;
 - server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records;
 - inventory.py: what the instances inventory reads.
 
@@ -29,6 +31,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerEr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    artefacts,
     claims,
     decisions,
     host_states,
@@ -40,6 +43,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     DEFAULT_LEASE_S,
     UNSAFE_CLAIMS_ENV,
     ClaimConflict,
+    ClaimLost,
     instance_flavor,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
@@ -58,6 +62,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     AFFINITY,
     ANTI_AFFINITY,
     BUILDING,
+    DOMAIN,
     ERROR,
     HV_DOWN,
     HV_MISSING,
@@ -65,6 +70,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     POLICIES,
     SOFT_AFFINITY,
     SOFT_ANTI_AFFINITY,
+    VOLUME,
     claim_dict,
     hypervisors,
     metadata,
@@ -72,9 +78,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims as claims_table
 
 __all__ = [
-    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "ERROR", "HV_DOWN", "HV_MISSING",
-    "HV_UP", "MIGRATIONS_DIR", "POLICIES", "SCHEMA_REVISION", "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY",
-    "UNSAFE_CLAIMS_ENV", "ClaimConflict", "Ledger", "default_url", "instance_flavor", "run_owner",
+    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
+    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "POLICIES", "SCHEMA_REVISION", "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY",
+    "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost", "Ledger", "default_url", "instance_flavor", "run_owner",
     "metadata", "safe_url", "utcnow",
 ]
 
@@ -139,8 +145,12 @@ class Ledger:
         states, the down ones marked down, their instances and expired claims reconciled.
 
         - ACTIVE instances whose domain is not on their answering hypervisor are flagged missing.
-        - a claim is released only when its lease has expired, its hypervisor answered and the
-          instance's domain does not exist there; its BUILDING instance becomes ERROR.
+        - a claim is settled only once its lease has expired and its hypervisor answered: a
+          BUILDING instance whose domain runs there is finished (ACTIVE); any other BUILDING
+          instance's build is dead - what it left there is recorded, its claim released, the
+          instance ERROR; a moving instance's claim is released when its domain is not there.
+        - reports what dead builds left on the answering hypervisors (``leftovers``, for the
+          caller to remove and then ``forget_artefacts``) and their ``orphan_volumes``.
         ``dry_run`` works it all out and writes nothing (check mode).
         """
         with self._write(dry_run) as db:
@@ -315,8 +325,9 @@ class Ledger:
 
     @database_errors
     def mark_active(self, instance_uuid: str) -> dict[str, Any]:
-        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease.
-        Returns the instance as the ledger now has it."""
+        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease; what its
+        build recorded on that hypervisor is the instance's own from now on. Returns the
+        instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile."""
         with self._write() as db:
             return claims.mark_active(db, instance_uuid)
 
@@ -327,10 +338,36 @@ class Ledger:
             claims.mark_error(db, instance_uuid, reason)
 
     @database_errors
-    def delete_instance(self, instance_uuid: str) -> bool:
-        """Forget an instance, its claims and group membership; False if it was not there."""
+    def delete_instance(self, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
+        """Forget an instance, its claims and group membership, and the artefacts of
+        ``removed_artefacts`` (ids: the caller removed them); False if it was not there."""
         with self._write() as db:
-            return claims.delete_instance(db, instance_uuid)
+            return claims.delete_instance(db, instance_uuid, removed_artefacts)
+
+    # ---- what builds make --------------------------------------------------------------------
+
+    @database_errors
+    def record_artefacts(self, instance_uuid: str, host: str, items: Sequence[Mapping[str, Any]],
+                         owner: str) -> str:
+        """Record what a build of the instance is about to make on ``host``, before it makes it:
+        ``items`` are {kind: DOMAIN or VOLUME, pool, name}. Only while the instance holds a
+        claim there whose lease has not expired (BerthError otherwise: a sync may release it at
+        any moment, so nothing may be built). Returns the hypervisor's UUID."""
+        with self._write() as db:
+            return artefacts.record(db, instance_uuid, host, items, owner, utcnow())
+
+    @database_errors
+    def artefacts(self, instance_uuid: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Recorded artefacts - of the instance ``instance_uuid`` and of every instance ever named
+        ``name`` (one a relaunch replaced), or all -, each with its hypervisor's host and uri."""
+        with self._read() as db:
+            return artefacts.listing(db, instance_uuid, name)
+
+    @database_errors
+    def forget_artefacts(self, ids: Iterable[int]) -> int:
+        """Forget artefacts that were removed (or found gone); returns how many were recorded."""
+        with self._write() as db:
+            return artefacts.forget(db, ids)
 
     # ---- server groups -------------------------------------------------------------------------
 

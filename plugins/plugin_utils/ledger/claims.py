@@ -24,7 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import server_groups
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
     insert_skipping,
@@ -76,6 +76,11 @@ class ClaimConflict(BerthError):
         super().__init__(f"{host}: {reason}")
         self.host = host
         self.reason = reason
+
+
+class ClaimLost(LedgerError):
+    """The instance no longer holds the claim its build ran under: a sync released it when its
+    lease expired. Whatever the build made must go."""
 
 
 def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
@@ -271,6 +276,8 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int) -> dict[str, 
         hypervisor_uuid=target.hypervisor_uuid, host=name, missing_since=None, updated_at=now))
     if instance["state"] == ACTIVE:
         db.execute(update(claims).where(claims.c.id == claim_id).values(lease_expires_at=None))
+    # Whatever an earlier failed build of it recorded there is the instance's own now.
+    artefacts.drop(db, instance_uuid, target.hypervisor_uuid)
     refresh_usage(db, {target.hypervisor_uuid, *(other.hypervisor_uuid for other in others)})
     return instance_dict({**instance, "hypervisor_uuid": target.hypervisor_uuid, "host": name,
                           "missing_since": None, "updated_at": now})
@@ -296,11 +303,20 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
 
 def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
     instance = find_instance(db, instance_uuid)
+    held = db.execute(select(claims.c.id).where(claims.c.instance_uuid == instance_uuid,
+                                                claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
+                      .with_for_update()).first()
+    if held is None:
+        # A sync released the claim: the lease ran out while the build ran. An ACTIVE instance
+        # without a claim would take room nobody counts.
+        raise ClaimLost(f"instance {instance['name']} no longer holds its claim on {instance['host']} "
+                        f"({instance['failure_reason'] or 'released'}); its build is given up")
     active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
     db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
                                     claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
                .values(lease_expires_at=None))
+    artefacts.drop(db, instance_uuid, instance["hypervisor_uuid"])
     refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
     return instance_dict({**instance, **active})
 
@@ -316,7 +332,8 @@ def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:
     refresh_usage(db, [claim_row.hypervisor_uuid for claim_row in held])
 
 
-def delete_instance(db: Connection, instance_uuid: str) -> bool:
+def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
+    artefacts.forget(db, removed_artefacts)
     if db.execute(select(instances.c.uuid).where(instances.c.uuid == instance_uuid)).first() is None:
         return False
     # The group first, then hypervisors: the order a claim takes its locks in.
