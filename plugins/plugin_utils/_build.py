@@ -203,6 +203,8 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]
     if result["seed"]:
         result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(request["uuid"])})
+    if result["nvram"]:  # libvirt makes it at the first start, which a dead build may have reached
+        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": nvram_volume_name(request["uuid"])})
     result["artefacts"].append({"kind": DOMAIN, "pool": None, "name": request["name"]})
     result["xml"] = render(result)
     return result
