@@ -9,8 +9,10 @@ module: migrate
 short_description: Move a Berth instance to another hypervisor
 version_added: 0.1.0
 description:
-  - Moves the ACTIVE instance O(name) to O(to_host), or to the host the scheduler picks among
-    the others (never the one it is on), with the instance's flavor and the ledger's usage.
+  - Moves the ACTIVE or STOPPED instance O(name) to O(to_host), or to the host the scheduler
+    picks among the others (never the one it is on), with the instance's flavor, project and
+    image properties and the ledger's usage. A stopped instance moves cold and stays stopped; a
+    paused one is refused (resume it first).
   - The destination is claimed through the ledger first (re-checked for room); the source keeps
     the instance's amounts as held usage until the domain is gone from it, then releases them.
   - Cold migration stops the domain, copies its volumes to the destination's pool through libvirt
@@ -23,6 +25,8 @@ description:
     to (else its hostname).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
+  - Each step is printed as it happens (C(web-1 on hv1 - claimed hv2), C(web-1 on hv1 - moved to
+    hv2 (live))) on the controller's console.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
     domain's own disks too), with their backing chains. Refused before anything is claimed, and
     in check mode too, are the following. Storage a move cannot carry (another pool, block or

@@ -156,24 +156,35 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     return result
 
 
-def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool) -> None:
-    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed."""
+def _quiet(_what: str, detail: bool = False) -> None:
+    """No progress lines."""
+
+
+def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
+         step: Any = _quiet) -> None:
+    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
+    Each step done is told to ``step(what, detail=False)`` (see _progress.py)."""
     hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
     try:
         if planned["upload"]:
+            step(f"uploading image {planned['upload']['name']}")
             with open(planned["upload"]["source"], "rb") as handle:
                 data = handle.read()
             hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
             session.uploaded(pool, planned["upload"]["name"])
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
+        step("volume created", detail=True)
         injected_fault(host, "volume")
         if planned["seed"]:
             hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
+            step("seed written", detail=True)
         hv.define(planned["xml"])
+        step("defined", detail=True)
         injected_fault(host, "start")
         hv.start(uuid, autostart)
+        step("started")
     except Exception as exc:
         # Nothing half made stays behind, whatever failed: no domain, no volume.
         try:
