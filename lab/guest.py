@@ -13,8 +13,14 @@ network. Its /init (PID 1, a busybox sh script) mounts proc, sys and devtmpfs, r
     BERTH-GUEST-BOOTED instance=<value>
 
 to /dev/ttyS0 and /dev/console, again every 30 s, and never exits. The cloud kernel has the
-8250 serial driver and its console, devtmpfs, initrd and gzip support built in, so no kernel
-modules are shipped.
+8250 serial driver and its console, devtmpfs, initrd and gzip support built in.
+
+It answers the ACPI power button as a real guest does (the graceful shutdown of
+berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules (the only
+two modules shipped, taken from the same kernel package) and starts busybox's acpid, whose
+action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and powers the guest
+off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a guest without an
+ACPI daemon: a graceful shutdown then times out.
 
 Stdlib only; needs root (apt-get download as root, mknod), apt-get, apt-cache, dpkg-deb, cpio.
 """
@@ -37,6 +43,10 @@ LAB = Path(__file__).resolve().parent
 KERNEL_METAPACKAGE = "linux-image-cloud-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
 MARKER = "BERTH-GUEST-BOOTED"
+POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
+# The kernel modules the power button needs (built as modules in the cloud kernel), by their
+# path under lib/modules/<version>/kernel.
+ACPI_MODULES = ("drivers/input/evdev.ko", "drivers/acpi/button.ko")
 # Kernel options the guest relies on; build() checks them in the package's config file.
 REQUIRED_KERNEL_CONFIG = (
     "CONFIG_BLK_DEV_INITRD",
@@ -50,7 +60,7 @@ REQUIRED_KERNEL_CONFIG = (
 )
 # Busybox applets /init uses, linked in /bin so the script works whatever busybox's
 # "prefer applets" setting is.
-APPLETS = ("sh", "mount", "cat", "echo", "sleep", "mkdir")
+APPLETS = ("sh", "mount", "cat", "echo", "sleep", "mkdir", "insmod", "acpid", "poweroff")
 
 INIT_SCRIPT = f"""#!/bin/sh
 # Berth lab guest, PID 1: print a boot marker on the serial console, repeat it, never exit.
@@ -60,11 +70,17 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 instance=
+acpi=on
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     berth.instance=*) instance="${{arg#berth.instance=}}" ;;
+    berth.acpi=*) acpi="${{arg#berth.acpi=}}" ;;
   esac
 done
+if [ "$acpi" != ignore ]; then
+  for module in /lib/modules/*.ko; do insmod "$module"; done
+  acpid -l /tmp/acpid.log -p /tmp/acpid.pid
+fi
 while :; do
   for tty in /dev/ttyS0 /dev/console; do
     echo "{MARKER} instance=$instance" > "$tty" 2>/dev/null
@@ -73,6 +89,15 @@ while :; do
 done
 # Not reached; PID 1 must never exit.
 while :; do /bin/busybox sleep 3600; done
+"""
+
+
+# busybox acpid runs /etc/acpi/<event>/<value> for an event: this one is the power button.
+POWER_BUTTON_ACTION = f"""#!/bin/sh
+for tty in /dev/ttyS0 /dev/console; do
+  echo "{POWEROFF_MARKER}" > "$tty" 2>/dev/null
+done
+poweroff -f
 """
 
 
@@ -143,10 +168,16 @@ def _check_kernel_config(config: Path) -> None:
         raise RuntimeError(f"{config.name} lacks built-in {missing}; the guest needs them")
 
 
-def _build_initramfs(busybox: Path, out: Path, work: Path) -> None:
+def _build_initramfs(busybox: Path, out: Path, work: Path, modules: list[Path]) -> None:
     root = work / "initramfs"
-    for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
+    for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root", "lib/modules", "etc/acpi/PWRF"):
         (root / sub).mkdir(parents=True, exist_ok=True)
+    # Numbered, so that /init loads them in ACPI_MODULES' order.
+    for index, module in enumerate(modules):
+        shutil.copyfile(module, root / "lib" / "modules" / f"{index}-{module.name}")
+    action = root / "etc" / "acpi" / "PWRF" / "00000080"
+    action.write_text(POWER_BUTTON_ACTION)
+    os.chmod(action, 0o755)
     shutil.copy2(busybox, root / "bin" / "busybox")
     os.chmod(root / "bin" / "busybox", 0o755)
     for applet in APPLETS:
@@ -223,7 +254,13 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         busybox = work / "busybox" / "bin" / "busybox"
         if not busybox.is_file():
             raise RuntimeError(f"no bin/busybox in {bdeb.name}")
-        _build_initramfs(busybox, initrd, work)
+        modules = []
+        for name in ACPI_MODULES:
+            found = sorted((work / "kernel" / "lib" / "modules").glob(f"*/kernel/{name}"))
+            if not found:
+                raise RuntimeError(f"no {name} in {kdeb.name}: the guest could not answer the power button")
+            modules.append(found[0])
+        _build_initramfs(busybox, initrd, work, modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)

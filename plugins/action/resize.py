@@ -86,7 +86,7 @@ class ActionModule(BerthAction):
         refuse_shrinking(name, old, new)
         if not instance["uri"]:
             raise BerthError(f"the ledger has no URI for {source}: run playbooks/gather.yml to sync it")
-        target = self._destination(args, task_vars, ledger, instance, new)
+        target = destination(args, task_vars, ledger, instance, new)
         same_host = target["host"] == source
         result.update(changed=True, to_host=target["host"], same_host=same_host, why=target["why"])
         pool = args["storage_pool"]
@@ -114,37 +114,6 @@ class ActionModule(BerthAction):
                     result.update(self._elsewhere(src, dst, ledger, instance, target, new, xml, root, volumes, args))
         result["msg"] = f"resized {plan}"
         return result
-
-    def _destination(self, args: dict[str, Any], task_vars: dict[str, Any], ledger: Ledger,
-                     instance: dict[str, Any], new: Flavor) -> dict[str, Any]:
-        """Its own host where the new flavor passes every filter there with the instance's own
-        claim given back (Nova's allow_resize_to_same_host, preferred here: nothing moves);
-        else the scheduler's pick among the others. Decided on the ledger's host states, as a
-        launch is. Returns {host, hypervisor_uuid, uri, why}."""
-        source, name = instance["host"], instance["name"]
-        spec = move_request(instance, new, args["service_down_time"])
-        fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
-        names = list(fleet.hosts.column("host"))
-        if source in names:
-            here = fleet.hosts[names.index(source)].copy()
-            for claim in ledger.claims(instance["uuid"]):
-                if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
-                    here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], spec)
-            if decision.ok:
-                return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
-                        "why": f"{source} still has room for it (its own host is preferred)"}
-            rejections = decision.rejections or []
-            why_not = rejections[0].message() if rejections else decision.summary
-        else:
-            why_not = "not among the ledger's hypervisors"
-        decision = schedule(fleet.hosts, move_request(instance, new, args["service_down_time"], [source]))
-        if not decision.ok:
-            raise BerthError(f"cannot resize {name} to {new.name}: its host {source} has no room ({why_not}), and "
-                             f"elsewhere {failure_message(decision)}")
-        chosen = fleet.hosts[names.index(decision.placements[0].host)]
-        return {**build_target(fleet, ledger, chosen),
-                "why": f"{source} has no room ({why_not}); chosen by the scheduler: {decision.summary}"}
 
     def _in_place(self, hv: Hypervisor, ledger: Ledger, instance: dict[str, Any], old: Flavor, new: Flavor,
                   xml: str, root: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -213,6 +182,38 @@ class ActionModule(BerthAction):
                              f"{instance['flavor']}: {exc}") from exc
         step(f"moved to {dst.host} with {new.name}")
         return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
+
+
+def destination(args: dict[str, Any], task_vars: dict[str, Any], ledger: Ledger, instance: dict[str, Any],
+                new: Flavor) -> dict[str, Any]:
+    """Where to resize: the instance's own host where the new flavor passes every filter there
+    with the instance's own claim given back (Nova's allow_resize_to_same_host, preferred here:
+    nothing moves); else the scheduler's pick among the others. Decided on the ledger's host
+    states, as a launch is. Returns {host, hypervisor_uuid, uri, why}."""
+    source, name = instance["host"], instance["name"]
+    spec = move_request(instance, new, args["service_down_time"])
+    fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
+    names = list(fleet.hosts.column("host"))
+    if source in names:
+        here = fleet.hosts[names.index(source)].copy()
+        for claim in ledger.claims(instance["uuid"]):
+            if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
+                here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
+        decision = schedule([here], spec)
+        if decision.ok:
+            return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
+                    "why": f"{source} still has room for it (its own host is preferred)"}
+        rejections = decision.rejections or []
+        why_not = rejections[0].message() if rejections else decision.summary
+    else:
+        why_not = "not among the ledger's hypervisors"
+    decision = schedule(fleet.hosts, move_request(instance, new, args["service_down_time"], [source]))
+    if not decision.ok:
+        raise BerthError(f"cannot resize {name} to {new.name}: its host {source} has no room ({why_not}), and "
+                         f"elsewhere {failure_message(decision)}")
+    chosen = fleet.hosts[names.index(decision.placements[0].host)]
+    return {**build_target(fleet, ledger, chosen),
+            "why": f"{source} has no room ({why_not}); chosen by the scheduler: {decision.summary}"}
 
 
 def _sizes(flavor: Flavor) -> tuple[int, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: power
 short_description: Start, stop, pause, resume or reboot Berth instances
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Brings the domain of each instance that O(name) stands for to O(state), on the hypervisor
     the ledger places it on (reached through the URI of its last sync), and records the

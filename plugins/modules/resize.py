@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: resize
 short_description: Give a Berth instance another flavor, as Nova's resize does
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Gives the C(ACTIVE) or C(STOPPED) instance O(name) the flavor O(flavor) (vCPUs, memory, root
     disk), as Nova's resize does; a running instance is shut down and started again, a stopped
