@@ -10,8 +10,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import dns_lab
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    DEFAULT_SERVICE_DOWN_TIME_S,
-    SOURCES,
     build_target,
     failure_message,
     move_request,
@@ -19,7 +17,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     without_gc,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     STOPPED,
@@ -38,13 +36,7 @@ class ActionModule(BerthAction):
         "name": {"type": "str", "required": True},
         "to_host": {"type": "str"},
         "mode": {"type": "str", "choices": ["auto", "cold", "live"], "default": "auto"},
-        "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
-        "hypervisor_group": {"type": "str", "default": "hypervisors"},
-        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-        "storage_pool": {"type": "str", "default": "default"},
-        "timeout": {"type": "float", "default": 120},
-        "transfer_timeout": {"type": "float", "default": 3600},
-        **LEDGER_ARGS,
+        **_move.MOVE_ARGS,
     }
     _supports_check_mode = True
 

@@ -15,8 +15,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import injected_fault
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    DEFAULT_SERVICE_DOWN_TIME_S,
-    SOURCES,
     build_target,
     failure_message,
     flavor_option,
@@ -26,7 +24,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
-from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     STOPPED,
@@ -46,15 +44,9 @@ class ActionModule(BerthAction):
         "name": {"type": "str", "required": True},
         "flavor": {"type": "raw", "required": True},
         "flavors_file": {"type": "path"},
-        "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
-        "hypervisor_group": {"type": "str", "default": "hypervisors"},
-        "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
-        "storage_pool": {"type": "str", "default": "default"},
         "shutdown_timeout": {"type": "int", "default": 60},
         "lease_seconds": {"type": "int", "default": 3600},
-        "timeout": {"type": "float", "default": 120},
-        "transfer_timeout": {"type": "float", "default": 3600},
-        **LEDGER_ARGS,
+        **_move.MOVE_ARGS,
     }
     _supports_check_mode = True
 

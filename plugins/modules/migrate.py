@@ -45,41 +45,11 @@ options:
     type: str
     choices: [auto, cold, live]
     default: auto
-  source:
-    description:
-      - Where the destinations' host states come from - V(ledger) (the tracker sync's last record
-        plus the claims, which each migration moves) or V(inventory) (the inventory's live facts),
-        as M(berth.fleet.schedule)'s option. The URIs of both hypervisors are the ledger's.
-    type: str
-    choices: [ledger, inventory]
-    default: ledger
-  hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
-    type: str
-    default: hypervisors
-  service_down_time:
-    description: Seconds after its last sync that a hypervisor is stale and not a destination.
-    type: int
-    default: 600
-  storage_pool:
-    description: The storage pool of the instance's volumes, the same name on both hosts.
-    type: str
-    default: default
-  timeout:
-    description: Seconds each libvirt call may take, except the copies of whole disks.
-    type: float
-    default: 120
-  transfer_timeout:
-    description: Seconds a volume copy or the live migration itself may take.
-    type: float
-    default: 3600
-  ledger:
-    description: Unused; the ledger is always needed to migrate.
-    type: bool
-    default: true
   ledger_url:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
+extends_documentation_fragment:
+  - berth.fleet.move
 attributes:
   check_mode:
     support: full

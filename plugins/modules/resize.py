@@ -56,25 +56,6 @@ options:
   flavors_file:
     description: YAML file with a mapping C(berth_flavors) of flavor names to sizes; default the collection's C(playbooks/vars/flavors.yml).
     type: path
-  source:
-    description:
-      - Where the host states come from - V(ledger) (the tracker sync's last record plus the
-        claims) or V(inventory) (the inventory's live facts), as M(berth.fleet.schedule)'s option.
-    type: str
-    choices: [ledger, inventory]
-    default: ledger
-  hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
-    type: str
-    default: hypervisors
-  service_down_time:
-    description: Seconds after its last sync that a hypervisor is stale and not a destination.
-    type: int
-    default: 600
-  storage_pool:
-    description: The storage pool of the instance's volumes, the same name on every host.
-    type: str
-    default: default
   shutdown_timeout:
     description: Seconds the guest has to shut down after the power button is pressed, before it is powered off.
     type: int
@@ -83,20 +64,9 @@ options:
     description: Lease of the claim while the resize is under way (a tracker sync leaves the instance's state alone meanwhile).
     type: int
     default: 3600
-  timeout:
-    description: Seconds each libvirt call may take, except the copies of whole disks.
-    type: float
-    default: 120
-  transfer_timeout:
-    description: Seconds a volume copy may take.
-    type: float
-    default: 3600
-  ledger:
-    description: Unused; the ledger is always needed to resize.
-    type: bool
-    default: true
 extends_documentation_fragment:
   - berth.fleet.ledger
+  - berth.fleet.move
 attributes:
   check_mode:
     support: full

@@ -19,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     root_volume_name,
     seed_volume_name,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
@@ -156,12 +157,8 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     return result
 
 
-def _quiet(_what: str, detail: bool = False) -> None:
-    """No progress lines."""
-
-
 def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
-         step: Any = _quiet) -> None:
+         step: Any = quiet) -> None:
     """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
     Each step done is told to ``step(what, detail=False)`` (see _progress.py)."""
     hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]

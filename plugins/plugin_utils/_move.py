@@ -15,12 +15,22 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import pool_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEFAULT_SERVICE_DOWN_TIME_S, SOURCES
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS
 
 Step = Callable[..., None]
-
-
-def quiet(_what: str, detail: bool = False) -> None:
-    """A progress callback that prints nothing."""
+# The options of the actions that move an instance; their documentation is the doc fragment
+# berth.fleet.move (plugins/doc_fragments/move.py).
+MOVE_ARGS: dict[str, Any] = {
+    "source": {"type": "str", "choices": list(SOURCES), "default": "ledger"},
+    "hypervisor_group": {"type": "str", "default": "hypervisors"},
+    "service_down_time": {"type": "int", "default": DEFAULT_SERVICE_DOWN_TIME_S},
+    "storage_pool": {"type": "str", "default": "default"},
+    "timeout": {"type": "float", "default": 120},
+    "transfer_timeout": {"type": "float", "default": 3600},
+    **LEDGER_ARGS,
+}
 
 
 def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],

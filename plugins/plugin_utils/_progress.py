@@ -21,6 +21,10 @@ from ansible.utils.display import Display
 _display = Display()
 
 
+def quiet(_what: str, detail: bool = False) -> None:
+    """The progress callback of code run without anyone to tell: prints nothing."""
+
+
 class Progress:
     """Where each instance of a task is, as ``<instance> on <host>: <what>`` lines."""
 
