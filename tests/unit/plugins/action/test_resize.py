@@ -3,9 +3,11 @@ real SQLite ledger), what it refuses, and the domain definition with the new siz
 
 from __future__ import annotations
 
+import importlib
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
 from ansible_collections.berth.fleet.plugins.action.resize import (
     destination,
@@ -142,3 +144,31 @@ def test_a_flavor_no_host_can_take_fails_saying_why_for_each(fleet):
                                          r"elsewhere no valid host: .*hv1: ignored: listed in ignore_hosts; hv2: "
                                          r"insufficient RAM"):
         destination(ARGS, {}, fleet, web, huge)
+
+
+# ---- documentation and argument specs agree ------------------------------------------------------
+
+def documented_options(module_name: str) -> dict:
+    """A module's options as ansible-doc shows them: its own and its documentation fragments'."""
+    module = importlib.import_module(f"ansible_collections.berth.fleet.plugins.modules.{module_name}")
+    documentation = yaml.safe_load(module.DOCUMENTATION)
+    options = {}
+    for fragment in documentation.get("extends_documentation_fragment", []):
+        name = fragment.rsplit(".", 1)[-1]
+        fragment_module = importlib.import_module(f"ansible_collections.berth.fleet.plugins.doc_fragments.{name}")
+        options.update(yaml.safe_load(fragment_module.ModuleDocFragment.DOCUMENTATION)["options"])
+    options.update(documentation["options"])
+    return options
+
+
+@pytest.mark.parametrize("module_name", ["power", "resize", "migrate"])
+def test_documentation_and_argument_spec_list_the_same_options(module_name):
+    spec = importlib.import_module(f"ansible_collections.berth.fleet.plugins.action.{module_name}").ActionModule.ARGUMENT_SPEC
+    documented = documented_options(module_name)
+    assert sorted(documented) == sorted(spec)
+    for name, option in spec.items():
+        doc = documented[name]
+        assert (doc["type"], doc.get("choices"), doc.get("required", False)) == (
+            option["type"], option.get("choices"), option.get("required", False)), name
+        if option.get("default") is not None:
+            assert doc.get("default") == option["default"], name
