@@ -103,7 +103,7 @@ class ActionModule(BerthAction):
                     _disks, volumes = _move.movable_volumes(src, dst, instance, pool)
                     if self._task.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}
-                    result.update(self._elsewhere(src, dst, ledger, instance, target, new, xml, root, volumes, args))
+                    result.update(self._elsewhere(src, dst, ledger, instance, target, new, root, volumes, args))
         result["msg"] = f"resized {plan}"
         return result
 
@@ -140,7 +140,7 @@ class ActionModule(BerthAction):
         return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
 
     def _elsewhere(self, src: Hypervisor, dst: Hypervisor, ledger: Ledger, instance: dict[str, Any],
-                   target: dict[str, Any], new: Flavor, xml: str, root: str | None, volumes: list[str],
+                   target: dict[str, Any], new: Flavor, root: str | None, volumes: list[str],
                    args: dict[str, Any]) -> dict[str, Any]:
         """On another host: claimed there for the new flavor first (as a migration does), then a
         cold move that redefines the domain with the new size and grows its root disk on the
