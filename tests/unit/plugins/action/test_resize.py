@@ -69,8 +69,8 @@ def test_the_definition_gets_the_flavors_vcpus_memory_topology_and_name():
 @pytest.mark.parametrize(("change", "why"), [
     ("<cpu><numa><cell id='0' cpus='0' memory='512' unit='MiB'/></numa></cpu>", "NUMA cells"),
     ("<vcpus><vcpu id='0' enabled='yes'/></vcpus>", "sets vCPUs one by one"),
-    ("<maxMemory slots='2' unit='MiB'>1024</maxMemory>", "4096 MB is more than domain web-1's memory hotplug maximum "
-                                                          r"\(1024 MB\)"),
+    ("<maxMemory slots='2' unit='MiB'>1024</maxMemory>",
+     r"4096 MB is more than domain web-1's memory hotplug maximum \(1024 MB\)"),
 ], ids=["numa", "vcpus", "max-memory"])
 def test_what_cannot_be_resized_without_guessing_is_refused_naming_the_flavor(change, why):
     with pytest.raises(InputError, match=why) as caught:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_ledger import HV1, HV2, domain, host, ledger, placement  # noqa: F401  (ledger: the fixture)
+from test_ledger import HV1, HV2, domain, host, placement
+from test_ledger import ledger  # noqa: F401  pylint: disable=unused-import  (the fixture, used by name)
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -29,8 +30,8 @@ TOO_BIG = Flavor(name="too-big", vcpus=2, memory_mb=6144, root_gb=20)
 WIDE = Flavor(name="wide", vcpus=4, memory_mb=2048, root_gb=10)
 
 
-def active(ledger, name, flavor, state=HV1):  # noqa: F811  (the fixture's value, passed in)
-    [row] = ledger.claim([placement(name, state)], flavor, "launch")
+def active(ledger, name, flavor, state=None):  # noqa: F811  (the fixture's value, passed in)
+    [row] = ledger.claim([placement(name, state or HV1)], flavor, "launch")
     return ledger.mark_active(row["uuid"])
 
 
@@ -84,8 +85,8 @@ def test_a_resize_in_place_counts_its_own_claim_as_room_and_finishes_with_the_ne
     resized = ledger.finish_move(web["uuid"], claim["id"], BIGGER)
     assert (resized["flavor"], resized["memory_mb"], resized["root_gb"], resized["host"]) == ("bigger", 5120, 20, "hv1")
     held = only_claim(ledger, web)
-    assert (held["id"], held["memory_mb"], held["disk_mb"], held["lease_expires_at"]) == (claim["id"], 5120,
-                                                                                         20 * 1024, None)
+    assert (held["id"], held["memory_mb"], held["disk_mb"], held["lease_expires_at"]) == (
+        claim["id"], 5120, 20 * 1024, None)
 
 
 def test_a_resize_in_place_that_does_not_fit_changes_nothing(ledger):  # noqa: F811
