@@ -10,7 +10,8 @@ import time
 
 import pytest
 from test_ledger import HV1, HV2, domain, host, placement
-from test_ledger import ledger  # noqa: F401  pylint: disable=unused-import  (the fixture, used by name)
+# The ledger fixture, which the tests take by name.
+from test_ledger import ledger  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
