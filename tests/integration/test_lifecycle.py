@@ -63,6 +63,13 @@ def serial_log(lab, host: str, name: str):
     return fleet.log_dir(lab.dir, host) / f"{name}.serial.log"
 
 
+def forget_log(lab, host: str, name: str) -> None:
+    """Remove the guest's serial log, so that the next QEMU started for it writes a new one (a
+    QEMU already running keeps writing to the removed file): what a boot writes is then told
+    apart from what the earlier one wrote."""
+    serial_log(lab, host, name).unlink(missing_ok=True)
+
+
 def booted(lab, host: str, name: str, uuid: str) -> bool:
     return check.wait_for_marker(serial_log(lab, host, name), uuid, BOOT_TIMEOUT_S)
 
@@ -114,6 +121,7 @@ def test_power_verbs_keep_the_claim_and_the_ledger_follows(lab):
     assert "pwr-1 is shut off: only a running instance pauses" in " ".join(failed_messages(refused))
     assert task_result(refused, "Bring the instances to the state")["field"] == "state"
 
+    forget_log(lab, host, "pwr-1")
     started = triplet(lab, "pwr-1", "running", host, uuid)
     assert (started["action"], started["state"]) == ("start", "ACTIVE")
     assert state(lab, host, uuid) == "running" and booted(lab, host, "pwr-1", uuid)
@@ -127,6 +135,7 @@ def test_power_verbs_keep_the_claim_and_the_ledger_follows(lab):
     # rebooted changes something on every run (as service state=restarted): no triplet, but the
     # dry run changes nothing and the real run starts a new QEMU that boots the guest again.
     domain_id = lab.virsh(host, "domid", uuid).strip()
+    forget_log(lab, host, "pwr-1")
     dry = power(lab, "pwr", "rebooted", check_mode=True)
     assert changed_count(dry) == 1 and lab.virsh(host, "domid", uuid).strip() == domain_id
     rebooted = power_result(power(lab, "pwr", "rebooted"))
@@ -298,6 +307,7 @@ def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     row = assert_runs_as(shaped, "rsz-1", "m1.tiny", "hv1")
     assert booted(lab, "hv1", "rsz-1", row["uuid"]) and changed_count(launched) > 0
 
+    forget_log(lab, "hv1", "rsz-1")
     dry, real = resize_triplet(shaped, "rsz-1", "m1.small")
     assert (dry["to_host"], dry["same_host"], real["to_host"], real["same_host"]) == ("hv1", True, "hv1", True)
     assert real["shutdown"] == "graceful"
@@ -310,6 +320,7 @@ def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     assert dry["why"].startswith("hv1 has no room (insufficient RAM: needs 4096 MB")
     target = real["to_host"]
     assert target == dry["to_host"], "the dry run predicted the host"
+    assert real["shutdown"] == "graceful"
     assert_runs_as(shaped, "rsz-1", "m1.medium", target)
     assert booted(lab, target, "rsz-1", row["uuid"]), "the guest did not boot on its new host"
 
