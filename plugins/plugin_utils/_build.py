@@ -39,7 +39,8 @@ def injected_fault(host: str, stage: str) -> None:
     """Test-only: fail a build at ``stage`` on ``host`` when BERTH_TEST_FAULTS names them.
 
     BERTH_TEST_FAULTS="hv1:volume,hv2:start" fails after hv1's volume is created and where hv2
-    would start the defined domain. Unset (always, outside Berth's tests) it does nothing.
+    would start the defined domain; "hv3:resize" fails a resize where the resized domain would
+    start on hv3 (berth.fleet.resize). Unset (always, outside Berth's tests) it does nothing.
     """
     if f"{host}:{stage}" in os.environ.get("BERTH_TEST_FAULTS", "").split(","):
         raise HypervisorError(host, f"injected fault at {stage} (BERTH_TEST_FAULTS)")
