@@ -121,6 +121,17 @@ def test_power_verbs_keep_the_claim_and_the_ledger_follows(lab):
     assert "pwr-1 is shut off: only a running instance pauses" in " ".join(failed_messages(refused))
     assert task_result(refused, "Bring the instances to the state")["field"] == "state"
 
+    # A stopped instance moves (cold) with its claim and stays stopped where it lands.
+    moved = lab.playbook("migrate.yml", "-e", "instance=pwr-1")
+    assert moved["rc"] == 0, failed_messages(moved)
+    migration = task_result(moved, "Migrate the instance")
+    assert (migration["mode"], migration["live_refused"]) == ("cold", "the domain is not running")
+    host = migration["to_host"]
+    assert (row_of(lab, "pwr-1")["host"], row_of(lab, "pwr-1")["state"], state(lab, host, uuid)) == (
+        host, "STOPPED", "shut off")
+    claims = claims_of(lab.ledger_path, uuid)
+    assert [(c["hypervisor_uuid"], c["lease_expires_at"]) for c in claims] == [(fleet.host_uuid(lab.dir, host), None)]
+
     forget_log(lab, host, "pwr-1")
     started = triplet(lab, "pwr-1", "running", host, uuid)
     assert (started["action"], started["state"]) == ("start", "ACTIVE")
