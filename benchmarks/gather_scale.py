@@ -49,13 +49,13 @@ from synthetic import test_driver_node  # noqa: E402
 ANSIBLE_PLAYBOOK = str(REPO / ".venv" / "bin" / "ansible-playbook")
 
 
-def write_inventory(directory: Path, lab_dir: str, count: int, daemons: int, url: str, gather: bool) -> Path:
+def write_inventory(directory: Path, lab_dir: str, count: int, daemons: int, gather: bool) -> Path:
     """A berth.fleet.hypervisors source of ``count`` test-driver hypervisors spread over the
-    lab's daemons, and the ledger URL as a group variable."""
+    lab's daemons. The ledger's URL is not in it: it comes from the environment (see gather)."""
     nodes = directory / "nodes"
     nodes.mkdir(parents=True, exist_ok=True)
     inventory = directory / ("gathering" if gather else "listing")
-    (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
+    inventory.mkdir(parents=True, exist_ok=True)
     lines = ["plugin: berth.fleet.hypervisors", f"gather_facts: {str(gather).lower()}", "timeout: 60",
              "hypervisors:"]
     for number in range(1, count + 1):
@@ -65,13 +65,15 @@ def write_inventory(directory: Path, lab_dir: str, count: int, daemons: int, url
         socket = fleet.socket_path(lab_dir, f"hv{1 + number % daemons}")
         lines += [f"  hv{number}:", f"    uri: {json.dumps(f'test+unix://{node}?socket={socket}')}"]
     (inventory / "fleet.berth.yml").write_text("\n".join(lines) + "\n")
-    (inventory / "group_vars" / "all.yml").write_text(f"berth_ledger_url: {json.dumps(url)}\n")
     return inventory
 
 
-def gather(inventory: Path, forks: int) -> float:
-    """One whole gather.yml run: its wall seconds (it must sync every hypervisor)."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+def gather(inventory: Path, url: str, forks: int) -> float:
+    """One whole gather.yml run: its wall seconds (it must sync every hypervisor). The ledger's
+    URL is in BERTH_LEDGER_URL, as an AWX credential gives it (and as a scheduled gather into a
+    shared PostgreSQL ledger should have it, keeping its password out of the inventory): a
+    PostgreSQL driver is then loaded once in Ansible's main process, not in every task's worker."""
+    env = {**os.environ, "BERTH_LEDGER_URL": url, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.minimal"}
     started = time.perf_counter()
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), "-f", str(forks), "playbooks/gather.yml"],
@@ -125,11 +127,11 @@ def main() -> None:
                 else:
                     server = server or PostgresServer().start()
                     url = server.create_database(f"gather{number}")
-                inventory = write_inventory(work / f"{backend}-{number}", lab_dir, count, options.daemons, url,
+                inventory = write_inventory(work / f"{backend}-{number}", lab_dir, count, options.daemons,
                                             plugin_gathers)
-                first = gather(inventory, forks)
+                first = gather(inventory, url, forks)
                 synced(url, count)
-                steady = gather(inventory, forks)
+                steady = gather(inventory, url, forks)
                 synced(url, count)
                 rows.append({"backend": backend, "forks": forks, "plugin_gathers": plugin_gathers,
                              "first": first, "steady": steady})

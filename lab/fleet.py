@@ -24,12 +24,18 @@ with private bind mounts (in-namespace path -> real path):
 
 URI: ``qemu+unix:///system?socket=DIR/hvN/run/libvirt-sock``.
 
+Each hypervisor has a libvirt network NETWORK_NAME (berth-lab) with DHCP: a bridge of its own
+(bridge_name()) on a free 10.2xx.y.0/24 of this machine's network namespace, which all daemons
+share, forward mode 'open' so libvirt adds no firewall rules; libvirt runs its dnsmasq inside the
+daemon's mount namespace (its leases under DIR/hvN/lib/dnsmasq).
+
 ``up`` also builds the guest (lab/guest.py) and writes DIR/hosts.json,
-DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml.
+DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml, and DIR/instances/ (a
+berth.fleet.instances source on the lab's ledger, with the SSH settings of the guests).
 
 Importable (tests put lab/ on sys.path and ``import fleet``): up(), down(), status(),
 stop_daemon(), start_daemon(), hosts(), host_root(), hypervisor_dirs(), host_path(),
-log_dir(), uri(), socket_path(), host_uuid(), default_dir().
+log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir().
 
 Stdlib only. Needs root, util-linux (unshare, setsid, mount), libvirtd, virsh.
 """
@@ -70,6 +76,12 @@ LONGEST_SOCKET_NAME = "libvirt-admin-sock"
 MAX_SOCKET_PATH = 99  # the brief's limit (< 100); sun_path itself allows 107
 POOL_NAME = "default"
 POOL_TARGET = "/var/lib/libvirt/images"
+# Each hypervisor's libvirt network with DHCP (dnsmasq), for guests that are reached by address.
+NETWORK_NAME = "berth-lab"
+# Candidate /24 subnets: 10.<200..249>.<0..255>.0, picked from the lab dir and host name; one
+# another lab (or anything else here) already routes is skipped (libvirt refuses it).
+NETWORK_SUBNETS = 50 * 256
+NETWORK_ATTEMPTS = 20
 QEMU_LOG_DIR = "/var/log/libvirt/qemu"
 CAPS_CACHE = "qemu-capabilities"  # DIR/qemu-capabilities: survives down, seeds new daemons
 SYSTEM_ETC = Path("/etc/libvirt")
@@ -280,9 +292,10 @@ def _terminate(pid: int, timeout: float = STOP_TIMEOUT) -> None:
             _wait_gone(pid, 5.0)
 
 
-def _qemu_leftovers(root: Path) -> list[int]:
-    """QEMU processes of this host: by pidfile under run/qemu (cmdline must name the guest),
-    and any qemu-system process whose mounts show this host's bind-mounted run dir."""
+def _leftovers(root: Path) -> list[int]:
+    """QEMU and dnsmasq processes of this host: QEMU by pidfile under run/qemu (cmdline must
+    name the guest), and any qemu-system or dnsmasq process whose mounts show this host's
+    bind-mounted run dir (libvirtd starts both in its own mount namespace)."""
     pids = set()
     qdir = root / "run" / "qemu"
     if qdir.is_dir():
@@ -302,7 +315,7 @@ def _qemu_leftovers(root: Path) -> list[int]:
             continue
         pid = int(entry)
         argv = _proc_cmdline(pid)
-        if not argv or "qemu-system" not in os.path.basename(argv[0]):
+        if not argv or not ("qemu-system" in os.path.basename(argv[0]) or os.path.basename(argv[0]) == "dnsmasq"):
             continue
         try:
             mountinfo = Path(f"/proc/{pid}/mountinfo").read_text()
@@ -539,6 +552,65 @@ def _ensure_pool(uri_: str) -> None:
         virsh(uri_, "pool-autostart", POOL_NAME)
 
 
+def bridge_name(dir, name: str) -> str:
+    """The Linux bridge of NAME's lab network: unique per lab and host (all labs share this
+    machine's network namespace), at most 15 characters."""
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, f"berth-lab-net:{_dir(dir)}:{_check_name(name)}").hex
+    return f"bth{digest[:8]}"
+
+
+def _network_xml(bridge: str, third_octets: tuple[int, int]) -> str:
+    prefix = f"10.{third_octets[0]}.{third_octets[1]}"
+    # forward mode 'open': routed to the host, and libvirt adds no firewall rule on this shared
+    # machine (NAT would rewrite its iptables); the controller reaches the guests on the bridge.
+    return (f"<network><name>{NETWORK_NAME}</name><forward mode='open'/>"
+            f"<bridge name='{bridge}' stp='off' delay='0'/>"
+            f"<ip address='{prefix}.1' netmask='255.255.255.0'>"
+            f"<dhcp><range start='{prefix}.10' end='{prefix}.250'/></dhcp></ip></network>")
+
+
+def _ensure_network(base: Path, name: str) -> None:
+    """NAME's network NETWORK_NAME defined, active and autostarted, on a free subnet."""
+    uri_ = uri(base, name)
+    if _virsh_ok(uri_, "net-info", NETWORK_NAME):
+        if not re.search(r"^Active:\s+yes", virsh(uri_, "net-info", NETWORK_NAME), re.M):
+            virsh(uri_, "net-start", NETWORK_NAME)
+        return
+    bridge = bridge_name(base, name)
+    first = int(uuid.uuid5(uuid.NAMESPACE_URL, f"berth-lab-subnet:{base}:{name}").hex, 16) % NETWORK_SUBNETS
+    errors = []
+    for attempt in range(NETWORK_ATTEMPTS):
+        index = (first + attempt) % NETWORK_SUBNETS
+        xml = base / name / "network.xml"
+        xml.write_text(_network_xml(bridge, (200 + index // 256, index % 256)))
+        virsh(uri_, "net-define", str(xml))
+        started = subprocess.run(["virsh", "-q", "-c", uri_, "net-start", NETWORK_NAME], capture_output=True,
+                                 text=True, timeout=60, env=_virsh_env(uri_))
+        if started.returncode == 0:
+            virsh(uri_, "net-autostart", NETWORK_NAME)
+            return
+        errors.append(started.stderr.strip())
+        virsh(uri_, "net-undefine", NETWORK_NAME, check=False)
+        if "in use" not in started.stderr:
+            break
+    raise RuntimeError(f"{name}: cannot start network {NETWORK_NAME}: {errors[-1]}")
+
+
+def _remove_network(base: Path, name: str) -> None:
+    """NAME's network gone: stopped through its daemon (which takes the bridge and dnsmasq
+    down) where it still answers, the bridge deleted if a dead daemon left it."""
+    uri_ = uri(base, name)
+    if daemon_pid(base, name):
+        virsh(uri_, "net-destroy", NETWORK_NAME, check=False, timeout=60)
+        virsh(uri_, "net-undefine", NETWORK_NAME, check=False, timeout=60)
+
+
+def _remove_bridge(base: Path, name: str) -> None:
+    bridge = bridge_name(base, name)
+    if Path("/sys/class/net", bridge).exists():
+        subprocess.run(["ip", "link", "delete", bridge], capture_output=True, check=False)
+
+
 def _probe_caps(uri_: str) -> None:
     """Make the daemon probe QEMU now (about 5 s once) so its cache can be copied."""
     virsh(uri_, "domcapabilities", "--virttype", "qemu", "--arch", "x86_64", check=False)
@@ -601,6 +673,12 @@ def inventory_dir(dir=None) -> Path:
     return _dir(dir) / "inventory"
 
 
+def instances_inventory_dir(dir=None) -> Path:
+    """The inventory of the lab's instances (berth.fleet.instances), for a second -i: each guest
+    by its instance name, reached over SSH at the address libvirt's DHCP leases give it."""
+    return _dir(dir) / "instances"
+
+
 def ledger_path(dir=None) -> Path:
     """The lab's own ledger: it lives and dies with the lab, so a new lab starts empty."""
     return _dir(dir) / "ledger.sqlite3"
@@ -632,7 +710,35 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         f"berth_ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
+    write_instances_inventory(base, boot)
     return inv / "fleet.berth.yml"
+
+
+def write_instances_inventory(base: Path, boot: dict) -> Path:
+    """DIR/instances: a berth.fleet.instances source on the lab's ledger, and how to log into
+    the guests: root with the lab's key, their host key checked against the lab's known_hosts
+    (every lab guest has the same host key; the lab's networks are 10.200-249.x.x)."""
+    inv = instances_inventory_dir(base)
+    (inv / "group_vars").mkdir(parents=True, exist_ok=True)
+    source = "\n".join([
+        "# Written by lab/fleet.py: the lab's instances, from its ledger (berth.fleet.instances).",
+        "plugin: berth.fleet.instances",
+        f"ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        "# Read right after launches: wait for booting guests' DHCP leases.",
+        "wait_for_addresses: 120",
+    ]) + "\n"
+    _write(inv / "lab.berth_instances.yml", source)
+    known_hosts = Path(boot["ssh_key"]).with_name("known_hosts")
+    _write(known_hosts, f"10.2??.*.* {Path(boot['ssh_host_key']).read_text().strip()}\n")
+    group_vars = "\n".join([
+        "# Written by lab/fleet.py: how the controller logs into the lab's guests (busybox: raw only).",
+        "ansible_connection: ssh",
+        "ansible_user: root",
+        f"ansible_ssh_private_key_file: {_yaml_scalar(boot['ssh_key'])}",
+        f"ansible_ssh_common_args: {json.dumps('-o UserKnownHostsFile=' + str(known_hosts))}",
+    ]) + "\n"
+    _write(inv / "group_vars" / "berth_instances.yml", group_vars)
+    return inv
 
 
 def _write(path: Path, text: str) -> None:
@@ -695,6 +801,7 @@ def up(dir=None, hosts: int = 3) -> list[dict]:
                 _wait_ready(base, n)
             for n in names:
                 _ensure_pool(uri(base, n))
+                _ensure_network(base, n)
         finally:
             builder.join()
         if errors:
@@ -715,6 +822,7 @@ def start_daemon(dir, name: str) -> int:
         _ensure_mountpoints()
         pid = _start_one(base, name)
         _ensure_pool(uri(base, name))
+        _ensure_network(base, name)
         _update_hosts_json(base, name)
     return pid
 
@@ -811,13 +919,17 @@ def down(dir=None) -> list[str]:
                         if line.split():
                             virsh(u, "vol-delete", "--pool", POOL_NAME, line.split()[0],
                                   check=False)
+                with contextlib.suppress(Exception):
+                    _remove_network(base, name)
             pid = daemon_pid(base, name)
             for p in sorted(set(([pid] if pid else []) + _find_libvirtd(root))):
                 _terminate(p)
-            for qpid in _qemu_leftovers(root):
+            for qpid in _leftovers(root):
                 _terminate(qpid, timeout=5.0)
+            _remove_bridge(base, name)
             shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(inventory_dir(base), ignore_errors=True)
+        shutil.rmtree(instances_inventory_dir(base), ignore_errors=True)
         (base / "hosts.json").unlink(missing_ok=True)
         for suffix in ("", "-wal", "-shm"):
             Path(str(ledger_path(base)) + suffix).unlink(missing_ok=True)
@@ -896,6 +1008,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("inventory-path", help="print the inventory directory for ansible -i")
     p.add_argument("--dir", help=dir_help)
     p.set_defaults(func=lambda a: print(inventory_dir(a.dir)))
+    p = sub.add_parser("instances-path", help="print the instances' inventory directory for a second -i")
+    p.add_argument("--dir", help=dir_help)
+    p.set_defaults(func=lambda a: print(instances_inventory_dir(a.dir)))
     p = sub.add_parser("_ns-exec", help=argparse.SUPPRESS)
     p.add_argument("--root", required=True)
     p.add_argument("--hostname", required=True)

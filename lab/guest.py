@@ -4,29 +4,40 @@
     python3 lab/guest.py build [--dir DIR]
 
 writes DIR/guest/vmlinuz and DIR/guest/initrd.img (DIR defaults to $BERTH_LAB_DIR, else
-<repo>/lab/state). Both are cached: when both exist nothing is downloaded.
+<repo>/lab/state), and the SSH key that logs into the guest, DIR/guest/ssh/id_ed25519. All are
+cached: when they exist (built by this version of the recipe) nothing is downloaded.
 
-The guest is booted directly by libvirt (<kernel>, <initrd>, <cmdline>) with no disk and no
-network. Its /init (PID 1, a busybox sh script) mounts proc, sys and devtmpfs, reads
-``berth.instance=<value>`` from /proc/cmdline and writes
+The guest is booted directly by libvirt (<kernel>, <initrd>, <cmdline>) with no disk. Its /init
+(PID 1, a busybox sh script) mounts proc, sys and devtmpfs, reads ``berth.instance=<value>`` from
+/proc/cmdline and writes
 
     BERTH-GUEST-BOOTED instance=<value>
 
-to /dev/ttyS0 and /dev/console, again every 30 s, and never exits. The cloud kernel has the
-8250 serial driver and its console, devtmpfs, initrd and gzip support built in.
+to /dev/ttyS0 and /dev/console, again every 30 s, and never exits. Beside that, it brings up the
+network where the domain has a NIC: it loads the virtio-net driver (shipped as modules of the
+kernel package), asks for an address with busybox's udhcpc (printing ``BERTH-GUEST-NET eth0
+<address>`` on the serial console when it has one) and starts dropbear, an SSH server that lets
+root in with DIR/guest/ssh/id_ed25519 only. On a libvirt network with DHCP that address is in
+libvirt's leases, and ``ssh -i DIR/guest/ssh/id_ed25519 root@<address>`` reaches the guest.
 
 It answers the ACPI power button as a real guest does (the graceful shutdown of
-berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules (the only
-two modules shipped, taken from the same kernel package) and starts busybox's acpid, whose
-action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and powers the guest
-off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a guest without an
-ACPI daemon: a graceful shutdown then times out.
+berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
+busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
+powers the guest off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a
+guest without an ACPI daemon: a graceful shutdown then times out.
 
-Stdlib only; needs root (apt-get download as root, mknod), apt-get, apt-cache, dpkg-deb, cpio.
+The cloud kernel has the 8250 serial driver and its console, devtmpfs, initrd and gzip support
+built in; virtio, virtio-net, the ACPI button and evdev are modules, copied with what they
+depend on.
+
+Stdlib only; needs root (apt-get download as root, mknod), apt-get, apt-cache, dpkg-deb, cpio,
+ldd (the SSH server's libraries are this machine's, which is Debian 12 like the packages) and
+ssh-keygen.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -42,11 +53,20 @@ from pathlib import Path
 LAB = Path(__file__).resolve().parent
 KERNEL_METAPACKAGE = "linux-image-cloud-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
+# The SSH server and the two libraries of it that Debian 12 does not install by default.
+SSH_PACKAGES = ("dropbear-bin", "libtomcrypt1", "libtommath1")
 MARKER = "BERTH-GUEST-BOOTED"
+NET_MARKER = "BERTH-GUEST-NET"
 POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
-# The kernel modules the power button needs (built as modules in the cloud kernel), by their
-# path under lib/modules/<version>/kernel.
-ACPI_MODULES = ("drivers/input/evdev.ko", "drivers/acpi/button.ko")
+# Bump when the guest's contents change: a cached guest of another format is built again.
+FORMAT = 3
+# Kernel modules /init loads (with what they depend on) to see a virtio NIC.
+NET_MODULES = ("virtio_pci", "virtio_net")
+# Kernel modules /init loads for the ACPI power button to reach acpid (an input event device).
+ACPI_MODULES = ("evdev", "button")
+# DIR/guest/ssh: the key pair that logs into every lab guest as root, and the guests' host key.
+SSH_KEY = "id_ed25519"
+HOST_KEY = "dropbear_ed25519_host_key"
 # Kernel options the guest relies on; build() checks them in the package's config file.
 REQUIRED_KERNEL_CONFIG = (
     "CONFIG_BLK_DEV_INITRD",
@@ -59,8 +79,8 @@ REQUIRED_KERNEL_CONFIG = (
     "CONFIG_BINFMT_ELF",
 )
 # Busybox applets /init uses, linked in /bin so the script works whatever busybox's
-# "prefer applets" setting is.
-APPLETS = ("sh", "mount", "cat", "echo", "sleep", "mkdir", "insmod", "acpid", "poweroff")
+# "prefer applets" setting is; /init links the others at boot (busybox --install).
+APPLETS = ("sh", "mount", "cat", "echo", "sleep", "mkdir")
 
 INIT_SCRIPT = f"""#!/bin/sh
 # Berth lab guest, PID 1: print a boot marker on the serial console, repeat it, never exit.
@@ -69,6 +89,7 @@ trap '' HUP INT TERM QUIT USR1 USR2
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+/bin/busybox --install -s /bin 2>/dev/null
 instance=
 acpi=on
 for arg in $(cat /proc/cmdline); do
@@ -78,9 +99,27 @@ for arg in $(cat /proc/cmdline); do
   esac
 done
 if [ "$acpi" != ignore ]; then
-  for module in /lib/modules/*.ko; do insmod "$module"; done
+  for module in $(cat /lib/modules/acpi/load.order); do insmod "/lib/modules/acpi/$module.ko"; done
   acpid -l /tmp/acpid.log -p /tmp/acpid.pid
 fi
+
+# The network, beside the marker loop: the NIC driver, DHCP (udhcpc keeps renewing), SSH.
+network() {{
+  for module in $(cat /lib/modules/net/load.order); do insmod "/lib/modules/net/$module.ko"; done
+  ip link set lo up
+  for second in 1 2 3 4 5 6 7 8 9 10; do
+    [ -e /sys/class/net/eth0 ] && break
+    sleep 1
+  done
+  [ -e /sys/class/net/eth0 ] || return 0
+  ip link set eth0 up
+  mkdir -p /dev/pts /var/run
+  mount -t devpts devpts /dev/pts
+  dropbear -s -r /etc/dropbear/{HOST_KEY} -p 22
+  udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 2
+}}
+network </dev/null >/dev/null 2>&1 &
+
 while :; do
   for tty in /dev/ttyS0 /dev/console; do
     echo "{MARKER} instance=$instance" > "$tty" 2>/dev/null
@@ -91,6 +130,22 @@ done
 while :; do /bin/busybox sleep 3600; done
 """
 
+# busybox udhcpc runs this with the lease in its environment ($mask is the prefix length).
+UDHCPC_SCRIPT = f"""#!/bin/sh
+case "$1" in
+  deconfig)
+    ip addr flush dev "$interface"
+    ip link set "$interface" up
+    ;;
+  bound|renew)
+    ip addr flush dev "$interface"
+    ip addr add "$ip/$mask" dev "$interface"
+    [ -n "$router" ] && ip route replace default via "${{router%% *}}" dev "$interface"
+    echo "{NET_MARKER} $interface $ip" > /dev/ttyS0
+    ;;
+esac
+exit 0
+"""
 
 # busybox acpid runs /etc/acpi/<event>/<value> for an event: this one is the power button.
 POWER_BUTTON_ACTION = f"""#!/bin/sh
@@ -112,8 +167,8 @@ def _env() -> dict:
     return env
 
 
-def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, env=_env(), **kw)
+def _run(argv: list[str], env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=env or _env(), **kw)
 
 
 def resolve_kernel_package() -> str:
@@ -168,16 +223,124 @@ def _check_kernel_config(config: Path) -> None:
         raise RuntimeError(f"{config.name} lacks built-in {missing}; the guest needs them")
 
 
-def _build_initramfs(busybox: Path, out: Path, work: Path, modules: list[Path]) -> None:
-    root = work / "initramfs"
-    for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root", "lib/modules", "etc/acpi/PWRF"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    # Numbered, so that /init loads them in ACPI_MODULES' order.
-    for index, module in enumerate(modules):
-        shutil.copyfile(module, root / "lib" / "modules" / f"{index}-{module.name}")
+def _module_closure(tree: Path, wanted: tuple[str, ...]) -> list[Path]:
+    """The .ko files of ``wanted`` and of every module they depend on, dependencies first.
+
+    The package has no modules.dep (depmod makes it at install): each module's own ``depends=``
+    in its .modinfo section says it.
+    """
+    paths = {ko.name[:-3].replace("-", "_"): ko for ko in tree.rglob("*.ko")}
+    ordered: list[Path] = []
+
+    def visit(name: str) -> None:
+        if name not in paths:
+            raise RuntimeError(f"kernel module {name} is not in the kernel package (compressed, or built in?)")
+        if paths[name] in ordered:
+            return
+        found = re.search(rb"depends=([^\0]*)\0", paths[name].read_bytes())
+        for dependency in filter(None, (found.group(1).decode() if found else "").split(",")):
+            visit(dependency.replace("-", "_"))
+        ordered.append(paths[name])
+
+    for name in wanted:
+        visit(name)
+    return ordered
+
+
+def _shared_libraries(binary: Path, extra_lib_dir: Path) -> list[Path]:
+    """The shared libraries ``binary`` loads (and its loader), as ldd resolves them here, with
+    ``extra_lib_dir`` searched first."""
+    res = _run(["ldd", str(binary)], env={**_env(), "LD_LIBRARY_PATH": str(extra_lib_dir)})
+    if res.returncode != 0:
+        raise RuntimeError(f"ldd {binary} failed: {res.stderr.strip()}")
+    libraries = []
+    for line in res.stdout.splitlines():
+        if "not found" in line:
+            raise RuntimeError(f"{binary.name} needs a library this machine lacks: {line.strip()}")
+        found = re.search(r"(/\S+)\s+\(0x", line)
+        if found:
+            libraries.append(Path(found.group(1)))
+    return libraries
+
+
+def ssh_keys(gdir: Path, dropbearkey: Path | None = None, lib_dir: Path | None = None) -> dict:
+    """DIR/guest/ssh: the key that logs into the guests (made with ssh-keygen) and, given the
+    extracted dropbearkey, the guests' host key in dropbear's format. Made once, then kept."""
+    sdir = gdir / "ssh"
+    sdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = sdir / SSH_KEY
+    if not key.is_file():
+        res = _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "berth-lab", "-f", str(key)])
+        if res.returncode != 0:
+            raise RuntimeError(f"ssh-keygen failed: {res.stderr.strip()}")
+    host_key = sdir / HOST_KEY
+    if dropbearkey is not None and not host_key.is_file():
+        res = _run([str(dropbearkey), "-t", "ed25519", "-f", str(host_key)],
+                   env={**_env(), "LD_LIBRARY_PATH": str(lib_dir)})
+        if res.returncode != 0:
+            raise RuntimeError(f"dropbearkey failed: {res.stderr.strip()}")
+    host_public_key = sdir / (HOST_KEY + ".pub")
+    if dropbearkey is not None and not host_public_key.is_file():
+        res = _run([str(dropbearkey), "-y", "-f", str(host_key)], env={**_env(), "LD_LIBRARY_PATH": str(lib_dir)})
+        line = next((line for line in res.stdout.splitlines() if line.startswith("ssh-")), None)
+        if res.returncode != 0 or line is None:
+            raise RuntimeError(f"dropbearkey -y failed: {res.stderr.strip()}")
+        # "type key": the comment dropbear adds names this machine, not the guests.
+        host_public_key.write_text(" ".join(line.split()[:2]) + "\n")
+    return {"key": key, "public_key": key.with_name(SSH_KEY + ".pub"), "host_key": host_key,
+            "host_public_key": host_public_key}
+
+
+def _add_network(root: Path, modules: list[Path], dropbear: Path, libraries: list[Path], keys: dict) -> None:
+    """The NIC driver, the DHCP script and the SSH server with its libraries, host key and
+    root's authorized key."""
+    mdir = root / "lib" / "modules" / "net"
+    mdir.mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        shutil.copy2(module, mdir / module.name)
+    (mdir / "load.order").write_text("".join(module.name[:-3] + "\n" for module in modules))
+    for library in libraries:
+        # The loader where the binary names it; the rest where the loader looks by default.
+        target = (root / library.relative_to("/") if library.name.startswith("ld-linux")
+                  else root / "lib" / "x86_64-linux-gnu" / library.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(library.resolve(), target)
+        os.chmod(target, 0o755)
+    shutil.copy2(dropbear, root / "bin" / "dropbear")
+    os.chmod(root / "bin" / "dropbear", 0o755)
+    script = root / "etc" / "udhcpc.script"
+    script.write_text(UDHCPC_SCRIPT)
+    os.chmod(script, 0o755)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    (root / "etc" / "shells").write_text("/bin/sh\n")
+    (root / "etc" / "dropbear").mkdir(exist_ok=True)
+    shutil.copyfile(keys["host_key"], root / "etc" / "dropbear" / HOST_KEY)
+    os.chmod(root / "etc" / "dropbear" / HOST_KEY, 0o600)
+    ssh_dir = root / "root" / ".ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(ssh_dir, 0o700)
+    shutil.copyfile(keys["public_key"], ssh_dir / "authorized_keys")
+    os.chmod(ssh_dir / "authorized_keys", 0o600)
+
+
+def _add_power_button(root: Path, modules: list[Path]) -> None:
+    """The modules that bring the ACPI power button to acpid, and acpid's action for it."""
+    mdir = root / "lib" / "modules" / "acpi"
+    mdir.mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        shutil.copy2(module, mdir / module.name)
+    (mdir / "load.order").write_text("".join(module.name[:-3] + "\n" for module in modules))
     action = root / "etc" / "acpi" / "PWRF" / "00000080"
+    action.parent.mkdir(parents=True, exist_ok=True)
     action.write_text(POWER_BUTTON_ACTION)
     os.chmod(action, 0o755)
+
+
+def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path]) -> None:
+    root = work / "initramfs"
+    for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
     shutil.copy2(busybox, root / "bin" / "busybox")
     os.chmod(root / "bin" / "busybox", 0o755)
     for applet in APPLETS:
@@ -186,6 +349,8 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, modules: list[Path]) 
     init = root / "init"
     init.write_text(INIT_SCRIPT)
     os.chmod(init, 0o755)
+    _add_network(root, **network)
+    _add_power_button(root, acpi_modules)
     # The kernel opens /dev/console for PID 1 before /init mounts devtmpfs.
     try:
         os.mknod(root / "dev" / "console", 0o600 | stat.S_IFCHR, os.makedev(5, 1))
@@ -219,20 +384,26 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, modules: list[Path]) 
 
 
 def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
-    """Make DIR/guest/vmlinuz and DIR/guest/initrd.img (cached); return their absolute paths.
+    """Make DIR/guest/vmlinuz, DIR/guest/initrd.img and the SSH keys (cached); return their
+    absolute paths.
 
-    Returns dict(kernel=..., initrd=..., cached=bool, seconds=float, packages=[...]).
+    Returns dict(kernel=..., initrd=..., ssh_key=..., ssh_host_key=... (the guests' public host
+    key), cached=bool, seconds=float, packages=[...]).
     """
     start = time.monotonic()
     base = Path(dir).resolve() if dir else default_dir()
     gdir = base / "guest"
     kernel, initrd = gdir / "vmlinuz", gdir / "initrd.img"
     meta = gdir / "build.json"
-    if not force and kernel.is_file() and initrd.is_file():
-        info = json.loads(meta.read_text()) if meta.is_file() else {}
-        return dict(kernel=str(kernel), initrd=str(initrd), cached=True,
-                    seconds=round(time.monotonic() - start, 3),
-                    packages=info.get("packages", []))
+    info = {}
+    if meta.is_file():
+        with contextlib.suppress(ValueError):
+            info = json.loads(meta.read_text())
+    ssh_key, host_public_key = gdir / "ssh" / SSH_KEY, gdir / "ssh" / (HOST_KEY + ".pub")
+    if not force and kernel.is_file() and initrd.is_file() and ssh_key.is_file() and host_public_key.is_file() \
+            and info.get("format") == FORMAT:
+        return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(ssh_key), ssh_host_key=str(host_public_key),
+                    cached=True, seconds=round(time.monotonic() - start, 3), packages=info.get("packages", []))
     gdir.mkdir(parents=True, exist_ok=True)
     kpkg = resolve_kernel_package()
     # apt-get download as root writes into a world-unreadable temp dir unsandboxed: fine here.
@@ -240,11 +411,14 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         work = Path(tmp)
         debs_dir = work / "debs"
         debs_dir.mkdir()
-        debs = download([kpkg, BUSYBOX_PACKAGE], debs_dir)
+        debs = download([kpkg, BUSYBOX_PACKAGE, *SSH_PACKAGES], debs_dir)
         kdeb = next(d for d in debs if d.name.startswith(kpkg + "_"))
         bdeb = next(d for d in debs if d.name.startswith(BUSYBOX_PACKAGE + "_"))
         _extract(kdeb, work / "kernel")
         _extract(bdeb, work / "busybox")
+        ssh_debs = [d for d in debs if d.name.startswith(tuple(f"{pkg}_" for pkg in SSH_PACKAGES))]
+        for deb in ssh_debs:
+            _extract(deb, work / "ssh")
         vmlinuz = sorted((work / "kernel" / "boot").glob("vmlinuz-*"))
         configs = sorted((work / "kernel" / "boot").glob("config-*"))
         if not vmlinuz:
@@ -254,20 +428,21 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         busybox = work / "busybox" / "bin" / "busybox"
         if not busybox.is_file():
             raise RuntimeError(f"no bin/busybox in {bdeb.name}")
-        modules = []
-        for name in ACPI_MODULES:
-            found = sorted((work / "kernel" / "lib" / "modules").glob(f"*/kernel/{name}"))
-            if not found:
-                raise RuntimeError(f"no {name} in {kdeb.name}: the guest could not answer the power button")
-            modules.append(found[0])
-        _build_initramfs(busybox, initrd, work, modules)
+        lib_dir = work / "ssh" / "usr" / "lib" / "x86_64-linux-gnu"
+        dropbear = work / "ssh" / "usr" / "sbin" / "dropbear"
+        keys = ssh_keys(gdir, work / "ssh" / "usr" / "bin" / "dropbearkey", lib_dir)
+        network = dict(modules=_module_closure(work / "kernel" / "lib" / "modules", NET_MODULES),
+                       dropbear=dropbear, libraries=_shared_libraries(dropbear, lib_dir), keys=keys)
+        acpi_modules = _module_closure(work / "kernel" / "lib" / "modules", ACPI_MODULES)
+        _build_initramfs(busybox, initrd, work, network, acpi_modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)
         os.replace(tmpk, kernel)
-        packages = [d.name for d in (kdeb, bdeb)]
-    meta.write_text(json.dumps({"packages": packages, "kernel": vmlinuz[0].name}, indent=2) + "\n")
-    return dict(kernel=str(kernel), initrd=str(initrd), cached=False,
+        packages = [d.name for d in (kdeb, bdeb, *ssh_debs)]
+    meta.write_text(json.dumps({"format": FORMAT, "packages": packages, "kernel": vmlinuz[0].name}, indent=2) + "\n")
+    return dict(kernel=str(kernel), initrd=str(initrd), ssh_key=str(keys["key"]),
+                ssh_host_key=str(keys["host_public_key"]), cached=False,
                 seconds=round(time.monotonic() - start, 3), packages=packages)
 
 
@@ -281,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "build":
         res = build(args.dir, force=args.force)
         how = "cached" if res["cached"] else f"built from {', '.join(res['packages'])}"
-        print(f"kernel: {res['kernel']}\ninitrd: {res['initrd']}")
+        print(f"kernel: {res['kernel']}\ninitrd: {res['initrd']}\nssh key: {res['ssh_key']}")
         print(f"({how} in {res['seconds']:.1f} s)")
     return 0
 

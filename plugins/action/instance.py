@@ -11,6 +11,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -31,6 +32,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     plan,
     remove_instance,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import DOWNLOAD_ARGS, fetch_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import LEDGER_ARGS, BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ClaimConflict, Ledger, run_owner
@@ -60,6 +62,13 @@ class ActionModule(BerthAction):
         "serial_log_dir": {"type": "str", "default": "/var/log/libvirt/qemu"},
         "storage_pool": {"type": "str", "default": "default"},
         "timeout": {"type": "float", "default": 30},
+        # The guest's hardware: None means the image's hw_* property, else Berth's default.
+        "firmware": {"type": "str"},
+        "disk_bus": {"type": "str"},
+        "nic_model": {"type": "str"},
+        "guest_agent": {"type": "bool"},
+        "graphics": {"type": "raw"},
+        **DOWNLOAD_ARGS,
         **LEDGER_ARGS,
     }
     _supports_check_mode = True
@@ -67,6 +76,8 @@ class ActionModule(BerthAction):
     _template_path: str | None = None
     _compiled: Any = None  # the compiled domain template, shared by the task's instances
     _opened_ledger: Ledger | None = None
+    _image: dict[str, Any] | None = None
+    _guest: dict[str, Any] = {}
 
     def _ledger(self, args: dict[str, Any]) -> Ledger | None:
         """The ledger, opened once per task: the instances of a task share its engine.
@@ -92,6 +103,11 @@ class ActionModule(BerthAction):
         self._sessions_lock = threading.Lock()
         self._progress = Progress()
         try:
+            if args["state"] == "active":
+                # One image and one guest hardware for every instance of the task: checked (and the
+                # image fetched by URL) once, before any build starts.
+                self._image = fetch_image(image_spec(args["image"]), args)
+                self._guest = guest_spec(args, (self._image or {}).get("properties"))
             if args["placements"] is not None:
                 return self._many(args)
             for key in ("name", "host", "uri"):
@@ -156,7 +172,8 @@ class ActionModule(BerthAction):
             "name": args["name"],
             "uuid": args["uuid"] or PLANNED_UUID,
             "flavor": resolve_flavor(args["flavor"], {}),
-            "image": image_spec(args["image"]),
+            "image": self._image,
+            "guest": self._guest,
             "networks": network_specs(args["networks"]),
             "metadata": metadata_spec(args["metadata"]),
             "user_data": user_data_spec(args["user_data"]),
@@ -280,6 +297,8 @@ class ActionModule(BerthAction):
                 boot=request["boot"],
                 disk=made["disk"],
                 seed=made["seed"],
+                nvram=made["nvram"],
+                guest=request["guest"],
                 interfaces=interfaces,
                 serial_log=os.path.join(args["serial_log_dir"], f"{request['name']}.serial.log"),
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -14,6 +15,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     network_specs,
     user_data_spec,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import DOWNLOAD_ARGS, fetch_image
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 
 
@@ -27,6 +29,13 @@ class ActionModule(BerthAction):
         "metadata": {"type": "raw", "default": {}},
         "user_data": {"type": "raw"},
         "boot": {"type": "raw", "default": {}},
+        # The guest's hardware: None means the image's hw_* property, else Berth's default.
+        "firmware": {"type": "str"},
+        "disk_bus": {"type": "str"},
+        "nic_model": {"type": "str"},
+        "guest_agent": {"type": "bool"},
+        "graphics": {"type": "raw"},
+        **DOWNLOAD_ARGS,
     }
     _supports_check_mode = True
 
@@ -43,10 +52,15 @@ class ActionModule(BerthAction):
         metadata_spec(args["metadata"])
         user_data_spec(args["user_data"])
         boot_spec(args["boot"])
+        guest = guest_spec(args, (image or {}).get("properties"))
+        # Last, after every cheap check: an image by URL is downloaded (in check mode too, into
+        # the controller's cache only) and its checksum checked before anything is scheduled.
+        image = fetch_image(image, args)
         # What the hosts must have, for the scheduler's PoolImageFilter and NetworkFilter: the
         # image volume unless the launch uploads it where missing, and the libvirt networks.
         return {
-            "changed": False, "names": names, "image": image, "networks": networks,
+            "changed": False, "names": names, "image": image, "networks": networks, "guest": guest,
+            # An image by URL has its source now: the file downloaded into the controller's cache.
             "image_volume": image["name"] if image and not image["source"] else None,
             "requested_networks": sorted({net["name"] for net in networks if net["type"] == "network"}),
         }

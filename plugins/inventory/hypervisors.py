@@ -68,6 +68,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
+  - berth.fleet.libvirt_auth
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -160,16 +161,6 @@ options:
     type: path
     env:
       - name: BERTH_SSH_KEYFILE
-  username:
-    description: The user name libvirt's authentication asks for (SASL, ESX...). Never shown.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_USERNAME
-  password:
-    description: The password libvirt's authentication asks for. Never shown, never cached.
-    type: str
-    env:
-      - name: BERTH_LIBVIRT_PASSWORD
 """
 
 EXAMPLES = r"""
@@ -223,6 +214,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 
 HYPERVISOR_GROUP = "hypervisors"
 DOWN_GROUP = "down"
@@ -262,33 +254,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         return hypervisors, aggregates, targets
 
     def _fetch_cached(self, path, targets, cache):
-        """The one I/O step: the hypervisors' raw facts, from the cache when it is fresh.
-
-        The cache entry is used only for the same hosts, URIs and pool; it holds facts, never
-        a credential.
-        """
-        # Lists, not tuples: the key must compare equal after a JSON round trip.
+        """The one I/O step: the hypervisors' raw facts, from the cache when it was made for the
+        same hosts, URIs and pool; it holds facts, never a credential."""
         key = {"targets": [[name, uri] for name, uri in sorted(targets.items())],
                "storage_pool": self.get_option("storage_pool")}
-        cache_key = self.get_cache_key(path)
-        use_cache = self.get_option("cache") and cache
-        if use_cache:
-            try:
-                cached = self._cache[cache_key]
-                if cached.get("key") == key:
-                    return cached["outcomes"]
-            except KeyError:
-                pass
         connect = {
             "username": self.get_option("username"),
             "password": self.get_option("password"),
             "keepalive_interval": self.get_option("keepalive_interval"),
             "keepalive_count": self.get_option("keepalive_count"),
         }
-        outcomes = fetch(targets, self.get_option("storage_pool"), float(self.get_option("timeout")), connect)
-        if self.get_option("cache"):
-            self._cache[cache_key] = {"key": key, "outcomes": outcomes}
-        return outcomes
+        return fetch_cached(self, path, cache, key, lambda: fetch(
+            targets, self.get_option("storage_pool"), float(self.get_option("timeout")), connect))
 
     def _populate(self, hypervisors, aggregates, targets, outcomes):
         """Hosts, groups and variables from the fetched facts (None: not gathered); no I/O."""

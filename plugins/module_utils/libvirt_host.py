@@ -6,6 +6,7 @@ Python binding has none of its own, and one hung hypervisor must not hang a whol
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import stat
@@ -14,7 +15,7 @@ import threading
 import uuid as uuidlib
 from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 
@@ -43,6 +44,11 @@ VOLUME_TYPES = {0: "file", 1: "block", 2: "dir", 3: "network", 4: "netdir", 5: "
 # Where a local qemu:///system daemon listens: the modular daemon first, then the monolithic one.
 SYSTEM_SOCKETS = ("/run/libvirt/virtqemud-sock", "/run/libvirt/libvirt-sock")
 USERNAME_ENV = "BERTH_LIBVIRT_USERNAME"
+# Where libvirt looks for a guest's addresses (virDomainInterfaceAddresses), in Berth's default
+# order: the DHCP leases of libvirt's own networks, the QEMU guest agent, the host's ARP table.
+ADDRESS_SOURCES = ("lease", "agent", "arp")
+# The guest agent's virtio-serial channel, as libvirt names it in the domain XML.
+GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 
 
@@ -401,6 +407,23 @@ class Hypervisor:
             raise
         return vol.path()
 
+    def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
+        """The hex digest (hashlib's ``algorithm``) of a volume's bytes, read through a libvirt
+        stream: what an image by URL is checked against when the pool already has its name."""
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        vol = self._call(pool.storageVolLookupByName, name)
+        digest = hashlib.new(algorithm)
+        stream = self._call(self.conn.newStream, 0)
+        self._call(vol.download, stream, 0, 0, 0)
+
+        def pump() -> None:
+            for chunk in iter(lambda: stream.recv(1024 * 1024), b""):
+                digest.update(chunk)
+            stream.finish()
+
+        call_with_timeout(self.host, self.transfer_timeout_s, pump)
+        return digest.hexdigest()
+
     def copy_volume_to(self, target: Hypervisor, pool_name: str, name: str) -> None:
         """Copy a volume into the same-named pool of another hypervisor through libvirt streams.
 
@@ -564,6 +587,72 @@ class Hypervisor:
             return {**self._domain(dom), "persistent": bool(self._call(dom.isPersistent))}
         return None
 
+    def interface_addresses(self, uuid: str, sources: Sequence[str] = ADDRESS_SOURCES) -> dict[str, Any] | None:
+        """A domain's network interfaces and the addresses libvirt finds for them; None if the
+        domain is not on this host.
+
+        ``sources`` are asked in order and the first that gives an address wins: ``lease`` (the
+        DHCP leases of libvirt's virtual networks: interfaces of type network), ``agent`` (the
+        QEMU guest agent, where the domain has its channel and the guest runs it), ``arp`` (the
+        host's ARP table: any interface the host has seen traffic from). A source that cannot
+        answer for this domain is skipped with the reason in ``skipped``; a timeout or a lost
+        connection raises HypervisorError.
+
+        Returns {state, interfaces [{type, source, mac}], metadata (Berth's, or None), source
+        (the one that answered, or None), addresses [{interface, mac, type, address, prefix}],
+        asked (the sources libvirt was asked), skipped {source: why it gave nothing}}.
+        """
+        try:
+            dom = self._call(self.conn.lookupByUUIDString, uuid)
+        except HypervisorError as exc:
+            if _error_code(exc) == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+        state = DOMAIN_STATES.get(self._call(dom.state, 0)[0], "unknown")
+        root = ET.fromstring(self._call(dom.XMLDesc, 0))
+        interfaces = _interfaces(root)
+        berth = _berth_metadata(root)
+        found: dict[str, Any] = {
+            "state": state, "interfaces": interfaces, "metadata": berth["metadata"] if berth else None,
+            "source": None, "addresses": [], "asked": [], "skipped": {},
+        }
+        for source in sources:
+            why = _address_source_unusable(source, state, interfaces, root)
+            if why is None:
+                found["asked"].append(source)
+                addresses, why = self._addresses_from(dom, source)
+                if addresses:
+                    found.update(source=source, addresses=addresses)
+                    break
+            found["skipped"][source] = why or "no address"
+        return found
+
+    def _addresses_from(self, dom: Any, source: str) -> tuple[list[dict[str, Any]], str | None]:
+        """One source's addresses of a running domain, or ([], why) where it cannot answer."""
+        kinds = {"lease": libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE,
+                 "agent": libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT,
+                 "arp": libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_ARP}
+        try:
+            found = self._call(dom.interfaceAddresses, kinds[source], 0) or {}
+        except HypervisorError as exc:
+            # The domain stopped meanwhile, the agent does not answer, the driver lacks the
+            # source or fails at it (libvirt 9.0 cannot read some kernels' ARP table: "wrong
+            # nlmsg len"): this source has nothing to say. A timeout or a lost connection is the
+            # host's, and raises.
+            if _connection_lost(exc):
+                raise
+            return [], str(exc).removeprefix(f"{self.host}: ")
+        families = {libvirt.VIR_IP_ADDR_TYPE_IPV4: "ipv4", libvirt.VIR_IP_ADDR_TYPE_IPV6: "ipv6"}
+        addresses = [
+            {"interface": name, "mac": (details.get("hwaddr") or "").lower(),
+             "type": families.get(item.get("type"), "unknown"), "address": item.get("addr"),
+             "prefix": item.get("prefix")}
+            for name, details in sorted(found.items())
+            for item in details.get("addrs") or []
+            if item.get("addr")
+        ]
+        return addresses, None
+
     def set_berth_metadata(self, uuid: str, fields: dict[str, Any] | None) -> None:
         """Write Berth's metadata element (uuid, name, flavor, and the ``metadata`` items) into a
         domain, or remove it (None).
@@ -605,6 +694,16 @@ def _error_code(exc: HypervisorError) -> int | None:
     """libvirt's error code behind a HypervisorError (None for a timeout or a non-libvirt error)."""
     cause = exc.__cause__
     return cause.get_error_code() if isinstance(cause, libvirt.libvirtError) else None
+
+
+def _connection_lost(exc: HypervisorError) -> bool:
+    """The call timed out, or libvirt lost the connection (an RPC or remote error), as opposed to
+    an error of the call itself."""
+    cause = exc.__cause__
+    if not isinstance(cause, libvirt.libvirtError):
+        return True
+    return cause.get_error_domain() in (libvirt.VIR_FROM_RPC, libvirt.VIR_FROM_REMOTE) or \
+        cause.get_error_code() in (libvirt.VIR_ERR_NO_CONNECT, libvirt.VIR_ERR_INVALID_CONN)
 
 
 def _is_uuid(text: str) -> bool:
@@ -674,6 +773,38 @@ def _berth_metadata(root: ET.Element) -> dict[str, Any] | None:
             for item in node.findall(f"{{{METADATA_NAMESPACE}}}meta")
         },
     }
+
+
+def _interfaces(root: ET.Element) -> list[dict[str, Any]]:
+    """Each network interface of a domain: its type (network, bridge, user...), what it is
+    attached to (the network or bridge name; None for user-mode) and its MAC address."""
+    found = []
+    for interface in root.findall("devices/interface"):
+        source = interface.find("source")
+        attached = None
+        if source is not None:
+            attached = source.get("network") or source.get("bridge") or source.get("dev")
+        mac = interface.find("mac")
+        found.append({"type": interface.get("type", ""), "source": attached,
+                      "mac": (mac.get("address", "") if mac is not None else "").lower()})
+    return found
+
+
+def _address_source_unusable(source: str, state: str, interfaces: list[dict[str, Any]],
+                             root: ET.Element) -> str | None:
+    """Why ``source`` cannot know this domain's addresses (asking would only cost a call), or None."""
+    if state != "running":
+        return f"the domain is {state}"
+    if not interfaces:
+        return "the domain has no network interface"
+    if all(interface["type"] == "user" for interface in interfaces):
+        return "user-mode networking only: QEMU's own NAT, whose addresses libvirt cannot see"
+    if source == "lease" and not any(interface["type"] == "network" for interface in interfaces):
+        return "no interface on a libvirt network (only those have DHCP leases libvirt knows)"
+    if source == "agent" and not any(channel.get("name") == GUEST_AGENT_CHANNEL
+                                     for channel in root.findall("devices/channel/target")):
+        return "the domain has no guest agent channel"
+    return None
 
 
 def _mib(kib: Any) -> int | None:

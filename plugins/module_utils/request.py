@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -52,7 +53,7 @@ def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
 
 
 # The volumes a build makes, named after the instance: a sync tells them from images by name.
-_INSTANCE_VOLUME = re.compile(r"^berth-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-(root\.qcow2|seed\.iso)$")
+_INSTANCE_VOLUME = re.compile(r"^berth-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-(root\.qcow2|seed\.iso|nvram\.fd)$")
 
 
 def root_volume_name(instance_uuid: str) -> str:
@@ -63,8 +64,14 @@ def seed_volume_name(instance_uuid: str) -> str:
     return f"berth-{instance_uuid}-seed.iso"
 
 
+def nvram_volume_name(instance_uuid: str) -> str:
+    """A UEFI instance's variable store: a volume of the pool, so that it is Berth's like the
+    disks, moves with them and goes with the instance."""
+    return f"berth-{instance_uuid}-nvram.fd"
+
+
 def is_instance_volume(name: str) -> bool:
-    """Whether a pool volume is one a Berth build made (an instance's disk or seed), not an image."""
+    """Whether a pool volume is one a Berth build made (an instance's disk, seed or NVRAM), not an image."""
     return bool(_INSTANCE_VOLUME.match(name))
 
 
@@ -91,8 +98,10 @@ def volume_name(field: str, name: Any) -> str:
 
 
 def image_spec(image: Any) -> dict[str, Any] | None:
-    """``image``: a volume name, or {name, format, source, properties}; None for no image (empty
-    disk). ``properties`` are the image's properties as Nova's image metadata has them
+    """``image``: a volume name, or {name, format, source | url + checksum, properties}; None for
+    no image (empty disk). ``source`` is a file on the controller, ``url`` an HTTP(S) address
+    the controller downloads from (berth.fleet's _image_download), with the ``checksum`` it must
+    match. ``properties`` are the image's properties as Nova's image metadata has them
     (hw_architecture, img_hv_type, os_distro...), which ImagePropertiesFilter and the
     aggregate isolation filters match and the instance records."""
     if image in (None, ""):
@@ -100,11 +109,11 @@ def image_spec(image: Any) -> dict[str, Any] | None:
     if isinstance(image, str):
         image = {"name": image}
     if not isinstance(image, Mapping):
-        raise InputError("image", f"image must be a volume name or a dict with name, format, source, properties, "
-                                  f"got {image!r}")
-    unknown = set(image) - {"name", "format", "source", "properties"}
+        raise InputError("image", f"image must be a volume name or a dict with name, format, source or url and "
+                                  f"checksum, properties, got {image!r}")
+    unknown = set(image) - set(_IMAGE_KEYS)
     if unknown:
-        raise InputError("image", f"image has unknown keys {sorted(unknown)} (allowed: name, format, source, properties)")
+        raise InputError("image", f"image has unknown keys {sorted(unknown)} (allowed: {', '.join(_IMAGE_KEYS)})")
     properties = image.get("properties") or {}
     if not isinstance(properties, Mapping) or not all(isinstance(key, str) for key in properties):
         raise InputError("image.properties", f"image.properties must be a mapping of property names to values, "
@@ -115,8 +124,59 @@ def image_spec(image: Any) -> dict[str, Any] | None:
     source = image.get("source")
     if source is not None and (not isinstance(source, str) or not source.startswith("/")):
         raise InputError("image.source", f"image.source must be an absolute path on the controller, got {source!r}")
+    url, checksum = image.get("url"), image.get("checksum")
+    if url is not None:
+        if source is not None:
+            raise InputError("image.url", "image.url and image.source are exclusive: download the image, or "
+                                          "upload a file of the controller")
+        url = image_url(url)
+        if checksum is None:
+            raise InputError("image.checksum", "image.checksum is required with image.url "
+                                               "(e.g. sha256:<64 hex digits>)")
+    if checksum is not None:
+        if url is None:
+            raise InputError("image.checksum", "image.checksum goes with image.url")
+        checksum = "%s:%s" % image_checksum(checksum)
     return {"name": volume_name("image.name", image.get("name")), "format": fmt, "source": source,
-            "properties": dict(properties)}
+            "url": url, "checksum": checksum, "properties": dict(properties)}
+
+
+_IMAGE_KEYS = ("name", "format", "source", "url", "checksum", "properties")
+# Digests strong enough to name an image by (get_url's form, algorithm:hex); MD5 and SHA-1 are not.
+CHECKSUM_ALGORITHMS = {"sha256": 64, "sha384": 96, "sha512": 128}
+MAX_URL_LENGTH = 2048
+
+
+def image_url(url: Any) -> str:
+    """An HTTP(S) URL without credentials: the URL is shown in results and logs, so a password
+    in it would be too (and the errors here never repeat one)."""
+    rule = f"image.url must be an http:// or https:// URL with a host, at most {MAX_URL_LENGTH} characters"
+    if not isinstance(url, str):
+        raise InputError("image.url", f"{rule}, got {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is not None and (parts.username is not None or parts.password is not None):
+        raise InputError("image.url", "image.url must not carry a user name or password: it appears in "
+                                      "results and logs")
+    if parts is None or parts.scheme not in ("http", "https") or not host or len(url) > MAX_URL_LENGTH \
+            or any(ord(ch) <= 32 or ord(ch) == 127 for ch in url):
+        raise InputError("image.url", f"{rule} and no spaces, got {url[:MAX_URL_LENGTH]!r}")
+    return url
+
+
+def image_checksum(checksum: Any) -> tuple[str, str]:
+    """(algorithm, lower-case hex digest) from ``sha256:<hex>`` (sha256, sha384, sha512)."""
+    algorithms = ", ".join(CHECKSUM_ALGORITHMS)
+    algorithm, _sep, digest = checksum.partition(":") if isinstance(checksum, str) else ("", "", "")
+    algorithm, digest = algorithm.strip().lower(), digest.strip().lower()
+    if algorithm not in CHECKSUM_ALGORITHMS or len(digest) != CHECKSUM_ALGORITHMS[algorithm] \
+            or any(ch not in "0123456789abcdef" for ch in digest):
+        raise InputError("image.checksum", f"image.checksum must be <algorithm>:<hex digest> with the algorithm "
+                                           f"one of {algorithms}, got {checksum!r}")
+    return algorithm, digest
 
 
 def network_specs(networks: Any) -> list[dict[str, str]]:

@@ -20,7 +20,8 @@ description:
   - If any step fails, the domain and the volume are removed again, the claim is released and
     the instance is marked ERROR with the reason; the task fails.
   - A domain already running under the instance's UUID is left alone (no change).
-  - With O(state=absent), destroys and undefines the domain, deletes its volume and removes
+  - With O(state=absent), destroys and undefines the domain, deletes its volumes (root disk,
+    seed, UEFI variable store) and removes
     the instance and its claim from the ledger. Idempotent.
   - Normally used through the role C(berth.fleet.instance), with placements from
     M(berth.fleet.schedule).
@@ -69,7 +70,10 @@ options:
   image:
     description:
       - Base image, a volume name in O(storage_pool) or a dict with C(name), C(format)
-        (V(qcow2) or V(raw)) and C(source) (absolute path on the controller to upload from).
+        (V(qcow2) or V(raw)) and C(source) (absolute path on the controller to upload from),
+        or C(url) and C(checksum) (downloaded into O(image_cache_dir) unless there already, as
+        M(berth.fleet.instance_request) does; uploaded where the pool lacks it; where the pool
+        has a volume of that name, its checksum is read back through libvirt and must match).
       - Names with C(/) or C(..) are refused; only volumes the pool lists are used.
       - Without an image the root disk is an empty qcow2 volume of the flavor's C(root_gb).
     type: raw
@@ -135,6 +139,9 @@ options:
   ledger_url:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
+extends_documentation_fragment:
+  - berth.fleet.guest
+  - berth.fleet.image_download
 attributes:
   check_mode:
     support: full

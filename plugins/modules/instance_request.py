@@ -12,6 +12,11 @@ description:
   - Checks the instance names (DNS labels, with their index), the count, the image, networks,
     metadata, user data and boot paths of a launch, so that bad input fails before
     M(berth.fleet.schedule) claims anything.
+  - Checks the guest's hardware options (firmware, disk bus, NIC model, guest agent, graphics).
+  - Downloads an image given by C(image.url) into O(image_cache_dir) on the controller, unless
+    it is there already, and refuses it when its checksum is not C(image.checksum), or when it
+    fails the checks of an upload; this happens before M(berth.fleet.schedule) claims anything,
+    and in check mode too (the dry run fills the controller's cache, nothing else).
   - Contacts no hypervisor. Which hypervisors have the image and the networks is known from the
     ledger's last tracker sync; M(berth.fleet.schedule) filters out those that lack them
     (C(PoolImageFilter), C(NetworkFilter)) and says so, given the C(image_volume) and
@@ -30,11 +35,16 @@ options:
     description:
       - A volume name in the hypervisors' instance storage pool, or a dict with C(name), C(format) (V(qcow2) or V(raw)),
         C(source), an absolute path on the controller to upload the image from where a
-        hypervisor lacks it, and C(properties), the image's properties as in Nova's image
+        hypervisor lacks it, or instead C(url), an C(http://) or C(https://) URL (without a user
+        name or password) to download it from, with C(checksum), C(sha256:<hex>) (or
+        C(sha384:), C(sha512:)), and C(properties), the image's properties as in Nova's image
         metadata (C(hw_architecture), C(img_hv_type), C(os_distro)...), which the scheduler
         matches (ImagePropertiesFilter, AggregateImagePropertiesIsolation) and the instance records
         (ImagePropertiesWeigher).
       - Names never leave the pool, no C(/), no C(..).
+      - An image by URL whose name a chosen hypervisor's pool already has is used there only if
+        that volume has the same checksum (read back through libvirt); otherwise the build
+        fails on that host and says so.
     type: raw
   networks:
     description: Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name).
@@ -51,10 +61,13 @@ options:
     description: Direct kernel boot, C(kernel), C(initrd) (absolute paths on the hypervisor), C(cmdline).
     type: raw
     default: {}
+extends_documentation_fragment:
+  - berth.fleet.guest
+  - berth.fleet.image_download
 attributes:
   check_mode:
     support: full
-    description: Never changes anything.
+    description: Changes nothing on the fleet or the ledger; an image by URL is downloaded into the controller's cache, as in a real run.
   diff_mode:
     support: none
     description: Nothing to show.
@@ -69,6 +82,16 @@ EXAMPLES = r"""
     count: 3
     image: {name: debian-12.qcow2, source: /srv/images/debian-12.qcow2}
     networks: [{type: user}]
+
+- name: Check a UEFI request with a cloud image by URL
+  berth.fleet.instance_request:
+    name: db
+    image:
+      name: debian-12-genericcloud-amd64.qcow2
+      url: https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2
+      checksum: "sha512:{{ debian_12_sha512 }}"
+    firmware: uefi
+    graphics: {type: vnc}
 """
 
 RETURN = r"""
@@ -78,7 +101,15 @@ names:
   type: list
   elements: str
 image:
-  description: The image, checked, as a dict (C(name), C(format), C(source), C(properties)); null without one.
+  description:
+    - The image, checked, as a dict (C(name), C(format), C(source), C(url), C(checksum), C(properties)); null without one.
+    - For an image by URL, C(source) is its file in the controller's cache and C(downloaded) says whether this task fetched it.
+  returned: always
+  type: dict
+guest:
+  description:
+    - The guest's hardware as it will be built (C(firmware), C(disk_bus), C(nic_model), C(guest_agent),
+      C(graphics) with C(type) and C(listen), or null), the image's properties filling what the request did not say.
   returned: always
   type: dict
 networks:

@@ -28,10 +28,15 @@ description:
   - Each step is printed as it happens (C(web-1 on hv1 - claimed hv2), C(web-1 on hv1 - moved to
     hv2 (live))) on the controller's console.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
-    domain's own disks too), with their backing chains. Refused before anything is claimed, and
-    in check mode too, are the following. Storage a move cannot carry (another pool, block or
-    network disks, NVRAM). A backing file outside the pool. A volume that another domain or
-    volume on the source still uses. A volume name the destination already has.
+    domain's own disks too), with their backing chains, and a UEFI instance's variable store,
+    the volume C(berth-<uuid>-nvram.fd) of that pool. A cold move copies the store once the
+    domain is off. A live move copies it before QEMU moves the guest, and QEMU writes the flash
+    contents it migrated into it as the guest resumes; the source's store is deleted.
+  - Refused before anything is claimed, and in check mode too, are the following. Storage a
+    move cannot carry (another pool, block or network disks, NVRAM outside the pool, as in
+    libvirt's default C(/var/lib/libvirt/qemu/nvram)). A backing file outside the pool. A volume
+    that another domain or volume on the source still uses. A volume name the destination
+    already has.
 options:
   name:
     description: The instance name (as in the ledger).

@@ -140,10 +140,11 @@ options:
         the ratio from the aggregates' metadata of the same name (the smallest where they
         disagree; one value that is not a number - the host's own ratio, as Nova).
       - C(ComputeCapabilitiesFilter) - the flavor's C(extra_specs) scoped C(capabilities:)
-        (C(capabilities:cpu_info:vendor)) or unscoped and naming a host fact
-        (C(hypervisor_type)) must match that fact with Nova's operators (C(=) at least, C(==),
-        C(s==), C(<in>), C(<all-in>), C(<or>) ...). An unscoped key that names no fact
-        (C(ssd)) is left to C(AggregateInstanceExtraSpecsFilter), as in Nova.
+        (C(capabilities:cpu_info:vendor)) or unscoped and naming a host fact Nova's host state
+        has too (C(hypervisor_type)) must match that fact with Nova's operators (C(=) at least,
+        C(==), C(s==), C(<in>), C(<all-in>), C(<or>) ...). An unscoped key that names no such
+        fact (C(ssd), C(availability_zone)) is left to C(AggregateInstanceExtraSpecsFilter), as
+        in Nova.
       - C(ImagePropertiesFilter) - O(image_properties) C(hw_architecture), C(img_hv_type) and
         C(hw_vm_mode) (canonical, see there) must be offered by one of the host's
         C(supported_instances), and C(img_hv_requested_version) met by C(hypervisor_version).
@@ -181,8 +182,12 @@ options:
         is unknown is passed over.
       - C(RetryFilter) - not a host and node of O(retry_hosts).
       - C(AllHostsFilter) - passes every host.
-      - Berth's own - C(PoolImageFilter) (the image volume in the host's pool,
-        O(image_volume)) and C(NetworkFilter) (O(requested_networks)).
+      - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
+        O(image_volume).
+      - C(NetworkFilter) (Berth's own) - the host defines every network of O(requested_networks).
+      - Not provided - Nova's C(NUMATopologyFilter) and C(PciPassthroughFilter) - the domains
+        Berth defines get neither NUMA placement nor PCI devices, so there is nothing for them
+        to check.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
         CIDR) check the first instance only; so do Berth's image and network filters.
@@ -214,6 +219,8 @@ options:
       - C(ImagePropertiesWeigher) - how many of the host's instances were built from images
         sharing O(image_properties) (the host's C(instance_image_properties)),
         O(image_props_weight_setting); O(image_props_weight_multiplier), off by default.
+      - Not provided - Nova's C(PCIWeigher) (Berth's domains get no PCI devices) and
+        C(CrossCellWeigher) (it weighs Nova's cells, which Berth has no counterpart of).
       - Each weigher's values are normalised to 0..1 over the candidates (RAM, CPU, disk and
         io-ops from a fixed lower bound 0, the others min-max), multiplied by its multiplier
         (per host - an aggregate's metadata of the multiplier's name overrides the option for

@@ -15,6 +15,8 @@ from typing import Any
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    image_checksum,
+    nvram_volume_name,
     pool_image,
     root_volume_name,
     seed_volume_name,
@@ -49,7 +51,7 @@ def injected_fault(host: str, stage: str) -> None:
 def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
     """Remove an instance's domain and volumes from a host; True if anything was there."""
     removed = hv.remove_domain(instance_uuid)
-    for volume in (root_volume_name(instance_uuid), seed_volume_name(instance_uuid)):
+    for volume in (root_volume_name(instance_uuid), seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid)):
         removed = hv.delete_volume(pool, volume) or removed
     return removed
 
@@ -71,6 +73,7 @@ class HostSession:
         self._lock = threading.Lock()
         self._pool_paths: dict[str, str] = {}
         self._images: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._digests: dict[tuple[str, str, str], str] = {}
         self._networks: list[str] | None = None
 
     @property
@@ -105,6 +108,15 @@ class HostSession:
         """An image was uploaded here: look it up again next time."""
         with self._lock:
             self._images.pop((pool, name), None)
+            self._digests = {key: value for key, value in self._digests.items() if key[:2] != (pool, name)}
+
+    def image_digest(self, pool: str, name: str, algorithm: str) -> str:
+        """The digest of an image volume's bytes, read once per task."""
+        hv = self.hv
+        with self._lock:
+            if (pool, name, algorithm) not in self._digests:
+                self._digests[(pool, name, algorithm)] = hv.volume_digest(pool, name, algorithm)
+            return self._digests[(pool, name, algorithm)]
 
     def networks(self) -> list[str]:
         hv = self.hv
@@ -121,7 +133,7 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     pool_path = session.pool_path(pool)
     result: dict[str, Any] = {
         "disk": {"path": os.path.join(pool_path, root_volume_name(request["uuid"])), "backing": None},
-        "seed": None, "upload": None,
+        "seed": None, "nvram": None, "upload": None,
     }
     image = request["image"]
     if image:
@@ -134,6 +146,8 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
             size_mb = os.path.getsize(image["source"]) // (1024 * 1024)
             base = {"path": os.path.join(pool_path, image["name"]), "format": image["format"], "capacity_mb": size_mb}
             result["upload"] = image
+        elif image.get("checksum"):
+            same_image(session, pool, image)
         flavor_mb = request["flavor"].root_gb * 1024
         if flavor_mb and flavor_mb < base["capacity_mb"]:
             raise InputError("flavor.root_gb", f"flavor.root_gb {request['flavor'].root_gb} is smaller than "
@@ -149,6 +163,9 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
             if name not in known:
                 raise InputError("networks", f"network {name} is not defined on {host} "
                                  f"(networks there: {', '.join(known) or 'none'})")
+    if request["guest"]["firmware"] == "uefi":
+        # libvirt copies OVMF's variable template there when the domain first starts.
+        result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(request["uuid"]))}
     if request["user_data"] is not None:
         result["seed"] = {
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
@@ -156,6 +173,17 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
         }
     result["xml"] = render(result)
     return result
+
+
+def same_image(session: HostSession, pool: str, image: dict[str, Any]) -> None:
+    """An image by URL whose name the pool already has is used only if it is the same image: a
+    volume of that name with other bytes is refused, never silently taken for it."""
+    algorithm, expected = image_checksum(image["checksum"])
+    found = session.image_digest(pool, image["name"], algorithm)
+    if found != expected:
+        raise InputError("image.checksum", f"storage pool {pool} on {session.host} has a volume {image['name']} "
+                         f"with checksum {algorithm}:{found}, not image.checksum {algorithm}:{expected}: give the "
+                         f"new image another name, or delete the old volume")
 
 
 def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import pool_image
+from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEFAULT_SERVICE_DOWN_TIME_S, SOURCES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
@@ -35,10 +35,11 @@ MOVE_ARGS: dict[str, Any] = {
 
 def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
                     pool: str) -> tuple[list[str], list[str]]:
-    """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed), all
-    volumes of ``pool``. Refuses, before anything is touched, storage the move cannot carry
-    (other pools, block or network disks, NVRAM), a backing chain that leaves the pool, a
-    volume that something else on the source still uses, and a name the destination has."""
+    """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
+    Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
+    touched, storage the move cannot carry (other pools, block or network disks, NVRAM
+    outside the pool), a backing chain that leaves the pool, a volume that something else on
+    the source still uses, and a name the destination has."""
     uuid, name = instance["uuid"], instance["name"]
     xml = src.domain_xml(uuid, inactive=True)
     if xml is None:
@@ -58,8 +59,13 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
             target = disk.find("target")
             where = path or f"a {disk.get('type')} source"
             stuck.append(f"{device} {target.get('dev') if target is not None else '?'} ({where})")
-    if root.findtext("os/nvram"):
-        stuck.append(f"NVRAM ({root.findtext('os/nvram')})")
+    nvram = root.findtext("os/nvram")
+    if nvram and nvram == os.path.join(pool_path, nvram_volume_name(uuid)):
+        if src.volume(pool, nvram_volume_name(uuid)):
+            cdroms.append(nvram_volume_name(uuid))  # copied whole, like a CD-ROM
+        # else: never started yet; libvirt makes it from OVMF's template on the destination
+    elif nvram:
+        stuck.append(f"NVRAM ({nvram})")
     if stuck:
         raise InputError("name", f"{name} has storage a move cannot carry, only volumes of storage pool {pool} "
                                  f"move: {', '.join(stuck)}")
@@ -92,7 +98,11 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
         if live_refused is None:
             try:
                 for volume in volumes:
-                    # QEMU copies a disk's own layer during the migration; a CD-ROM is copied here.
+                    # QEMU copies a disk's own layer during the migration; a CD-ROM and the
+                    # NVRAM are copied here. (libvirt 9.0 would make the NVRAM from OVMF's
+                    # template, and QEMU writes the flash it migrated into it as the guest
+                    # resumes; copied first, it is a pool volume that a failed move's cleanup
+                    # finds like the disks. The source's file stays behind: removed below.)
                     _copy(src, dst, pool, volume, empty=volume in disks)
                 step(f"migrating live to {dst.host}")
                 src.live_migrate(uuid, dst, address)
@@ -197,10 +207,13 @@ def remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> No
 
 
 def _repoint_disks(domain_xml: str, source_pool_path: str, target_pool_path: str) -> str:
-    """The same definition with disk paths in the destination's pool directory."""
+    """The same definition with disk and NVRAM paths in the destination's pool directory."""
     root = ET.fromstring(domain_xml)
     for source in root.findall("devices/disk/source"):
         path = source.get("file")
         if path and os.path.dirname(path) == source_pool_path:
             source.set("file", os.path.join(target_pool_path, os.path.basename(path)))
+    nvram = root.find("os/nvram")
+    if nvram is not None and nvram.text and os.path.dirname(nvram.text) == source_pool_path:
+        nvram.text = os.path.join(target_pool_path, os.path.basename(nvram.text))
     return ET.tostring(root, encoding="unicode")

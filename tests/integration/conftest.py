@@ -96,6 +96,15 @@ class Lab:
         output["stderr"] = stderr
         return output
 
+    def server_group(self, name: str, state: str, policy: str = "anti-affinity") -> None:
+        """Create (present) or delete (absent) a server group in the lab's ledger, with berth.fleet.server_group."""
+        proc = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "ansible"), "-i", self.inventory, "localhost", "-m",
+             "berth.fleet.server_group", "-a",
+             f"name={name} policy={policy} state={state} ledger_url={{{{ berth_ledger_url }}}}"],
+            cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
     def virsh(self, host: str, *args: str) -> str:
         return subprocess.run(["virsh", "-c", self.hosts[host]["uri"], *args], check=True,
                               capture_output=True, text=True, timeout=60).stdout

@@ -4,25 +4,15 @@ exactly where check mode said they would go."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
-from conftest import REPO, ansible_env, changed_count, failed_messages, fleet_snapshot, task_result
+from conftest import changed_count, failed_messages, fleet_snapshot, task_result
 
 pytestmark = pytest.mark.integration
 
 
-def server_group(lab, state: str) -> None:
-    proc = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible"), "-i", lab.inventory, "localhost", "-m",
-         "berth.fleet.server_group", "-a",
-         f"name=spread policy=anti-affinity state={state} ledger_url={{{{ berth_ledger_url }}}}"],
-        cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
-    server_group(lab, "present")
+    lab.server_group("spread", "present")
     try:
         before = fleet_snapshot(lab)
         ten = lab.playbook("launch.yml", "-e", json.dumps(
@@ -50,4 +40,4 @@ def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
     finally:
         deleted = lab.playbook("delete.yml", "-e", "name=spread")
         assert deleted["rc"] == 0, failed_messages(deleted)
-        server_group(lab, "absent")
+        lab.server_group("spread", "absent")

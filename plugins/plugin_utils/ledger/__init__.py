@@ -8,7 +8,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
 - tracker.py: the tracker sync (hypervisors' host states in, reconciliation, missing hosts);
 - host_states.py: the scheduler's read (every host state in one scan, as the engine's columns);
 - claims.py: claims and the instances they belong to, with the re-check under lock;
-- server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records.
+- server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records;
+- inventory.py: what the instances inventory reads.
 
 Usage the scheduler decides on (the tracker view) is the ledger's claims plus the unmanaged
 usage a sync recorded; capacity is the last synced copy of the facts, with a generation that
@@ -32,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     claims,
     decisions,
     host_states,
+    inventory,
     server_groups,
     tracker,
 )
@@ -234,6 +236,13 @@ class Ledger:
             if match:
                 indexed.append((int(match.group(1) or 0), row))
         return [row for _index, row in sorted(indexed, key=lambda pair: pair[0])]
+
+    @database_errors
+    def inventory_instances(self, states: Sequence[str]) -> list[dict[str, Any]]:
+        """The instances in ``states`` for the instances inventory, by name: each with its server
+        group, its hypervisor's URI and sync status (see inventory.listing)."""
+        with self._read() as db:
+            return inventory.listing(db, states)
 
     @database_errors
     def claims(self, instance_uuid: str | None = None) -> list[dict[str, Any]]:

@@ -20,18 +20,24 @@ if TYPE_CHECKING:
 
 
 SCOPE = "capabilities"
+# An unscoped key is this filter's only if Nova's HostState has an attribute of that name. These
+# facts are Berth's alone (Nova keeps them on the service or in aggregate metadata), so an
+# unscoped "availability_zone" is left to AggregateInstanceExtraSpecsFilter, as in Nova.
+_NOT_NOVA_ATTRIBUTES = frozenset({"service_up", "disabled", "availability_zone"})
+UNSCOPED_KEYS = FACT_FIELDS - _NOT_NOVA_ATTRIBUTES
 
 
 def capability_specs(extra_specs: dict[str, Any]) -> list[tuple[list[str], str]]:
     """(path of names, wanted) for the extra specs this filter reads, as Nova's does: keys of
-    the "capabilities" scope, and unscoped keys that name a host fact. An unscoped key that
-    names none ("ssd") is for AggregateInstanceExtraSpecsFilter, and a key of another scope
+    the "capabilities" scope, and unscoped keys that name an attribute of Nova's HostState
+    (UNSCOPED_KEYS). An unscoped key that names none ("ssd") is for
+    AggregateInstanceExtraSpecsFilter, and a key of another scope
     ("hw:cpu_policy") for other parts of Nova: both are left alone."""
     wanted = []
     for key, requirement in extra_specs.items():
         path = key.split(":")
         if len(path) == 1:
-            if key not in FACT_FIELDS:
+            if key not in UNSCOPED_KEYS:
                 continue
         elif path[0] != SCOPE:
             continue

@@ -17,7 +17,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
 
 def test_image_by_name_defaults_to_qcow2_without_source():
     assert image_spec("debian.qcow2") == {"name": "debian.qcow2", "format": "qcow2", "source": None,
-                                          "properties": {}}
+                                          "url": None, "checksum": None, "properties": {}}
     assert image_spec(None) is None and image_spec("") is None
 
 
@@ -32,7 +32,49 @@ def test_image_properties_are_kept_and_must_be_a_mapping():
 
 def test_image_dict_keeps_format_and_source():
     spec = image_spec({"name": "d.img", "format": "raw", "source": "/srv/d.img"})
-    assert spec == {"name": "d.img", "format": "raw", "source": "/srv/d.img", "properties": {}}
+    assert spec == {"name": "d.img", "format": "raw", "source": "/srv/d.img", "url": None, "checksum": None,
+                    "properties": {}}
+
+
+SHA256 = "sha256:" + "ab" * 32
+
+
+def test_image_by_url_keeps_url_and_normalised_checksum():
+    spec = image_spec({"name": "debian-12.qcow2", "url": "https://images.example/debian-12.qcow2",
+                       "checksum": "SHA256:" + "AB" * 32})
+    assert (spec["url"], spec["checksum"], spec["source"]) == ("https://images.example/debian-12.qcow2", SHA256, None)
+    for algorithm, digits in (("sha384", 96), ("sha512", 128)):
+        assert image_spec({"name": "x", "url": "http://127.0.0.1:8080/x", "checksum": f"{algorithm}:{'0' * digits}"})
+
+
+@pytest.mark.parametrize("image, field", [
+    ({"name": "x", "url": "ftp://host/x"}, "image.url"),
+    ({"name": "x", "url": "file:///etc/shadow", "checksum": SHA256}, "image.url"),
+    ({"name": "x", "url": "https:///x", "checksum": SHA256}, "image.url"),
+    ({"name": "x", "url": "https://user:secret@host/x", "checksum": SHA256}, "image.url"),
+    ({"name": "x", "url": "https://host/a b", "checksum": SHA256}, "image.url"),
+    ({"name": "x", "url": "https://host/x"}, "image.checksum"),
+    ({"name": "x", "url": "https://host/x", "checksum": "md5:" + "0" * 32}, "image.checksum"),
+    ({"name": "x", "url": "https://host/x", "checksum": "sha256:" + "0" * 63}, "image.checksum"),
+    ({"name": "x", "url": "https://host/x", "checksum": "sha256:" + "g" * 64}, "image.checksum"),
+    ({"name": "x", "url": "https://host/x", "checksum": 5}, "image.checksum"),
+    ({"name": "x", "source": "/srv/x", "url": "https://host/x", "checksum": SHA256}, "image.url"),
+    ({"name": "x", "source": "/srv/x", "checksum": SHA256}, "image.checksum"),
+    ({"name": "../x", "url": "https://host/x", "checksum": SHA256}, "image.name"),
+], ids=["ftp", "file", "no-host", "credentials", "space", "no-checksum", "md5", "short", "not-hex", "number",
+        "url-and-source", "checksum-without-url", "name-leaves-pool"])
+def test_image_url_refusals_name_the_field(image, field):
+    with pytest.raises(InputError) as caught:
+        image_spec(image)
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize("url", ["https://user:hunter2@host/x", "https://user:hunter2@host/a b",
+                                 "ftp://user:hunter2@host/x"], ids=["https", "with-space", "ftp"])
+def test_a_password_in_the_url_is_not_repeated_in_the_error(url):
+    with pytest.raises(InputError) as caught:
+        image_spec({"name": "x", "url": url, "checksum": SHA256})
+    assert caught.value.field == "image.url" and "hunter2" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

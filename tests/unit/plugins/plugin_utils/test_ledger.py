@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     BUILDING,
@@ -157,6 +158,26 @@ def test_instances_of_a_launch_are_read_by_name_prefix_with_wildcards_escaped(le
     assert len(ledger.instances()) == len(names)
 
 
+def test_the_instances_inventory_reads_states_groups_and_hypervisor_uris(ledger):
+    ledger.sync_hypervisors([{**host(vcpus_total=8, total_ram_mb=8192), "uri": "qemu+ssh://hv1.example/system"},
+                             host("hv2", "hv-2", vcpus_total=8, total_ram_mb=8192)])
+    ledger.create_server_group("web", "anti-affinity")
+    [web] = ledger.claim([{**placement("web-1"), "project_id": "team-a"}], TINY, "t", server_group="web")
+    ledger.mark_active(web["uuid"])
+    ledger.claim([placement("db-1", host("hv2", "hv-2"))], TINY, "t")  # still BUILDING
+    [active] = ledger.inventory_instances([ACTIVE])
+    assert {key: active[key] for key in ("name", "uuid", "host", "state", "project_id", "server_group", "uri",
+                                         "hypervisor_status")} == {
+        "name": "web-1", "uuid": web["uuid"], "host": "hv1", "state": ACTIVE, "project_id": "team-a",
+        "server_group": {"name": "web", "policy": "anti-affinity"}, "uri": "qemu+ssh://hv1.example/system",
+        "hypervisor_status": "up"}
+    both = ledger.inventory_instances([ACTIVE, BUILDING])
+    assert [(row["name"], row["state"], row["server_group"], row["uri"]) for row in both] == [
+        ("db-1", BUILDING, None, None), ("web-1", ACTIVE, {"name": "web", "policy": "anti-affinity"},
+                                         "qemu+ssh://hv1.example/system")]
+    assert ledger.inventory_instances([ERROR]) == []
+
+
 def test_one_request_is_all_or_nothing(ledger):
     ledger.sync_hypervisors([host()])
     with pytest.raises(ClaimConflict):
@@ -272,6 +293,21 @@ def test_failed_build_releases_the_claim_and_a_relaunch_replaces_it(ledger):
     [again] = ledger.claim([placement("web-1")], TINY, "test")
     ledger.mark_active(again["uuid"])
     assert [(r["uuid"], r["state"]) for r in ledger.instances()] == [(again["uuid"], ACTIVE)]
+
+
+def test_marking_an_instance_that_holds_no_claim_in_error_moves_its_updated_at(ledger, monkeypatch):
+    # The first failure released the claim; a later one (the last alternate failing too) finds
+    # none to release, and must still say when the instance changed.
+    ledger.sync_hypervisors([host()])
+    [row] = ledger.claim([placement("web-1")], TINY, "test")
+    ledger.mark_error(row["uuid"], "start refused")
+    assert ledger.claims() == []
+    later = dt.datetime(2031, 5, 6, 7, 8, 9)
+    monkeypatch.setattr(claims_module, "utcnow", lambda: later)
+    ledger.mark_error(row["uuid"], "no alternate left")
+    [failed] = ledger.instances()
+    assert (failed["state"], failed["failure_reason"], failed["updated_at"]) == (
+        ERROR, "no alternate left", later.isoformat())
 
 
 def test_an_active_instance_is_never_claimed_twice(ledger):

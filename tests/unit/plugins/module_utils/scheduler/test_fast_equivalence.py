@@ -43,15 +43,20 @@ def decide(fleet, request, engine, columns=False):
     return data
 
 
+def scenario(number):
+    """Scenario ``number``: its fleet and request, the same on every run."""
+    rng = random.Random(number)
+    fleet = random_fleet(rng, rng.choice([1, 2, 3, 5, 8, 20, 40]))
+    return fleet, random_request(rng, sorted({host["host"] for host in fleet}))
+
+
 @pytest.mark.parametrize("block", range(BLOCKS))
 def test_vectorized_and_plain_paths_agree_on_random_scenarios(block):
     per_block = SCENARIOS // BLOCKS
     outcomes = {"ok": 0, "failed": 0, "error": 0}
     filters, weighers = set(), set()
     for number in range(block * per_block, (block + 1) * per_block):
-        rng = random.Random(number)
-        fleet = random_fleet(rng, rng.choice([1, 2, 3, 5, 8, 20, 40]))
-        request = random_request(rng, sorted({host["host"] for host in fleet}))
+        fleet, request = scenario(number)
         plain = decide(fleet, request, "plain")
         vectorized = decide(fleet, request, "vectorized", columns=number % 2 == 1)
         assert vectorized == plain, f"scenario {number} differs"
@@ -63,6 +68,29 @@ def test_vectorized_and_plain_paths_agree_on_random_scenarios(block):
     assert outcomes["ok"] > per_block // 10 and outcomes["failed"] > per_block // 10
     assert outcomes["error"] > 0
     assert filters == set(FILTERS) and weighers == set(WEIGHERS)
+
+
+# Filters that by design turn no host down, so no scenario can show them rejecting one.
+NEVER_REJECTS = {"AllHostsFilter"}
+
+
+def test_the_generator_makes_every_filter_reject_and_every_weigher_count():
+    """Being enabled proves little: a filter whose inputs the generator never sets (a new hint,
+    a new host fact) passes every host on both paths. Over the scenarios above, on the plain
+    path, each filter of the registry must turn some host down and each weigher must add a
+    non-zero part to some placement's weight, so a filter or weigher added to the registry
+    without its inputs in scenarios.py fails here."""
+    rejecting, counting = set(), set()
+    for number in range(SCENARIOS):
+        fleet, request = scenario(number)
+        plain = decide(fleet, {**request, "explain": "full"}, "plain")
+        if "error" in plain:
+            continue
+        rejecting.update(rejection["filter"] for rejection in plain["rejections"])
+        counting.update(detail["name"] for placement in plain["placements"]
+                        for detail in placement["weights"] if detail["weighted"] != 0)
+    assert sorted(set(FILTERS) - NEVER_REJECTS - rejecting) == []
+    assert sorted(set(WEIGHERS) - counting) == []
 
 
 def test_request_constant_columns_match_the_per_host_rules():

@@ -40,6 +40,23 @@ def test_capabilities_filter_ignores_an_unscoped_spec_naming_no_host_attribute_a
     assert passes("ComputeCapabilitiesFilter", make_host(), spec)
 
 
+def test_capabilities_filter_ignores_an_unscoped_availability_zone_as_nova_host_state_has_none():
+    # Nova's HostState has no availability_zone (a zone is aggregate metadata), so an unscoped
+    # "availability_zone" spec is AggregateInstanceExtraSpecsFilter's alone; Berth's host state
+    # has the field, which must not make the capabilities filter read it (hv1's own field is
+    # empty: its zone comes from its aggregate).
+    spec = make_spec(make_flavor(extra_specs={"availability_zone": "az1"}),
+                     enabled_filters=["ComputeCapabilitiesFilter",
+                                      "AggregateInstanceExtraSpecsFilter"])
+    hosts = [make_host("hv1", aggregates=[aggregate("a", availability_zone="az1")]),
+             make_host("hv2", aggregates=[aggregate("b", availability_zone="az2")])]
+    assert passes("ComputeCapabilitiesFilter", hosts[0], spec)
+    decision = schedule(hosts, spec)
+    assert [placement.host for placement in decision.placements] == ["hv1"], decision.summary
+    assert [(r.host, r.filter) for r in decision.rejections] == [
+        ("hv2", "AggregateInstanceExtraSpecsFilter")]
+
+
 def test_capabilities_filter_still_checks_an_unscoped_spec_naming_a_host_attribute_as_nova_does():
     spec = make_spec(make_flavor(extra_specs={"hypervisor_type": "s== Xen"}))
     rejection = FILTERS["ComputeCapabilitiesFilter"]().host_passes(
@@ -165,10 +182,10 @@ def test_json_filter_passes_every_host_on_an_empty_query_as_nova_does(query):
 def test_metrics_weigher_with_required_fails_naming_the_host_and_metric_as_nova_does():
     hosts = [make_host("hv1", metrics={"cpu.percent": 10}), make_host("hv2", metrics={})]
     spec = make_spec(weighers=["MetricsWeigher"], metrics_weight_setting=["cpu.percent=1"])
-    assert spec.metrics_required is True  # Nova's default
     with pytest.raises(SchedulerInputError, match="hv2.*cpu.percent") as error:
         schedule(hosts, spec)
     assert error.value.field == "hosts[hv2].metrics"
+    assert spec.metrics_required is True  # Nova's default, which the request above left as is
 
 
 def test_metrics_weigher_without_required_weighs_a_missing_metric_as_unavailable():

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Benchmark: seconds from `virsh start` to the lab guest's boot marker, BIOS against UEFI.
+
+    .venv/bin/python benchmarks/guest_boot.py [--rounds 2]
+
+One lab hypervisor (lab/fleet.py); each round defines and starts the lab guest (direct kernel
+boot, no disk, type qemu) once with SeaBIOS and once with OVMF, its domain XML rendered by
+berth.fleet.instance from the role's template, and waits for BERTH-GUEST-BOOTED on the serial
+log. Prints the times; needs root (the lab) and Debian's ovmf package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "lab"), str(REPO / ".cache" / "collections")]
+
+import check  # noqa: E402  (lab/check.py)
+import fleet  # noqa: E402  (lab/fleet.py)
+from ansible_collections.berth.fleet.plugins.action.instance import ActionModule  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
+
+POOL = "/var/lib/libvirt/images"
+
+
+def domain_xml(lab_dir: str, name: str, instance_uuid: str, firmware: str) -> str:
+    action = ActionModule.__new__(ActionModule)  # only its renderer: no task, no connection
+    action._template_path = str(REPO / "roles" / "instance" / "templates" / "domain.xml.j2")
+    action._compiled = None
+    request = {"name": name, "uuid": instance_uuid, "metadata": {}, "networks": [],
+               "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=0),
+               "boot": {"kernel": f"{lab_dir}/guest/vmlinuz", "initrd": f"{lab_dir}/guest/initrd.img",
+                        "cmdline": "console=ttyS0"},
+               "guest": guest_spec({"firmware": firmware})}
+    made = {"disk": {"path": ""}, "seed": None,
+            "nvram": {"path": f"{POOL}/berth-{instance_uuid}-nvram.fd"} if firmware == "uefi" else None}
+    xml = action._render({"template": "domain.xml.j2", "domain_type": "qemu",
+                          "serial_log_dir": fleet.QEMU_LOG_DIR}, request, made)
+    # The timing is the firmware's and the kernel's: no root disk to make.
+    start = xml.index("    <disk type='file' device='disk'>")
+    return xml[:start] + xml[xml.index("</disk>", start) + len("</disk>\n"):]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    lab_dir = tempfile.mkdtemp(prefix="berth-boot-", dir="/tmp")
+    seconds: dict[str, list[float | None]] = {"bios": [], "uefi": []}
+    try:
+        [host] = fleet.up(lab_dir, hosts=1)
+        for _round in range(args.rounds):
+            for firmware in seconds:
+                name, instance_uuid = f"boot-{firmware}", str(uuid.uuid4())
+                path = Path(lab_dir) / f"{name}.xml"
+                path.write_text(domain_xml(lab_dir, name, instance_uuid, firmware))
+                fleet.virsh(host["uri"], "define", str(path))
+                started = time.monotonic()
+                fleet.virsh(host["uri"], "start", name)
+                log = fleet.log_dir(lab_dir, "hv1") / f"{name}.serial.log"
+                booted = check.wait_for_marker(log, instance_uuid, 300)
+                seconds[firmware].append(round(time.monotonic() - started, 1) if booted else None)
+                fleet.virsh(host["uri"], "destroy", name)
+                fleet.virsh(host["uri"], "undefine", "--nvram", name)
+                log.unlink()
+    finally:
+        fleet.down(lab_dir)
+    for firmware, times in seconds.items():
+        print(f"{firmware}: start to boot marker, s: {times}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""A guest's virtual hardware as a launch asks for it: firmware, disk bus, NIC model, the guest
+agent's channel and graphics, checked against what Berth offers, with the device names the
+domain template uses. Pure: no libvirt, no Ansible."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Mapping
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+
+FIRMWARES = ("bios", "uefi")
+# Buses QEMU's x86 machines offer for a disk, each with the device name prefix libvirt expects.
+DISK_BUSES = {"virtio": "vd", "scsi": "sd", "sata": "sd", "ide": "hd"}
+# NIC models QEMU's x86 machines emulate (Nova's list for QEMU/KVM, less the ones without a
+# driver in current guests).
+NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "ne2k_pci", "pcnet")
+GRAPHICS_TYPES = ("none", "vnc", "spice")
+# A console nobody asked to expose stays on the hypervisor: graphics listen on loopback unless
+# the launch names another address.
+DEFAULT_GRAPHICS_LISTEN = "127.0.0.1"
+DEFAULTS = {"firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True}
+# Nova's image properties for the same choices: an image that needs UEFI or an e1000 NIC says
+# so once, and every launch of it follows unless the launch itself says otherwise.
+IMAGE_PROPERTIES = {"firmware": "hw_firmware_type", "disk_bus": "hw_disk_bus", "nic_model": "hw_vif_model",
+                    "guest_agent": "hw_qemu_guest_agent"}
+_TRUE = ("yes", "true", "1", "on")
+_FALSE = ("no", "false", "0", "off")
+
+
+def _choice(field: str, value: Any, allowed: tuple[str, ...] | list[str]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise InputError(field, f"{field} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _flag(field: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise InputError(field, f"{field} must be true or false, got {value!r}")
+
+
+def graphics_spec(graphics: Any) -> dict[str, str] | None:
+    """``graphics``: none (default), vnc, spice, or {type, listen}; None for no graphics.
+
+    ``listen`` must be an IP address: a console has no password here, so where it listens is
+    the user's explicit choice, and 0.0.0.0 is never a default.
+    """
+    if graphics in (None, "", "none"):
+        return None
+    if isinstance(graphics, str):
+        graphics = {"type": graphics}
+    if not isinstance(graphics, Mapping):
+        raise InputError("graphics", f"graphics must be none, vnc, spice or a dict with type and listen, got {graphics!r}")
+    unknown = set(graphics) - {"type", "listen"}
+    if unknown:
+        raise InputError("graphics", f"graphics has unknown keys {sorted(unknown)} (allowed: type, listen)")
+    kind = _choice("graphics.type", graphics.get("type") or "none", GRAPHICS_TYPES)
+    if kind == "none":
+        return None
+    listen = graphics.get("listen") or DEFAULT_GRAPHICS_LISTEN
+    try:
+        address = str(ipaddress.ip_address(listen))
+    except ValueError:
+        raise InputError("graphics.listen", f"graphics.listen must be an IP address of the hypervisor "
+                         f"(default {DEFAULT_GRAPHICS_LISTEN}), got {listen!r}") from None
+    return {"type": kind, "listen": address}
+
+
+def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The guest's hardware from the launch's ``options`` (firmware, disk_bus, nic_model,
+    guest_agent, graphics; None or missing means "not said"), else the image's Nova properties
+    (hw_firmware_type, hw_disk_bus, hw_vif_model, hw_qemu_guest_agent), else Berth's defaults.
+
+    Returns the choices and the names the domain template needs: the root disk's and the
+    NoCloud seed's target devices (the seed is a SATA CD-ROM, after the root disk where both
+    use sdX names).
+    """
+    properties = image_properties or {}
+    chosen: dict[str, Any] = {}
+    fields: dict[str, str] = {}
+    for key, default in DEFAULTS.items():
+        value, field = options.get(key), key
+        if value in (None, ""):
+            value, field = properties.get(IMAGE_PROPERTIES[key]), f"image.properties.{IMAGE_PROPERTIES[key]}"
+        if value in (None, ""):
+            value, field = default, key
+        chosen[key], fields[key] = value, field
+    spec: dict[str, Any] = {
+        "firmware": _choice(fields["firmware"], chosen["firmware"], FIRMWARES),
+        "disk_bus": _choice(fields["disk_bus"], chosen["disk_bus"], tuple(DISK_BUSES)),
+        "nic_model": _choice(fields["nic_model"], chosen["nic_model"], NIC_MODELS),
+        "guest_agent": _flag(fields["guest_agent"], chosen["guest_agent"]),
+        "graphics": graphics_spec(options.get("graphics")),
+    }
+    spec["disk_dev"] = DISK_BUSES[spec["disk_bus"]] + "a"
+    spec["seed_dev"] = "sdb" if spec["disk_dev"] == "sda" else "sda"
+    return spec
