@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ansible.utils.display import Display
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -35,6 +34,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     remove_recorded,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
@@ -43,8 +43,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
-
-_display = Display()
 
 
 class ActionModule(BerthAction):
@@ -79,6 +77,7 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         self._sessions: dict[str, HostSession] = {}
         self._sessions_lock = threading.Lock()
+        self._progress = Progress()
         try:
             if args["state"] == "active":
                 # One image and one guest hardware for every instance of the task: checked (and the
@@ -119,10 +118,8 @@ class ActionModule(BerthAction):
                     result = {"failed": True, "msg": str(exc) or type(exc).__name__}
                 result.update(item={"name": one["name"], "host": one["host"]})
                 results[index] = result
-                # Progress as each instance finishes (stderr: stdout belongs to the callback).
-                _display.display(f"{one['name']}: " + (f"FAILED: {result['msg']}" if result.get("failed") else
-                                 f"{'changed' if result['changed'] else 'ok'} on {result.get('host', one['host'])}"),
-                                 stderr=True)
+                if result.get("failed"):
+                    self._progress.step(one["name"], one["host"], f"FAILED: {result['msg']}")
 
         with ThreadPoolExecutor(max_workers=max(1, len(by_host))) as pool:
             list(pool.map(work, by_host.values()))
@@ -190,10 +187,14 @@ class ActionModule(BerthAction):
                     reasons.append(str(conflict))
                     continue
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
+            step = self._progress.of(args["name"], target["host"])
             try:
-                result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request)
+                result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request,
+                                     step)
             except Exception as exc:
                 reasons.append(str(exc) if isinstance(exc, HypervisorError) else f"{target['host']}: {exc}")
+                if ledger is not None and attempt + 1 < len(targets):
+                    step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
                 if ledger is None:
                     raise
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
@@ -218,10 +219,12 @@ class ActionModule(BerthAction):
         ledger.mark_error(args["uuid"], reason)
         raise BerthError(f"{args['name']}: {reason}")
 
-    def _build(self, session: HostSession, args: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    def _build(self, session: HostSession, args: dict[str, Any], request: dict[str, Any],
+               step: Any) -> dict[str, Any]:
         uuid, host = request["uuid"], session.host
         current = session.hv.find_domain(uuid) if args["uuid"] else None
         if current is not None and current["state"] == "running":
+            step("running already", detail=True)
             return {"changed": False, "domain": current}
         planned = plan(session, request, lambda made: self._render(args, request, made))
         result: dict[str, Any] = {"changed": True}
@@ -241,7 +244,7 @@ class ActionModule(BerthAction):
         if ledger is not None:
             # Before anything is made: a run that dies from here on leaves nothing unknown.
             ledger.record_artefacts(uuid, host, planned["artefacts"], run_owner())
-        make(session, request, planned, args["autostart"])
+        make(session, request, planned, args["autostart"], step)
         result.update(state=ACTIVE, domain=session.hv.find_domain(uuid))
         return result
 

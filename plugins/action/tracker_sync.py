@@ -140,10 +140,13 @@ def drift_report(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
             + ("; DRIFT " + "; ".join(flags) if flags else "; in step")
         )
     for entry in report["missing_instances"]:
-        lines.append(f"{entry['name']}: ACTIVE in the ledger but no domain on {entry['host']} "
+        lines.append(f"{entry['name']}: {entry['state']} in the ledger but no domain on {entry['host']} "
                      f"(missing since {entry['missing_since']})")
     for entry in report["found_again"]:
         lines.append(f"{entry['name']}: found again on {entry['host']}")
+    for entry in report.get("power_states", []):
+        lines.append(f"{entry['name']}: {entry['was']} in the ledger but its domain is {entry['domain_state']} on "
+                     f"{entry['host']}: now {entry['now']} (the ledger follows the domain's power state)")
     for entry in report["released_claims"]:
         found = f"its domain is {entry['domain_state']}" if entry.get("domain_state") else "no domain"
         lines.append(f"claim {entry['id']} of instance {entry.get('instance_name') or entry['instance_uuid']} "

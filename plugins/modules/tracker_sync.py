@@ -23,8 +23,13 @@ description:
     capabilities, metrics), the images of its pool (and why one would be refused, such as a
     link leading out of the pool) and its libvirt networks, keyed by its libvirt host UUID;
     records the domains the ledger does not know (orphans) as unmanaged usage and forgets those
-    gone; flags ACTIVE instances whose domain is not there (C(missing_since)) and clears the
-    flag when it is back. The hypervisor's generation moves when its capacity or usage does.
+    gone; flags instances placed there (ACTIVE, STOPPED, PAUSED) whose domain is not there
+    (C(missing_since)) and clears the flag when it is back; makes each placed instance's state
+    follow its domain's power state (running is ACTIVE, paused PAUSED, shut off or crashed
+    STOPPED; a guest that powered itself off becomes STOPPED, as Nova's power-state sync makes
+    it), except an instance changed in the ledger after the facts were gathered or one with a
+    move or resize under way, and reports each such change as drift (nothing is done to the
+    domain, and the claims stay). The hypervisor's generation moves when its capacity or usage does.
   - Settles the claims whose lease has expired (the run that held them died) - a BUILDING
     instance whose domain runs there got as far as starting it, so its build is finished
     (ACTIVE); any other BUILDING instance's build is dead, its claim is released and it becomes
@@ -119,7 +124,14 @@ report:
   contains:
     hypervisors: {description: "The synced hypervisor - host, uuid, generation, changed, orphans.", type: list, elements: dict}
     down: {description: "The hypervisor, when it did not answer - host, uuid, reason, last_synced_at.", type: list, elements: dict}
-    missing_instances: {description: ACTIVE instances whose domain is not on the hypervisor., type: list, elements: dict}
+    missing_instances: {description: "Instances placed there (ACTIVE, STOPPED, PAUSED) whose domain is not on the hypervisor.",
+                        type: list, elements: dict}
+    power_states:
+      description: >-
+        Instances whose state in the ledger now follows their domain's power state - name, uuid, host, was,
+        domain_state, now (ACTIVE, STOPPED or PAUSED).
+      type: list
+      elements: dict
     found_again: {description: Instances flagged missing before whose domain is back., type: list, elements: dict}
     released_claims: {description: "Expired claims released (no running domain), each with instance_name.", type: list, elements: dict}
     kept_expired_claims: {description: 'Expired claims kept, each with why.', type: list, elements: dict}

@@ -28,6 +28,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
 from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import RUNNING_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
@@ -47,7 +48,8 @@ def injected_fault(host: str, stage: str) -> None:
     """Test-only: fail a build at ``stage`` on ``host`` when BERTH_TEST_FAULTS names them.
 
     BERTH_TEST_FAULTS="hv1:volume,hv2:start" fails after hv1's volume is created and where hv2
-    would start the defined domain. Unset (always, outside Berth's tests) it does nothing.
+    would start the defined domain; "hv3:resize" fails a resize where the resized domain would
+    start on hv3 (berth.fleet.resize). Unset (always, outside Berth's tests) it does nothing.
     """
     if f"{host}:{stage}" in os.environ.get("BERTH_TEST_FAULTS", "").split(","):
         raise HypervisorError(host, f"injected fault at {stage} (BERTH_TEST_FAULTS)")
@@ -221,28 +223,35 @@ def same_image(session: HostSession, pool: str, image: dict[str, Any]) -> None:
                          f"new image another name, or delete the old volume")
 
 
-def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool) -> None:
-    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed."""
+def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
+         step: Any = quiet) -> None:
+    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
+    Each step done is told to ``step(what, detail=False)`` (see _progress.py)."""
     hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
     try:
         if planned["upload"]:
+            step(f"uploading image {planned['upload']['name']}")
             with open(planned["upload"]["source"], "rb") as handle:
                 data = handle.read()
             hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
             session.uploaded(pool, planned["upload"]["name"])
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
         race_barrier.wait(race_barrier.AFTER_ROOT_VOLUME)
+        step("volume created", detail=True)
         injected_fault(host, "volume")
         if planned["seed"]:
             hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
             race_barrier.wait(race_barrier.AFTER_SEED_VOLUME)
+            step("seed written", detail=True)
         hv.define(planned["xml"])
         race_barrier.wait(race_barrier.AFTER_DEFINE)
+        step("defined", detail=True)
         injected_fault(host, "start")
         hv.start(uuid, autostart)
         race_barrier.wait(race_barrier.AFTER_START)
+        step("started")
     except Exception as exc:
         # Nothing half made stays behind, whatever failed: no domain, no volume.
         try:

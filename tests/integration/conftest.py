@@ -36,7 +36,7 @@ def ansible_env() -> dict:
 
 # Playbooks that decide from the ledger's last tracker sync: in production gather.yml runs on a
 # schedule; here Lab.playbook runs it first when the ledger they use was not synced lately.
-LEDGER_PLAYBOOKS = ("launch.yml", "migrate.yml", "drain.yml")
+LEDGER_PLAYBOOKS = ("launch.yml", "migrate.yml", "drain.yml", "resize.yml")
 SYNC_EVERY_S = 60
 
 

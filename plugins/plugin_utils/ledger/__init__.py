@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import select
@@ -67,9 +68,12 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
     HV_MISSING,
     HV_UP,
+    PAUSED,
+    PLACED_STATES,
     POLICIES,
     SOFT_AFFINITY,
     SOFT_ANTI_AFFINITY,
+    STOPPED,
     VOLUME,
     claim_dict,
     hypervisors,
@@ -79,8 +83,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import c
 
 __all__ = [
     "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
-    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "POLICIES", "SCHEMA_REVISION", "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY",
-    "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost", "Ledger", "default_url", "instance_flavor", "run_owner",
+    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
+    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost",
+    "Ledger", "default_url", "instance_flavor", "run_owner",
     "metadata", "safe_url", "utcnow",
 ]
 
@@ -144,7 +149,9 @@ class Ledger:
         """The periodic tracker sync (playbooks/gather.yml) of these hypervisors only: their
         states, the down ones marked down, their instances and expired claims reconciled.
 
-        - ACTIVE instances whose domain is not on their answering hypervisor are flagged missing.
+        - instances placed on an answering hypervisor (ACTIVE, STOPPED, PAUSED) whose domain is
+          not there are flagged missing; where it is, their state follows its power state
+          (reported in ``power_states``; see tracker._follow_power_states).
         - a claim is settled only once its lease has expired and its hypervisor answered: a
           BUILDING instance whose domain runs there is finished (ACTIVE); any other BUILDING
           instance's build is dead - what it left there is recorded, its claim released, the
@@ -234,6 +241,18 @@ class Ledger:
         with self._read() as db:
             return claims.instance_listing(db, names, launch)
 
+    def launch_instances(self, name: str) -> list[dict[str, Any]]:
+        """The instances a name stands for, as playbooks take it (``-e name=web``): ``web`` itself
+        (an adopted instance keeps the name it was given) and ``web-<n>``, in index order;
+        ``web-a`` or ``web-2b`` are not web's."""
+        wanted = re.compile(re.escape(name) + r"(?:-([0-9]+))?")
+        indexed = []
+        for row in self.instances(launch=name):
+            match = wanted.fullmatch(row["name"])
+            if match:
+                indexed.append((int(match.group(1) or 0), row))
+        return [row for _index, row in sorted(indexed, key=lambda pair: pair[0])]
+
     @database_errors
     def inventory_instances(self, states: Sequence[str]) -> list[dict[str, Any]]:
         """The instances in ``states`` for the instances inventory, by name: each with its server
@@ -271,16 +290,17 @@ class Ledger:
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
-                   lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                   lease_s: int = DEFAULT_LEASE_S, flavor: Flavor | None = None) -> dict[str, Any]:
         """Claim the destination of a move for an instance that keeps its current claim.
 
         Locked and re-checked as ``claim`` does (room, and the hard policy of the instance's
-        server group with the destination added); raises ClaimConflict if it does not fit.
+        server group with the destination added); raises ClaimConflict if it does not fit. The
+        claim is for the instance's flavor, or for ``flavor`` (a resize onto another host).
         Complete the move with ``finish_move``, or give the destination back with ``release_claim``.
         """
         with self._write() as db:
             return claims.claim_instance_on(db, instance_uuid, hypervisor_uuid, owner, lease_s,
-                                            keep_others=True)
+                                            keep_others=True, flavor=flavor)
 
     @database_errors
     def claim_alternate(self, instance_uuid: str, host: str, hypervisor_uuid: str, owner: str,
@@ -294,10 +314,40 @@ class Ledger:
             return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s)
 
     @database_errors
-    def finish_move(self, instance_uuid: str, claim_id: int) -> dict[str, Any]:
-        """The instance now runs where claim ``claim_id`` is: it becomes its only claim."""
+    def finish_move(self, instance_uuid: str, claim_id: int, flavor: Flavor | None = None) -> dict[str, Any]:
+        """The instance now runs where claim ``claim_id`` is: it becomes its only claim, without
+        a lease unless the instance is still BUILDING. With ``flavor`` (a resize, done) the
+        instance has that flavor from now on and the claim holds its amounts."""
         with self._write() as db:
-            return claims.finish_move(db, instance_uuid, claim_id)
+            return claims.finish_move(db, instance_uuid, claim_id, flavor)
+
+    @database_errors
+    def resize_claim(self, instance_uuid: str, flavor: Flavor, owner: str,
+                     lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+        """Resize an instance's claim on its own host, in one transaction: the hypervisor is
+        locked and its room re-checked, from the ledger, as ``claim`` does, with the instance's
+        own claim given back first; then the claim holds, for ``owner`` with a lease of
+        ``lease_s`` seconds, the larger of the old and new sizes in each resource. Raises
+        ClaimConflict, changing nothing, where the new size does not fit. Complete with
+        ``finish_move(instance, claim, flavor)``; after a failure ``restore_claim`` gives it its
+        old size back. Returns the claim."""
+        with self._write() as db:
+            return claims.resize_in_place(db, instance_uuid, flavor, owner, lease_s)
+
+    @database_errors
+    def restore_claim(self, claim_id: int, flavor: Flavor) -> dict[str, Any]:
+        """A resize on the instance's own host did not happen: its claim holds ``flavor`` (the
+        old size) again, without a lease. Never more than the claim held (that needs the
+        re-check of ``resize_claim``): a LedgerError otherwise."""
+        with self._write() as db:
+            return claims.resize_claim_to(db, claim_id, flavor)
+
+    @database_errors
+    def set_instance_state(self, instance_uuid: str, state: str) -> tuple[dict[str, Any], bool]:
+        """A power action's outcome: the instance (ACTIVE, STOPPED or PAUSED) is now ``state``
+        (one of those three); its claim stays, as in Nova. Returns (instance, changed)."""
+        with self._write() as db:
+            return claims.set_state(db, instance_uuid, state)
 
     @database_errors
     def release_claim(self, claim_id: int) -> bool:

@@ -39,6 +39,17 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 BUILDING = "BUILDING"
 ACTIVE = "ACTIVE"
 ERROR = "ERROR"
+STOPPED = "STOPPED"
+PAUSED = "PAUSED"
+# The states of an instance whose domain exists on its hypervisor and holds its claim (without a
+# lease): as in Nova, a stopped or paused instance keeps its resources.
+PLACED_STATES = (ACTIVE, STOPPED, PAUSED)
+# The instance state a domain's libvirt state means (Nova's power states to vm_states). The
+# others mean nothing here: nostate and shutdown (being shut down) are on their way elsewhere,
+# and a guest's own suspend to RAM (pmsuspended) has no Berth state.
+DOMAIN_STATE_INSTANCE_STATES = {
+    "running": ACTIVE, "blocked": ACTIVE, "paused": PAUSED, "shutoff": STOPPED, "crashed": STOPPED,
+}
 
 # Hypervisor sync status: answered its last sync; in the inventory but did not answer; in no
 # inventory and not synced for the staleness age (kept, with its claims, until an operator

@@ -28,11 +28,13 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     BUILDING,
     CAPACITY_FIELDS,
     COLD_FACT_FIELDS,
+    DOMAIN_STATE_INSTANCE_STATES,
     HOT_FACT_FIELDS,
     HOST_MEMORY_FIELDS,
     HV_DOWN,
     HV_MISSING,
     HV_UP,
+    PLACED_STATES,
     artefact_dict,
     artefacts,
     claim_dict,
@@ -114,7 +116,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
-                              "leftovers": [], "orphan_volumes": []}
+                              "leftovers": [], "orphan_volumes": [], "power_states": []}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
     down_uuids = set(db.execute(select(H.uuid).where(H.name.in_([state["host"] for state in down]))).scalars())
@@ -153,11 +155,13 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     report["down"] = _mark_down(db, down)
     _reconcile(db, answering, now, report)
     _leftovers(db, answering, report)
+    _follow_power_states(db, answering, now, report)
     for claim in db.execute(select(claims).where(
             C.lease_expires_at < now, C.hypervisor_uuid.in_(sorted(down_uuids))).order_by(C.id)):
         report["kept_expired_claims"].append({**claim_dict(claim._mapping), "why": "its hypervisor did not answer"})
     report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
-        report[key] for key in ("missing_instances", "found_again", "released_claims", "finished_builds"))
+        report[key] for key in ("missing_instances", "found_again", "released_claims", "finished_builds",
+                                "power_states"))
     return report
 
 
@@ -282,15 +286,16 @@ def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]]) -> list[dict[s
 
 def _reconcile(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
                report: dict[str, Any]) -> None:
-    """On the hypervisors that answered: ACTIVE instances whose domain is gone are flagged
-    missing (and found again); claims whose lease expired are settled (``_settle``)."""
+    """On the hypervisors that answered: instances placed there (ACTIVE, STOPPED, PAUSED) whose
+    domain is gone are flagged missing (and found again); claims whose lease expired are settled
+    (``_settle``)."""
     domains = {state["uuid"]: {d["uuid"] for d in state.get("domains", [])} for state in answering}
     active = db.execute(select(instances.c.uuid, instances.c.name, instances.c.host, instances.c.hypervisor_uuid,
-                               instances.c.missing_since)
-                        .where(instances.c.state == ACTIVE, instances.c.hypervisor_uuid.in_(list(domains)))
+                               instances.c.missing_since, instances.c.state)
+                        .where(instances.c.state.in_(PLACED_STATES), instances.c.hypervisor_uuid.in_(list(domains)))
                         .order_by(instances.c.name)).all()
     for instance in active:
-        entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host}
+        entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host, "state": instance.state}
         if instance.uuid not in domains[instance.hypervisor_uuid]:
             missing_since = instance.missing_since or now
             if instance.missing_since is None:
@@ -368,6 +373,41 @@ def _leftovers(db: Connection, answering: Sequence[Mapping[str, Any]], report: d
         report["leftovers"] += [{**group, "host": state["host"], "hypervisor_uuid": hv_uuid} for group in groups]
         report["orphan_volumes"] += [{"host": state["host"], "pool": state.get("storage_pool"), "name": name}
                                      for name in orphans]
+
+
+def _follow_power_states(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+                         report: dict[str, Any]) -> None:
+    """The ledger's state of each placed instance follows its domain's power state, which the
+    hypervisor alone knows: a guest that powered itself off is STOPPED (as Nova's power-state
+    sync makes it), one that someone started or resumed with virsh is ACTIVE again, one paused
+    there is PAUSED. Each change is reported. Left alone: an instance the ledger changed after
+    these facts were gathered (a power action of Berth's is newer than what the sync saw), one
+    with an action under way (a claim with a lease: a move or a resize), and libvirt's states
+    in between (being shut down, no state). Nothing is ever done to a domain here."""
+    seen: dict[tuple[str, str], tuple[str, dt.datetime]] = {}
+    for state in answering:
+        gathered = state.get("gathered_at")
+        # Facts without their time count as read now (a state given by hand).
+        read_at = dt.datetime.fromtimestamp(gathered, dt.timezone.utc).replace(tzinfo=None) if gathered else now
+        for dom in state.get("domains", []):
+            seen[(state["uuid"], dom["uuid"])] = (dom.get("state") or "", read_at)
+    if not seen:
+        return
+    placed = db.execute(select(instances.c.uuid, instances.c.name, instances.c.host, instances.c.hypervisor_uuid,
+                               instances.c.state, instances.c.updated_at)
+                        .where(instances.c.state.in_(PLACED_STATES),
+                               instances.c.hypervisor_uuid.in_(sorted({hv for hv, _dom in seen})))
+                        .order_by(instances.c.name)).all()
+    busy = set(db.execute(select(C.instance_uuid).where(
+        C.lease_expires_at.is_not(None), C.instance_uuid.in_([row.uuid for row in placed]))).scalars())
+    for row in placed:
+        domain_state, read_at = seen.get((row.hypervisor_uuid, row.uuid), ("", now))
+        follows = DOMAIN_STATE_INSTANCE_STATES.get(domain_state)
+        if follows is None or follows == row.state or row.uuid in busy or row.updated_at > read_at:
+            continue
+        db.execute(update(instances).where(instances.c.uuid == row.uuid).values(state=follows, updated_at=now))
+        report["power_states"].append({"name": row.name, "uuid": row.uuid, "host": row.host, "was": row.state,
+                                       "domain_state": domain_state, "now": follows})
 
 
 def mark_missing(db: Connection, listed: Iterable[str], stale_before: dt.datetime,
