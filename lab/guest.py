@@ -20,8 +20,15 @@ kernel package), asks for an address with busybox's udhcpc (printing ``BERTH-GUE
 root in with DIR/guest/ssh/id_ed25519 only. On a libvirt network with DHCP that address is in
 libvirt's leases, and ``ssh -i DIR/guest/ssh/id_ed25519 root@<address>`` reaches the guest.
 
+It answers the ACPI power button as a real guest does (the graceful shutdown of
+berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
+busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
+powers the guest off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a
+guest without an ACPI daemon: a graceful shutdown then times out.
+
 The cloud kernel has the 8250 serial driver and its console, devtmpfs, initrd and gzip support
-built in; virtio and virtio-net are modules, copied with what they depend on.
+built in; virtio, virtio-net, the ACPI button and evdev are modules, copied with what they
+depend on.
 
 Stdlib only; needs root (apt-get download as root, mknod), apt-get, apt-cache, dpkg-deb, cpio,
 ldd (the SSH server's libraries are this machine's, which is Debian 12 like the packages) and
@@ -50,10 +57,13 @@ BUSYBOX_PACKAGE = "busybox-static"
 SSH_PACKAGES = ("dropbear-bin", "libtomcrypt1", "libtommath1")
 MARKER = "BERTH-GUEST-BOOTED"
 NET_MARKER = "BERTH-GUEST-NET"
+POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 # Bump when the guest's contents change: a cached guest of another format is built again.
-FORMAT = 2
+FORMAT = 3
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
 NET_MODULES = ("virtio_pci", "virtio_net")
+# Kernel modules /init loads for the ACPI power button to reach acpid (an input event device).
+ACPI_MODULES = ("evdev", "button")
 # DIR/guest/ssh: the key pair that logs into every lab guest as root, and the guests' host key.
 SSH_KEY = "id_ed25519"
 HOST_KEY = "dropbear_ed25519_host_key"
@@ -81,11 +91,17 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 /bin/busybox --install -s /bin 2>/dev/null
 instance=
+acpi=on
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     berth.instance=*) instance="${{arg#berth.instance=}}" ;;
+    berth.acpi=*) acpi="${{arg#berth.acpi=}}" ;;
   esac
 done
+if [ "$acpi" != ignore ]; then
+  for module in $(cat /lib/modules/acpi/load.order); do insmod "/lib/modules/acpi/$module.ko"; done
+  acpid -l /tmp/acpid.log -p /tmp/acpid.pid
+fi
 
 # The network, beside the marker loop: the NIC driver, DHCP (udhcpc keeps renewing), SSH.
 network() {{
@@ -129,6 +145,14 @@ case "$1" in
     ;;
 esac
 exit 0
+"""
+
+# busybox acpid runs /etc/acpi/<event>/<value> for an event: this one is the power button.
+POWER_BUTTON_ACTION = f"""#!/bin/sh
+for tty in /dev/ttyS0 /dev/console; do
+  echo "{POWEROFF_MARKER}" > "$tty" 2>/dev/null
+done
+poweroff -f
 """
 
 
@@ -300,7 +324,20 @@ def _add_network(root: Path, modules: list[Path], dropbear: Path, libraries: lis
     os.chmod(ssh_dir / "authorized_keys", 0o600)
 
 
-def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict) -> None:
+def _add_power_button(root: Path, modules: list[Path]) -> None:
+    """The modules that bring the ACPI power button to acpid, and acpid's action for it."""
+    mdir = root / "lib" / "modules" / "acpi"
+    mdir.mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        shutil.copy2(module, mdir / module.name)
+    (mdir / "load.order").write_text("".join(module.name[:-3] + "\n" for module in modules))
+    action = root / "etc" / "acpi" / "PWRF" / "00000080"
+    action.parent.mkdir(parents=True, exist_ok=True)
+    action.write_text(POWER_BUTTON_ACTION)
+    os.chmod(action, 0o755)
+
+
+def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path]) -> None:
     root = work / "initramfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -313,6 +350,7 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict) -> Non
     init.write_text(INIT_SCRIPT)
     os.chmod(init, 0o755)
     _add_network(root, **network)
+    _add_power_button(root, acpi_modules)
     # The kernel opens /dev/console for PID 1 before /init mounts devtmpfs.
     try:
         os.mknod(root / "dev" / "console", 0o600 | stat.S_IFCHR, os.makedev(5, 1))
@@ -395,7 +433,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         keys = ssh_keys(gdir, work / "ssh" / "usr" / "bin" / "dropbearkey", lib_dir)
         network = dict(modules=_module_closure(work / "kernel" / "lib" / "modules", NET_MODULES),
                        dropbear=dropbear, libraries=_shared_libraries(dropbear, lib_dir), keys=keys)
-        _build_initramfs(busybox, initrd, work, network)
+        acpi_modules = _module_closure(work / "kernel" / "lib" / "modules", ACPI_MODULES)
+        _build_initramfs(busybox, initrd, work, network, acpi_modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)

@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ansible.utils.display import Display
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -32,12 +31,18 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     make,
     plan,
     remove_instance,
+    remove_recorded,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ClaimConflict, Ledger, run_owner
-
-_display = Display()
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    ACTIVE,
+    ClaimConflict,
+    ClaimLost,
+    Ledger,
+    run_owner,
+)
 
 
 class ActionModule(BerthAction):
@@ -49,13 +54,14 @@ class ActionModule(BerthAction):
     _image: dict[str, Any] | None = None
     _guest: dict[str, Any] = {}
 
-    def _ledger(self, args: dict[str, Any]) -> Ledger | None:
+    def _ledger(self, args: dict[str, Any], reading: bool = False) -> Ledger | None:
         """The ledger, opened once per task: the instances of a task share its engine.
 
-        None without the ledger and in check mode (nothing is written then). ``_many`` opens it
-        before its threads start; SQLAlchemy's engine is thread-safe, each call has its own session.
+        None without the ledger, and in check mode unless ``reading`` (nothing is written then).
+        ``_many`` opens it before its threads start; SQLAlchemy's engine is thread-safe, each
+        call has its own session.
         """
-        if not args["ledger"] or self._task.check_mode:
+        if not args["ledger"] or (self._task.check_mode and not reading):
             return None
         if self._opened_ledger is None:
             self._opened_ledger = Ledger(args["ledger_url"]).open()
@@ -71,6 +77,7 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         self._sessions: dict[str, HostSession] = {}
         self._sessions_lock = threading.Lock()
+        self._progress = Progress()
         try:
             if args["state"] == "active":
                 # One image and one guest hardware for every instance of the task: checked (and the
@@ -111,10 +118,8 @@ class ActionModule(BerthAction):
                     result = {"failed": True, "msg": str(exc) or type(exc).__name__}
                 result.update(item={"name": one["name"], "host": one["host"]})
                 results[index] = result
-                # Progress as each instance finishes (stderr: stdout belongs to the callback).
-                _display.display(f"{one['name']}: " + (f"FAILED: {result['msg']}" if result.get("failed") else
-                                 f"{'changed' if result['changed'] else 'ok'} on {result.get('host', one['host'])}"),
-                                 stderr=True)
+                if result.get("failed"):
+                    self._progress.step(one["name"], one["host"], f"FAILED: {result['msg']}")
 
         with ThreadPoolExecutor(max_workers=max(1, len(by_host))) as pool:
             list(pool.map(work, by_host.values()))
@@ -182,10 +187,14 @@ class ActionModule(BerthAction):
                     reasons.append(str(conflict))
                     continue
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
+            step = self._progress.of(args["name"], target["host"])
             try:
-                result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request)
+                result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request,
+                                     step)
             except Exception as exc:
                 reasons.append(str(exc) if isinstance(exc, HypervisorError) else f"{target['host']}: {exc}")
+                if ledger is not None and attempt + 1 < len(targets):
+                    step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
                 if ledger is None:
                     raise
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
@@ -193,8 +202,16 @@ class ActionModule(BerthAction):
                 continue
             if ledger is not None:
                 # The instance as the ledger now has it: a play's closing table shows it.
-                result["instance"] = (ledger.mark_active(args["uuid"]) if result["changed"]
-                                      else ledger.instances([args["name"]])[0])
+                try:
+                    result["instance"] = (ledger.mark_active(args["uuid"]) if result["changed"]
+                                          else ledger.instances([args["name"]])[0])
+                except ClaimLost as lost:
+                    # The lease ran out before the build ended and a sync gave the claim back:
+                    # the instance is ERROR already, and what was built takes room nobody counts.
+                    remove_instance(self._session(target["host"], target["uri"], args["timeout"]).hv,
+                                    args["uuid"], args["storage_pool"])
+                    raise BerthError(f"{args['name']}: {lost}; what was built on {target['host']} is removed "
+                                     f"(give launches a longer berth_lease_seconds)") from lost
             result.update(host=target["host"], failed_attempts=reasons)
             return result
         reason = f"build failed on {len(reasons)} host(s): " + "; ".join(reasons)
@@ -202,10 +219,12 @@ class ActionModule(BerthAction):
         ledger.mark_error(args["uuid"], reason)
         raise BerthError(f"{args['name']}: {reason}")
 
-    def _build(self, session: HostSession, args: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    def _build(self, session: HostSession, args: dict[str, Any], request: dict[str, Any],
+               step: Any) -> dict[str, Any]:
         uuid, host = request["uuid"], session.host
         current = session.hv.find_domain(uuid) if args["uuid"] else None
         if current is not None and current["state"] == "running":
+            step("running already", detail=True)
             return {"changed": False, "domain": current}
         planned = plan(session, request, lambda made: self._render(args, request, made))
         result: dict[str, Any] = {"changed": True}
@@ -221,21 +240,38 @@ class ActionModule(BerthAction):
             if planned["upload"]:
                 result["msg"] += f", uploading image {planned['upload']['name']} there first"
             return result
-        make(session, request, planned, args["autostart"])
+        ledger = self._ledger(args)
+        if ledger is not None:
+            # Before anything is made: a run that dies from here on leaves nothing unknown.
+            ledger.record_artefacts(uuid, host, planned["artefacts"], run_owner())
+        make(session, request, planned, args["autostart"], step)
         result.update(state=ACTIVE, domain=session.hv.find_domain(uuid))
         return result
 
     # ---- state=absent ------------------------------------------------------------------------
 
     def _absent(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The instance's domain and volumes on its host, then whatever the ledger recorded of
+        its builds anywhere (a failed attempt elsewhere, an earlier instance of its name that a
+        relaunch replaced), then its ledger rows."""
         hv = self._session(args["host"], args["uri"], args["timeout"]).hv
+        ledger = self._ledger(args, reading=True)
+        recorded = ledger.artefacts(args["uuid"], args["name"]) if ledger else []
         if self._task.check_mode:
             present = hv.find_domain(args["uuid"]) is not None
-            return {"changed": present, "msg": f"would delete {args['name']} from {args['host']}"}
-        ledger = self._ledger(args)
+            known = bool(ledger and ledger.instances([args["name"]]))
+            return {"changed": present or known or bool(recorded),
+                    "msg": f"would delete {args['name']} from {args['host']}"
+                           + (f" and {len(recorded)} recorded artefact(s) of its builds" if recorded else "")}
         removed = remove_instance(hv, args["uuid"], args["storage_pool"])
-        forgotten = ledger.delete_instance(args["uuid"]) if ledger else False
-        return {"changed": removed or forgotten}
+        by_build: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for item in recorded:
+            by_build.setdefault((item["host"], item["instance_uuid"]), []).append(item)
+        for (host, instance_uuid), items in sorted(by_build.items()):
+            session = self._session(host, items[0]["uri"], args["timeout"])
+            removed = bool(remove_recorded(session.hv, instance_uuid, items, spare_running=False)[0]) or removed
+        forgotten = ledger.delete_instance(args["uuid"], [item["id"] for item in recorded]) if ledger else False
+        return {"changed": removed or forgotten or bool(recorded)}
 
     def _template(self, args: dict[str, Any]) -> Any:
         """The role's domain template, read and compiled once per task (raises TemplateError)."""

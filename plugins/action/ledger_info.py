@@ -1,4 +1,5 @@
-"""berth.fleet.ledger_info: read the ledger's instances, claims, decisions, hypervisors, groups."""
+"""berth.fleet.ledger_info: read the ledger's instances, claims, decisions, hypervisors, groups, and
+what builds made (artefacts)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class ActionModule(BerthAction):
             rows = ledger.decisions(name, limit=args["limit"])
         elif what == "hypervisors":
             rows = [h for h in ledger.hypervisors() if not name or name in (h["host"], h["uuid"])]
+        elif what == "artefacts":
+            rows = [row for row in ledger.artefacts() if not name or name in (row["host"], row["instance_name"])]
         else:
             rows = ledger.server_groups(name)
         return {"changed": False, what: rows}

@@ -53,7 +53,8 @@ description:
     domain's Berth metadata, or null)}), C(instances) (Berth instance UUIDs found), C(orphans)
     (names of domains without Berth metadata; the tracker sync sorts them against the ledger),
     C(storage_pool), C(pools) (every storage pool {name, active, capacity_mb, allocation_mb,
-    available_mb}), C(host_ip) (the host's address, see O(hypervisors); null when unknown),
+    available_mb}), C(instance_volumes) (the volumes of the instance pool named as a build names
+    its own, C(berth-<instance uuid>-...); the tracker sync tells whose they are), C(host_ip) (the host's address, see O(hypervisors); null when unknown),
     C(gathered_at) (Unix time of the gathering)."
   - The tracker view (usage from the ledger's claims) replaces the usage fields when the
     schedule action or the tracker sync reads these facts against the ledger.

@@ -61,10 +61,12 @@ options:
     choices: [berth.fleet.instances]
     type: str
   states:
-    description: The instance states to list (Nova's vm_state names, as the ledger records them).
+    description:
+      - The instance states to list (Nova's vm_state names, as the ledger records them).
+      - V(STOPPED) and V(PAUSED) instances (M(berth.fleet.power)) keep their claim; their guests do not answer.
     type: list
     elements: str
-    choices: [ACTIVE, BUILDING, ERROR]
+    choices: [ACTIVE, BUILDING, ERROR, STOPPED, PAUSED]
     default: [ACTIVE]
   contact_hypervisors:
     description:
@@ -192,7 +194,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _check_options(self):
         if not self.get_option("states"):
-            raise InputError("states", "states must name at least one state (ACTIVE, BUILDING, ERROR)")
+            raise InputError("states", "states must name at least one state (ACTIVE, BUILDING, ERROR, STOPPED, PAUSED)")
         timeout = self.get_option("timeout")
         if not timeout or timeout <= 0:
             raise InputError("timeout", f"timeout must be a positive number of seconds, got {timeout!r}")

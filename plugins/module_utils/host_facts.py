@@ -274,16 +274,28 @@ def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
 
     ``connect`` may hold username, password, keepalive_interval and keepalive_count.
     """
-    connect = connect or {}
     gathered_at = time.time()
     try:
-        with Hypervisor(name, uri, timeout_s, username=connect.get("username"), password=connect.get("password"),
-                        keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
-                        keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT)) as hv:
-            facts = hv.facts(pool_name)
-            facts["image_refusals"] = image_refusals(hv, pool_name, facts["volumes"], name)
+        with hypervisor_connection(name, uri, timeout_s, connect) as hv:
+            return fetch_from(hv, pool_name, gathered_at)
     except HypervisorError as exc:
         return {"down_reason": str(exc), "gathered_at": gathered_at}
+
+
+def hypervisor_connection(name: str, uri: str, timeout_s: float,
+                          connect: Optional[Mapping[str, Any]] = None) -> Hypervisor:
+    """The connection ``fetch_one`` makes (not opened yet: ``with hypervisor_connection(...) as hv``)."""
+    connect = connect or {}
+    return Hypervisor(name, uri, timeout_s, username=connect.get("username"), password=connect.get("password"),
+                      keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
+                      keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT))
+
+
+def fetch_from(hv: Hypervisor, pool_name: str, gathered_at: float) -> Dict[str, Any]:
+    """``fetch_one``'s outcome over a connection already open (raises HypervisorError)."""
+    name, uri = hv.host, hv.uri
+    facts = hv.facts(pool_name)
+    facts["image_refusals"] = image_refusals(hv, pool_name, facts["volumes"], name)
     facts["metrics"] = dict(facts.pop("cpu_times"))
     facts["memory_source"] = "libvirt" if facts["memory"]["free_mb"] is not None else "getInfo"
     if is_local(uri):
@@ -390,6 +402,9 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "images": [name for name in facts.get("volumes", [])
                    if not is_instance_volume(name) and name not in facts.get("image_refusals", {})],
         "refused_images": dict(facts.get("image_refusals", {})),
+        # The pool's volumes named as builds name theirs (berth-<instance uuid>-...): the tracker
+        # sync tells which belong to an instance, to a build in progress, or to nothing.
+        "instance_volumes": [name for name in facts.get("volumes", []) if is_instance_volume(name)],
         "networks": list(facts.get("networks", [])),
         "host_ip": settings.get("host_ip") or facts.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
@@ -417,7 +432,7 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
         "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
-        "pools": [], "images": [], "refused_images": {}, "networks": [], "host_ip": settings.get("host_ip"),
+        "pools": [], "images": [], "refused_images": {}, "instance_volumes": [], "networks": [], "host_ip": settings.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective_settings(settings, list(aggregates)))

@@ -489,6 +489,41 @@ class Hypervisor:
         self._call(dom.destroy)
         return True
 
+    def domain_state(self, uuid: str) -> str | None:
+        """The domain's state, by DOMAIN_STATES' names (running, paused, shutoff...), or None
+        if there is no such domain. One call, where find_domain reads the whole definition."""
+        try:
+            dom = self._call(self.conn.lookupByUUIDString, uuid)
+        except HypervisorError as exc:
+            if _error_code(exc) == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise  # a timeout or a lost connection is not "no such domain"
+        state, _reason = self._call(dom.state, 0)
+        return DOMAIN_STATES.get(state, "unknown")
+
+    def shutdown(self, uuid: str) -> None:
+        """Ask the guest to shut down (for QEMU, libvirt presses the ACPI power button) and
+        return at once: whether and when the guest does is up to it."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        self._call(dom.shutdown)
+
+    def suspend(self, uuid: str) -> None:
+        """Pause a running domain: its vCPUs stop, its memory stays (Nova's pause)."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        self._call(dom.suspend)
+
+    def resume(self, uuid: str) -> None:
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        self._call(dom.resume)
+
+    def resize_volume(self, pool_name: str, name: str, capacity_mb: int, shrink: bool = False) -> None:
+        """Give a volume a new capacity (its virtual size; a qcow2 volume stays sparse). Growing
+        only, unless ``shrink``: then the part cut off must hold nothing anyone wrote."""
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        vol = self._call(pool.storageVolLookupByName, name)
+        flags = libvirt.VIR_STORAGE_VOL_RESIZE_SHRINK if shrink else 0
+        self._call(vol.resize, capacity_mb * _BYTES_PER_MIB, flags)
+
     def can_live_migrate(self) -> bool:
         """Whether this host's capabilities offer live migration."""
         caps = ET.fromstring(self._call(self.conn.getCapabilities))
@@ -525,9 +560,11 @@ class Hypervisor:
         dom = self._call(self.conn.defineXML, domain_xml)
         return dom.UUIDString()
 
-    def start(self, uuid: str, autostart: bool = False) -> None:
+    def start(self, uuid: str, autostart: bool | None = False) -> None:
+        """Start a defined domain; set its autostart flag too, unless ``autostart`` is None."""
         dom = self._call(self.conn.lookupByUUIDString, uuid)
-        self._call(dom.setAutostart, 1 if autostart else 0)
+        if autostart is not None:
+            self._call(dom.setAutostart, 1 if autostart else 0)
         self._call(dom.create)
 
     def find_domain(self, uuid: str) -> dict[str, Any] | None:

@@ -51,8 +51,9 @@ def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
     raise InputError("flavor", f"flavor must be a flavor name or a dict of sizes, got {type(flavor).__name__}")
 
 
-# The volumes a build makes, named after the instance: a sync tells them from images by name.
-_INSTANCE_VOLUME = re.compile(r"^berth-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-(root\.qcow2|seed\.iso|nvram\.fd)$")
+# The volumes a build makes are named berth-<instance uuid>-<what>: a sync tells them from
+# images by name, and knows whose they are (the tracker then asks the ledger what became of it).
+_INSTANCE_VOLUME = re.compile(r"^berth-([0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})-[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def root_volume_name(instance_uuid: str) -> str:
@@ -70,8 +71,15 @@ def nvram_volume_name(instance_uuid: str) -> str:
 
 
 def is_instance_volume(name: str) -> bool:
-    """Whether a pool volume is one a Berth build made (an instance's disk, seed or NVRAM), not an image."""
+    """Whether a pool volume is named as a Berth build names its volumes (an instance's disk,
+    seed, UEFI variable store...), and so is not an image."""
     return bool(_INSTANCE_VOLUME.match(name))
+
+
+def volume_instance_uuid(name: str) -> str | None:
+    """The instance UUID a build's volume name carries, or None for any other volume."""
+    match = _INSTANCE_VOLUME.match(name)
+    return match.group(1) if match else None
 
 
 # A volume name inside a storage pool: one path component, never "." or "..", no leading dot.

@@ -17,12 +17,20 @@ description:
     O(user_data) if given, renders the domain
     XML from O(template) with Jinja2 autoescaping (every value is XML-escaped), defines the
     domain and starts it, then marks the instance ACTIVE in the ledger.
+  - Before it makes anything on a hypervisor, the build records in the ledger each volume and
+    the domain it is about to make there (its artefacts), and only while the instance's claim
+    there has a lease that has not expired. Whatever a run that dies leaves is then known, and
+    M(berth.fleet.tracker_sync) removes it once the lease is over, O(state=absent) with its
+    instance.
   - If any step fails, the domain and the volume are removed again, the claim is released and
     the instance is marked ERROR with the reason; the task fails.
   - A domain already running under the instance's UUID is left alone (no change).
   - With O(state=absent), destroys and undefines the domain, deletes its volumes (root disk,
-    seed, UEFI variable store) and removes
-    the instance and its claim from the ledger. Idempotent.
+    seed, UEFI variable store), removes what
+    the ledger recorded of the instance's builds on any hypervisor (an attempt that failed
+    elsewhere, an earlier instance of the same name that a relaunch replaced), and removes the
+    instance and its claim from the ledger. Idempotent; after a run that died halfway, running
+    it again finishes the work.
   - Normally used through the role C(berth.fleet.instance), with placements from
     M(berth.fleet.schedule).
 options:
@@ -109,7 +117,7 @@ options:
     type: int
     default: 3
   lease_seconds:
-    description: Lease of the claim taken on an alternate while it builds.
+    description: Lease of the claim taken on an alternate while it builds (the role passes C(berth_lease_seconds)).
     type: int
     default: 3600
   autostart:

@@ -16,13 +16,13 @@ options:
   what:
     description: Which records to return.
     type: str
-    choices: [instances, claims, decisions, hypervisors, server_groups]
+    choices: [instances, claims, decisions, hypervisors, server_groups, artefacts]
     default: instances
   name:
     description:
       - Narrows the answer - an instance name (C(instances)), a hypervisor's inventory name
         (C(claims), C(hypervisors); also its UUID for C(hypervisors)), a launch name (C(decisions)),
-        a group name (C(server_groups)).
+        a group name (C(server_groups)), a hypervisor's inventory name or an instance name (C(artefacts)).
     type: str
   limit:
     description: How many decisions, newest first.
@@ -94,6 +94,15 @@ hypervisors:
 server_groups:
   description: Server groups (uuid, name, policy, rules, members, hosts).
   returned: when what=server_groups
+  type: list
+  elements: dict
+artefacts:
+  description:
+    - What builds recorded before making it on a hypervisor and that is not yet known gone, nor its
+      instance's own (id, host, hypervisor_uuid, uri, instance_uuid, instance_name, kind - domain or
+      volume -, pool, name, owner, created_at). Rows whose instance holds no claim there are what
+      dead builds left, which the tracker sync removes (M(berth.fleet.tracker_sync)).
+  returned: when what=artefacts
   type: list
   elements: dict
 """

@@ -9,8 +9,10 @@ module: migrate
 short_description: Move a Berth instance to another hypervisor
 version_added: 0.1.0
 description:
-  - Moves the ACTIVE instance O(name) to O(to_host), or to the host the scheduler picks among
-    the others (never the one it is on), with the instance's flavor and the ledger's usage.
+  - Moves the ACTIVE or STOPPED instance O(name) to O(to_host), or to the host the scheduler
+    picks among the others (never the one it is on), with the instance's flavor, project and
+    image properties and the ledger's usage. A stopped instance moves cold and stays stopped; a
+    paused one is refused (resume it first).
   - The destination is claimed through the ledger first (re-checked for room); the source keeps
     the instance's amounts as held usage until the domain is gone from it, then releases them.
   - Cold migration stops the domain, copies its volumes to the destination's pool through libvirt
@@ -23,6 +25,8 @@ description:
     to (else its hostname).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
+  - Each step is printed as it happens (C(web-1 on hv1 - claimed hv2), C(web-1 on hv1 - moved to
+    hv2 (live))) on the controller's console.
   - What moves is the domain's disks and CD-ROMs that are volumes of O(storage_pool) (an adopted
     domain's own disks too), with their backing chains, and a UEFI instance's variable store,
     the volume C(berth-<uuid>-nvram.fd) of that pool. A cold move copies the store once the
@@ -46,43 +50,12 @@ options:
     type: str
     choices: [auto, cold, live]
     default: auto
-  source:
-    description:
-      - Where the destinations' host states come from - V(ledger) (the tracker sync's last record
-        plus the claims, which each migration moves) or V(inventory) (the inventory's live facts),
-        as M(berth.fleet.schedule)'s option. The URIs of both hypervisors are the ledger's.
-    type: str
-    choices: [ledger, inventory]
-    default: ledger
-  hypervisor_group:
-    description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
-    type: str
-    default: hypervisors
-  service_down_time:
-    description: Seconds after its last sync that a hypervisor is stale and not a destination.
-    type: int
-    default: 600
-  storage_pool:
-    description: The storage pool of the instance's volumes, the same name on both hosts.
-    type: str
-    default: default
-  timeout:
-    description: Seconds each libvirt call may take, except the copies of whole disks.
-    type: float
-    default: 120
-  transfer_timeout:
-    description: Seconds a volume copy or the live migration itself may take.
-    type: float
-    default: 3600
-  ledger:
-    description: Unused; the ledger is always needed to migrate.
-    type: bool
-    default: true
   ledger_url:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
 extends_documentation_fragment:
   - berth.fleet.limits
+  - berth.fleet.move
 attributes:
   check_mode:
     support: full

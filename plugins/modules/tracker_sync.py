@@ -23,10 +23,26 @@ description:
     capabilities, metrics), the images of its pool (and why one would be refused, such as a
     link leading out of the pool) and its libvirt networks, keyed by its libvirt host UUID;
     records the domains the ledger does not know (orphans) as unmanaged usage and forgets those
-    gone; flags ACTIVE instances whose domain is not there (C(missing_since)) and clears the
-    flag when it is back; releases a BUILDING claim only when its lease has expired and no
-    domain of the instance exists there (a run that died), its instance becoming ERROR. The
-    hypervisor's generation moves when its capacity or usage does.
+    gone; flags instances placed there (ACTIVE, STOPPED, PAUSED) whose domain is not there
+    (C(missing_since)) and clears the flag when it is back; makes each placed instance's state
+    follow its domain's power state (running is ACTIVE, paused PAUSED, shut off or crashed
+    STOPPED; a guest that powered itself off becomes STOPPED, as Nova's power-state sync makes
+    it), except an instance changed in the ledger after the facts were gathered or one with a
+    move or resize under way, and reports each such change as drift (nothing is done to the
+    domain, and the claims stay). The hypervisor's generation moves when its capacity or usage does.
+  - Settles the claims whose lease has expired (the run that held them died) - a BUILDING
+    instance whose domain runs there got as far as starting it, so its build is finished
+    (ACTIVE); any other BUILDING instance's build is dead, its claim is released and it becomes
+    ERROR, and what it left there is recorded. A moving instance's claim is released when its
+    domain is not there. A claim whose lease has not expired is never touched.
+  - Then reclaims what dead builds left on the hypervisor. A build records each volume (root
+    disk, cloud-init seed) and its domain in the ledger before it makes them; those whose
+    instance no longer holds a claim on this hypervisor - its build died, failed here and moved
+    on, or the instance was deleted or replaced by a relaunch - are removed through libvirt (the
+    domain first) and then forgotten, unless O(keep_leftovers). A domain that runs is never
+    stopped here. Volumes named as Berth names a build's (C(berth-<uuid>-...)) that nothing
+    recorded and no claim holds are reported as orphan volumes and left alone (another ledger's,
+    or older than the records). If the run dies halfway, the next sync finishes the work.
   - A hypervisor that does not answer is marked C(down) with the reason and keeps its last
     synced state; launches skip it, and skip as stale any hypervisor not synced for
     C(service_down_time) seconds.
@@ -47,6 +63,13 @@ options:
     description: The inventory group of the hypervisors (for O(mark_missing)).
     type: str
     default: hypervisors
+  keep_leftovers:
+    description:
+      - Keep what dead builds left (volumes, domains) for inspection instead of removing it; the
+        drift report still lists it. C(playbooks/gather.yml) takes it from the inventory
+        variable C(berth_keep_leftovers). C(delete.yml) of the instance removes it anyway.
+    type: bool
+    default: false
   service_down_time:
     description:
       - Seconds after its last sync that a hypervisor the inventory does not list counts as
@@ -101,10 +124,28 @@ report:
   contains:
     hypervisors: {description: "The synced hypervisor - host, uuid, generation, changed, orphans.", type: list, elements: dict}
     down: {description: "The hypervisor, when it did not answer - host, uuid, reason, last_synced_at.", type: list, elements: dict}
-    missing_instances: {description: ACTIVE instances whose domain is not on the hypervisor., type: list, elements: dict}
+    missing_instances: {description: "Instances placed there (ACTIVE, STOPPED, PAUSED) whose domain is not on the hypervisor.",
+                        type: list, elements: dict}
+    power_states:
+      description: >-
+        Instances whose state in the ledger now follows their domain's power state - name, uuid, host, was,
+        domain_state, now (ACTIVE, STOPPED or PAUSED).
+      type: list
+      elements: dict
     found_again: {description: Instances flagged missing before whose domain is back., type: list, elements: dict}
-    released_claims: {description: Expired claims released (no domain)., type: list, elements: dict}
+    released_claims: {description: "Expired claims released (no running domain), each with instance_name.", type: list, elements: dict}
     kept_expired_claims: {description: 'Expired claims kept, each with why.', type: list, elements: dict}
+    finished_builds: {description: "Expired claims of BUILDING instances whose domain runs - the instance is ACTIVE now.", type: list, elements: dict}
+    leftovers:
+      description:
+        - What dead builds left on the hypervisor, one entry per instance - host, instance_uuid,
+          instance_name, why (what became of the instance), items (the recorded artefacts - kind
+          C(domain) or C(volume), pool, name, present), running (its domain runs), outcome
+          (V(removed), V(would remove), V(kept), V(running), V(failed)), removed (the items
+          removed), error.
+      type: list
+      elements: dict
+    orphan_volumes: {description: "Volumes named as a build's that no claim holds and nothing recorded - host, pool, name.", type: list, elements: dict}
     missing: {description: "With O(mark_missing) - hypervisors marked missing.", type: list, elements: dict}
     synced_elsewhere: {description: "With O(mark_missing) - hypervisors the inventory does not list but something synced lately.", type: list, elements: dict}
 """

@@ -1,8 +1,12 @@
-"""Building and removing an instance's domain on one hypervisor: what berth.fleet.instance and
-berth.fleet.migrate share. Private to the collection.
+"""Building and removing an instance's domain on one hypervisor: what berth.fleet.instance,
+berth.fleet.migrate and berth.fleet.tracker_sync share. Private to the collection.
 
 A task that builds several instances opens each hypervisor once (``HostSession``) and reads its
 pool (path, images) and networks once, whatever the number of instances it builds there.
+
+Everything a build makes on a hypervisor is listed by ``plan`` (its ``artefacts``), which the
+instance action records in the ledger before ``make`` makes any of it: a volume made here must
+be in that list, or a build that dies would leak it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
@@ -21,6 +25,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     root_volume_name,
     seed_volume_name,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import RUNNING_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
@@ -40,7 +48,8 @@ def injected_fault(host: str, stage: str) -> None:
     """Test-only: fail a build at ``stage`` on ``host`` when BERTH_TEST_FAULTS names them.
 
     BERTH_TEST_FAULTS="hv1:volume,hv2:start" fails after hv1's volume is created and where hv2
-    would start the defined domain. Unset (always, outside Berth's tests) it does nothing.
+    would start the defined domain; "hv3:resize" fails a resize where the resized domain would
+    start on hv3 (berth.fleet.resize). Unset (always, outside Berth's tests) it does nothing.
     """
     if f"{host}:{stage}" in os.environ.get("BERTH_TEST_FAULTS", "").split(","):
         raise HypervisorError(host, f"injected fault at {stage} (BERTH_TEST_FAULTS)")
@@ -52,6 +61,29 @@ def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
     for volume in (root_volume_name(instance_uuid), seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid)):
         removed = hv.delete_volume(pool, volume) or removed
     return removed
+
+
+def remove_recorded(hv: Hypervisor, instance_uuid: str, items: Sequence[Mapping[str, Any]],
+                    spare_running: bool) -> tuple[list[Mapping[str, Any]], bool]:
+    """Remove what the ledger recorded of a build of ``instance_uuid`` on ``hv`` (artefact rows:
+    kind, pool, name): its domain first, which holds its volumes, then its volumes.
+
+    Returns the items that were there and are gone now, and whether its domain runs: with
+    ``spare_running`` (a sync, which never stops a guest) a running domain is left with
+    everything of its build, and nothing is removed."""
+    if spare_running:
+        found = hv.find_domain(instance_uuid)
+        if found is not None and found["state"] in RUNNING_STATES:
+            return [], True
+    removed = []
+    for item in sorted(items, key=lambda item: item["kind"] != DOMAIN):
+        if item["kind"] == DOMAIN:
+            gone = hv.remove_domain(instance_uuid)
+        else:
+            gone = hv.delete_volume(item["pool"], item["name"])
+        if gone:
+            removed.append(item)
+    return removed, False
 
 
 def domain_type(requested: str, offered: list[str]) -> str:
@@ -169,6 +201,13 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
             "data": seed_iso(request["uuid"], request["name"], request["user_data"]),
         }
+    # Everything make() makes (an image upload is not the instance's: later builds share it).
+    result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]
+    if result["seed"]:
+        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(request["uuid"])})
+    if result["nvram"]:  # libvirt makes it at the first start, which a dead build may have reached
+        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": nvram_volume_name(request["uuid"])})
+    result["artefacts"].append({"kind": DOMAIN, "pool": None, "name": request["name"]})
     result["xml"] = render(result)
     return result
 
@@ -184,24 +223,35 @@ def same_image(session: HostSession, pool: str, image: dict[str, Any]) -> None:
                          f"new image another name, or delete the old volume")
 
 
-def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool) -> None:
-    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed."""
+def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
+         step: Any = quiet) -> None:
+    """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
+    Each step done is told to ``step(what, detail=False)`` (see _progress.py)."""
     hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
     try:
         if planned["upload"]:
+            step(f"uploading image {planned['upload']['name']}")
             with open(planned["upload"]["source"], "rb") as handle:
                 data = handle.read()
             hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
             session.uploaded(pool, planned["upload"]["name"])
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
+        race_barrier.wait(race_barrier.AFTER_ROOT_VOLUME)
+        step("volume created", detail=True)
         injected_fault(host, "volume")
         if planned["seed"]:
             hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
+            race_barrier.wait(race_barrier.AFTER_SEED_VOLUME)
+            step("seed written", detail=True)
         hv.define(planned["xml"])
+        race_barrier.wait(race_barrier.AFTER_DEFINE)
+        step("defined", detail=True)
         injected_fault(host, "start")
         hv.start(uuid, autostart)
+        race_barrier.wait(race_barrier.AFTER_START)
+        step("started")
     except Exception as exc:
         # Nothing half made stays behind, whatever failed: no domain, no volume.
         try:

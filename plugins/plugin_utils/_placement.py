@@ -13,10 +13,11 @@ from typing import Any, Iterator, Mapping, Sequence
 import yaml
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
+    DEFAULT_PROJECT_ID,
     Decision,
     RequestSpec,
     needed_host_fields,
@@ -161,6 +162,30 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         states = ledger.tracker_states(states, needed_host_fields(spec))
     table = HostTable.from_states([HostState.from_dict(state) for state in states])
     return Fleet(table, [state.get("generation") for state in states], uris)
+
+
+def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_s: int,
+                 ignore_hosts: Sequence[str] = ()) -> RequestSpec:
+    """The request of a move (migrate, resize) of one instance: ``flavor`` (its own, or the new
+    one of a resize) and what Nova's RequestSpec carries into a move from the launch - the
+    instance's project and its image's properties."""
+    return RequestSpec(flavor=flavor, count=1, ignore_hosts=list(ignore_hosts), service_down_time=service_down_time_s,
+                       project_id=instance.get("project_id") or DEFAULT_PROJECT_ID,
+                       image_properties=dict(instance.get("image_properties") or {}))
+
+
+def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:
+    """How to reach a chosen host: {host, hypervisor_uuid, uri, domain_types}, from the
+    inventory's URIs (source=inventory) or the ledger's last sync."""
+    if fleet.uris:
+        offered = sorted({triple[1] for triple in state.supported_instances if len(triple) > 1})
+        target = {"host": state.host, "hypervisor_uuid": state.uuid, "uri": fleet.uris.get(state.host),
+                  "domain_types": offered}
+    else:
+        target = ledger.build_targets([state.uuid])[state.uuid]
+    if not target.get("uri"):
+        raise BerthError(f"no URI known for {state.host}: run playbooks/gather.yml to sync it")
+    return target
 
 
 def recorded_states(fleet: Fleet, decision: Decision) -> list[dict[str, Any]]:

@@ -1,10 +1,12 @@
-"""TEST ONLY: a pause that lets tests make concurrent launches race for real.
+"""TEST ONLY: a pause that lets tests make concurrent launches race for real, or stop a launch
+at a known step of its build to kill it there.
 
 Inert unless BERTH_TEST_BARRIER_DIR is set, which nothing but Berth's own tests does. Then a
 run that reaches the stage named by BERTH_TEST_BARRIER_STAGE (``before-claim``: decided, not
-yet claimed; ``after-claim``: claimed, nothing built yet) writes a file named after its PID into
-the directory and waits until BERTH_TEST_BARRIER_PARTIES runs have arrived, or until the file
-``release`` appears there, or BERTH_TEST_BARRIER_TIMEOUT seconds (300) have passed.
+yet claimed; ``after-claim``: claimed, nothing built yet; then the steps of a build on its
+hypervisor, ``BUILD_STAGES``) writes a file named after its PID into the directory and waits
+until BERTH_TEST_BARRIER_PARTIES runs have arrived, or until the file ``release`` appears
+there, or BERTH_TEST_BARRIER_TIMEOUT seconds (300) have passed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ import time
 
 BEFORE_CLAIM = "before-claim"
 AFTER_CLAIM = "after-claim"
+# The steps of a build (plugins/plugin_utils/_build.make), each once it is done.
+AFTER_ROOT_VOLUME = "after-root-volume"
+AFTER_SEED_VOLUME = "after-seed-volume"
+AFTER_DEFINE = "after-define"
+AFTER_START = "after-start"
+BUILD_STAGES = (AFTER_ROOT_VOLUME, AFTER_SEED_VOLUME, AFTER_DEFINE, AFTER_START)
 _POLL_S = 0.05
 
 

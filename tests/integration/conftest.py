@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
@@ -33,7 +36,7 @@ def ansible_env() -> dict:
 
 # Playbooks that decide from the ledger's last tracker sync: in production gather.yml runs on a
 # schedule; here Lab.playbook runs it first when the ledger they use was not synced lately.
-LEDGER_PLAYBOOKS = ("launch.yml", "migrate.yml", "drain.yml")
+LEDGER_PLAYBOOKS = ("launch.yml", "migrate.yml", "drain.yml", "resize.yml")
 SYNC_EVERY_S = 60
 
 
@@ -195,3 +198,117 @@ def fleet_snapshot(lab) -> dict:
         "instances": lab.ledger_rows("instances"),
         "claims": lab.ledger_rows("claims"),
     }
+
+
+# ---- shared by the tests that race launches or kill them ------------------------------------------
+
+def rows(url: str, table: str) -> list[dict]:
+    """A ledger table read with the database's own driver, not through Berth's ledger code."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        with sqlite3.connect(parsed.database) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(f"SELECT * FROM {table}")]
+    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        return list(cur.fetchall())
+
+
+def running_domains(lab) -> dict[str, dict[str, dict]]:
+    """{host: {uuid: {name, vcpus}}} for the running domains, from virsh."""
+    found = {}
+    for host in lab.hosts:
+        found[host] = {}
+        for name in lab.virsh(host, "list", "--name").split():
+            uuid = lab.virsh(host, "domuuid", name).strip()
+            vcpus = int(lab.virsh(host, "vcpucount", name, "--current", "--live").strip())
+            found[host][uuid] = {"name": name, "vcpus": vcpus}
+    return found
+
+
+def remove_all_domains(lab) -> None:
+    """Leave the lab as the other tests expect it: no domains, no Berth volumes."""
+    for host in lab.hosts:
+        for name in lab.virsh(host, "list", "--all", "--name").split():
+            subprocess.run(["virsh", "-c", lab.hosts[host]["uri"], "destroy", name], capture_output=True, check=False)
+            lab.virsh(host, "undefine", name)
+        lab.virsh(host, "pool-refresh", "default")
+        for line in lab.virsh(host, "vol-list", "default").splitlines():
+            if line.strip().startswith("berth-"):
+                lab.virsh(host, "vol-delete", "--pool", "default", line.split()[0])
+
+
+def berth_volumes(lab) -> dict[str, list[str]]:
+    """{host: [volume]}: the volumes of each host's pool that builds named (berth-...), from virsh."""
+    found = {}
+    for host in lab.hosts:
+        lab.virsh(host, "pool-refresh", "default")
+        found[host] = sorted(line.split()[0] for line in lab.virsh(host, "vol-list", "default").splitlines()
+                             if line.strip().startswith("berth-"))
+    return found
+
+
+@pytest.fixture
+def clean_lab(lab):
+    remove_all_domains(lab)
+    yield lab
+    remove_all_domains(lab)
+
+
+def process_tree(root_pid: int) -> list[int]:
+    """``root_pid`` and every process descending from it, read from /proc: with ansible-core 2.19
+    the task workers run in sessions of their own, so no process group holds a whole run."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    tree, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def kill_tree(proc: subprocess.Popen) -> list[int]:
+    """Kill a run and all its processes at once, as a crash of the controller would. Each is
+    stopped first, so that none forks or loses its parent while the tree is read; returns them."""
+    stopped: set[int] = set()
+    while True:
+        new = [pid for pid in process_tree(proc.pid) if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        stopped.update(new)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    proc.stderr.close()
+    return sorted(stopped)
+
+
+def wait_at_barrier(proc: subprocess.Popen, barrier: Path, runs: int = 1, timeout_s: float = 180) -> None:
+    """Until ``runs`` runs have reached the test barrier in ``barrier`` (race_barrier.py)."""
+    deadline = time.monotonic() + timeout_s
+    arrived = barrier / "arrived"
+    while not arrived.exists() or len(os.listdir(arrived)) < runs:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            output = proc.communicate()[0] if proc.poll() is not None else ""
+            raise AssertionError(f"the run never reached the barrier {barrier}: {output[-3000:]}")
+        time.sleep(0.1)

@@ -1,4 +1,4 @@
-"""Concurrent launches race for a small fleet, for real; a launch killed after its claim.
+"""Concurrent launches race for a small fleet, for real; racing launches share an anti-affinity group.
 
 Eight separate ansible-playbook launch processes start together against the lab fleet, made
 small by per-host allocation ratios and reserved memory in a test inventory, and ask for more
@@ -7,7 +7,8 @@ test-only pause of plugins/plugin_utils/race_barrier.py), so all decide on the s
 then claim at once. Afterwards the ledger (read with plain SQL, not Berth's code) and libvirt
 (read with virsh) must show no host above its limits, no hard server-group policy broken, and
 every instance either running where its claim says or its launch failed with no valid host.
-The same race with the claim's re-check switched off must break those rules.
+The same race with the claim's re-check switched off must break those rules. (A launch killed
+after its claim, or at any later step of its build: test_leftovers.py.)
 """
 
 from __future__ import annotations
@@ -15,16 +16,11 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
-import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
-import psycopg
 import pytest
-from conftest import REPO, failed_messages
-from sqlalchemy.engine import make_url
+from conftest import REPO, failed_messages, rows, running_domains
 
 pytestmark = pytest.mark.integration
 
@@ -70,45 +66,8 @@ def write_inventory(lab, directory: Path, ledger_url: str, slots: dict[str, int]
                               {"race": {"hosts": sorted(lab.hosts), "metadata": {"cpu_weight_multiplier": 0.0}}})
 
 
-def rows(url: str, table: str) -> list[dict]:
-    """A ledger table read with the database's own driver, not through Berth's ledger code."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        with sqlite3.connect(parsed.database) as db:
-            db.row_factory = sqlite3.Row
-            return [dict(row) for row in db.execute(f"SELECT * FROM {table}")]
-    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn) as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        cur.execute(f"SELECT * FROM {table}")
-        return list(cur.fetchall())
-
-
-def running_domains(lab) -> dict[str, dict[str, dict]]:
-    """{host: {uuid: {name, vcpus}}} for the running domains, from virsh."""
-    found = {}
-    for host in lab.hosts:
-        found[host] = {}
-        for name in lab.virsh(host, "list", "--name").split():
-            uuid = lab.virsh(host, "domuuid", name).strip()
-            vcpus = int(lab.virsh(host, "vcpucount", name, "--current", "--live").strip())
-            found[host][uuid] = {"name": name, "vcpus": vcpus}
-    return found
-
-
-def remove_all_domains(lab) -> None:
-    """Leave the lab as the other tests expect it: no domains, no Berth volumes."""
-    for host in lab.hosts:
-        for name in lab.virsh(host, "list", "--all", "--name").split():
-            subprocess.run(["virsh", "-c", lab.hosts[host]["uri"], "destroy", name], capture_output=True, check=False)
-            lab.virsh(host, "undefine", name)
-        lab.virsh(host, "pool-refresh", "default")
-        for line in lab.virsh(host, "vol-list", "default").splitlines():
-            if line.strip().startswith("berth-"):
-                lab.virsh(host, "vol-delete", "--pool", "default", line.split()[0])
-
-
-def create_groups(lab, inventory: str) -> None:
-    for name, policy in GROUPS.items():
+def create_groups(inventory: str, groups: dict[str, str]) -> None:
+    for name, policy in groups.items():
         proc = subprocess.run(
             [str(REPO / ".venv" / "bin" / "ansible"), "-i", inventory, "localhost", "-m", "berth.fleet.server_group",
              "-a", f"name={name} policy={policy} ledger_url={{{{ berth_ledger_url }}}}"],
@@ -117,25 +76,28 @@ def create_groups(lab, inventory: str) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool) -> tuple[list[dict], str]:
-    """Run the eight launches through the barrier; returns their outputs and the inventory."""
-    inventory = write_inventory(lab, tmp_path, ledger_url, SLOTS)
-    create_groups(lab, inventory)
+def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool, launches: list | None = None,
+         groups: dict[str, str] | None = None, inventory: str | None = None) -> tuple[list[dict], str]:
+    """Run the launches (by default the eight, with their groups) through the barrier; returns
+    their outputs and the inventory (by default the small fleet's)."""
+    launches, groups = launches or LAUNCHES, groups or GROUPS
+    inventory = inventory or write_inventory(lab, tmp_path, ledger_url, SLOTS)
+    create_groups(inventory, groups)
     synced = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
     assert synced["rc"] == 0, failed_messages(synced)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "before-claim",
-           "BERTH_TEST_BARRIER_PARTIES": str(len(LAUNCHES)), "BERTH_TEST_BARRIER_TIMEOUT": "240"}
+           "BERTH_TEST_BARRIER_PARTIES": str(len(launches)), "BERTH_TEST_BARRIER_TIMEOUT": "240"}
     if unsafe:
         env["BERTH_TEST_UNSAFE_CLAIMS"] = "1"
     procs = []
-    for name, count, flavor, group in LAUNCHES:
+    for name, count, flavor, group in launches:
         extra = {"name": name, "count": count, "flavor": flavor, **({"server_group": group} if group else {})}
         procs.append(lab.start_playbook("launch.yml", "-e", json.dumps(extra), inventory=inventory, env=env))
     outputs = [lab.finish(proc) for proc in procs]
-    # Every run got to the barrier: the race happened with all eight decisions made first.
-    assert len(os.listdir(barrier / "arrived")) == len(LAUNCHES)
+    # Every run got to the barrier: the race happened with all the decisions made first.
+    assert len(os.listdir(barrier / "arrived")) == len(launches)
     return outputs, inventory
 
 
@@ -166,12 +128,15 @@ def violations(lab, ledger_url: str, outputs: list[dict]) -> list[str]:
     members = collections.defaultdict(list)
     groups = {row["uuid"]: row for row in rows(ledger_url, "server_groups")}
     for member in rows(ledger_url, "server_group_members"):
-        members[groups[member["group_uuid"]]["name"]].append(instances[member["instance_uuid"]]["host"])
-    for host, count in collections.Counter(members["spread"]).items():
-        if count > 1:
-            found.append(f"anti-affinity group spread has {count} members on {host}")
-    if len(set(members["together"])) > 1:
-        found.append(f"affinity group together spans {sorted(set(members['together']))}")
+        members[member["group_uuid"]].append(instances[member["instance_uuid"]]["host"])
+    for group_uuid, hosts in members.items():
+        group = groups[group_uuid]
+        if group["policy"] == "anti-affinity":
+            for host, count in collections.Counter(hosts).items():
+                if count > (group["max_server_per_host"] or 1):
+                    found.append(f"anti-affinity group {group['name']} has {count} members on {host}")
+        if group["policy"] == "affinity" and len(set(hosts)) > 1:
+            found.append(f"affinity group {group['name']} spans {sorted(set(hosts))}")
 
     for claim in claims:
         if claim["instance_uuid"] not in instances:
@@ -192,13 +157,6 @@ def violations(lab, ledger_url: str, outputs: list[dict]) -> list[str]:
             if not messages or not all(m.startswith("no valid host") for m in messages):
                 found.append(f"a launch failed otherwise than with no valid host: {messages or output['stderr']}")
     return found
-
-
-@pytest.fixture
-def clean_lab(lab):
-    remove_all_domains(lab)
-    yield lab
-    remove_all_domains(lab)
 
 
 # ---- the tests ---------------------------------------------------------------------------------
@@ -224,53 +182,29 @@ def test_without_the_claims_recheck_the_race_breaks_the_rules(clean_lab, tmp_pat
     assert any("affinity group together spans" in v for v in found), found
 
 
-def test_a_launch_killed_after_its_claim_is_released_by_gather_once_its_lease_expired(clean_lab, tmp_path,
-                                                                                      ledger_url):
+def test_racing_launches_into_one_anti_affinity_group_never_share_a_host_and_the_others_say_why(
+        clean_lab, tmp_path, postgres):
+    """Five launches of one instance each race into one anti-affinity group, on PostgreSQL, on
+    three hosts that have room for all five: only the group's policy holds them back. All five
+    decide on the same state (an empty group), so all pick the same host; each claim re-checks
+    the group under its lock, and each loser decides again with the group as it now is."""
     lab = clean_lab
-    inventory = write_inventory(lab, tmp_path, ledger_url, {host: 1 for host in lab.hosts})
-    synced = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
-    assert synced["rc"] == 0, failed_messages(synced)
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    lease_s = 15
-    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "after-claim",
-           "BERTH_TEST_BARRIER_PARTIES": "2", "BERTH_TEST_BARRIER_TIMEOUT": "120"}
-    extra = json.dumps({"name": "doomed", "count": 1, "flavor": FLAVOR_1, "berth_lease_seconds": lease_s})
-    proc = lab.start_playbook("launch.yml", "-e", extra, inventory=inventory, env=env, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not (barrier / "arrived").exists() or not os.listdir(barrier / "arrived"):
-        assert proc.poll() is None and time.monotonic() < deadline, "the launch never reached its claim"
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    proc.stdout.close()
-    proc.stderr.close()
-
-    [instance] = rows(ledger_url, "instances")
-    [claim] = rows(ledger_url, "claims")
-    assert instance["state"] == "BUILDING" and claim["instance_uuid"] == instance["uuid"]
-    assert all(domains == {} for domains in running_domains(lab).values())
-
-    # Within the lease, a sync leaves the claim alone: a launch in progress is never robbed.
-    early = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
-    assert early["rc"] == 0, failed_messages(early)
-    assert [c["id"] for c in rows(ledger_url, "claims")] == [claim["id"]]
-
-    expires = time.time() + max(0.0, lease_s - (time.time() - os.path.getmtime(barrier / "arrived"))) + 1
-    time.sleep(max(0.0, expires - time.time()))
-    late = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
-    assert late["rc"] == 0, failed_messages(late)
-    assert rows(ledger_url, "claims") == []
-    [instance] = rows(ledger_url, "instances")
-    assert instance["state"] == "ERROR" and "lease expired" in instance["failure_reason"]
-    drift = [line for play in late["plays"] for task in play["tasks"] for result in task["hosts"].values()
-             for line in (result.get("msg") if isinstance(result.get("msg"), list) else [])]
-    assert any(f"claim {claim['id']} of instance {instance['uuid']}" in line and "released" in line
-               for line in drift), drift
-
-    # Capacity is whole again: one instance per host fits on every host.
-    refill = lab.finish(lab.start_playbook("launch.yml", "-e", json.dumps(
-        {"name": "refill", "count": len(lab.hosts), "flavor": FLAVOR_1}), inventory=inventory))
-    assert refill["rc"] == 0, failed_messages(refill)
-    active = [row for row in rows(ledger_url, "instances") if row["state"] == "ACTIVE"]
-    assert sorted(row["host"] for row in active) == sorted(lab.hosts)
+    ledger_url = postgres.create_database("anti_affinity_race")
+    launches = [(f"apart{index}", 1, FLAVOR_1, "apart") for index in range(1, 6)]
+    outputs, _inventory = race(lab, tmp_path, ledger_url, unsafe=False, launches=launches,
+                               groups={"apart": "anti-affinity"}, inventory=lab.inventory_copy(tmp_path, ledger_url))
+    assert violations(lab, ledger_url, outputs) == []
+    # One member on each host, each running where its claim is (violations checked the claims).
+    instances = rows(ledger_url, "instances")
+    assert sorted(row["host"] for row in instances) == sorted(lab.hosts)
+    assert len(rows(ledger_url, "server_group_members")) == len(lab.hosts)
+    assert sorted(host for host, domains in running_domains(lab).items() for _uuid in domains) == sorted(lab.hosts)
+    # The launches that did not fit say why: the group, host by host.
+    failed = [output for output in outputs if output["rc"] != 0]
+    assert len(failed) == len(launches) - len(lab.hosts)
+    for output in failed:
+        [message] = failed_messages(output)
+        assert message.startswith(f"no valid host: 0/{len(lab.hosts)} hosts are available") and \
+            f"{len(lab.hosts)} anti-affinity group apart" in message, message
+    # Every lost race was decided again on the group as it had become, and recorded.
+    assert {d["outcome"] for d in rows(ledger_url, "decisions")} >= {"claimed", "claim_conflict", "no_valid_host"}

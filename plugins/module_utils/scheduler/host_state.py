@@ -343,6 +343,15 @@ class HostState:
         self.num_instances += count
         self.num_io_ops += count
 
+    def release(self, vcpus: int, memory_mb: int, disk_mb: int) -> None:
+        """Give back what one instance holds here (its claim's amounts, as the ledger counts
+        them): the host as it would be without that instance. A resize decides and re-checks
+        its own host this way, since its claim changes size instead of being added to."""
+        self.free_ram_mb += memory_mb
+        self.free_disk_mb += disk_mb
+        self.vcpus_used -= vcpus
+        self.num_instances -= 1
+
     def copy(self) -> HostState:
         # Only the numbers and limits change while scheduling; the lists and mappings
         # (aggregates, instances, metrics) are read only, so they are shared.

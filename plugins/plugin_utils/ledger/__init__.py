@@ -8,6 +8,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
 - tracker.py: the tracker sync (hypervisors' host states in, reconciliation, missing hosts);
 - host_states.py: the scheduler's read (every host state in one scan, as the engine's columns);
 - claims.py: claims and the instances they belong to, with the re-check under lock;
+- artefacts.py: what builds make on hypervisors, recorded before they make it, and what builds
+  that died left there;
 - server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records;
 - inventory.py: what the instances inventory reads.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import select
@@ -29,6 +32,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerEr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    artefacts,
     claims,
     decisions,
     host_states,
@@ -40,6 +44,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     DEFAULT_LEASE_S,
     UNSAFE_CLAIMS_ENV,
     ClaimConflict,
+    ClaimLost,
     instance_flavor,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
@@ -58,13 +63,18 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     AFFINITY,
     ANTI_AFFINITY,
     BUILDING,
+    DOMAIN,
     ERROR,
     HV_DOWN,
     HV_MISSING,
     HV_UP,
+    PAUSED,
+    PLACED_STATES,
     POLICIES,
     SOFT_AFFINITY,
     SOFT_ANTI_AFFINITY,
+    STOPPED,
+    VOLUME,
     claim_dict,
     hypervisors,
     metadata,
@@ -72,9 +82,10 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims as claims_table
 
 __all__ = [
-    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "ERROR", "HV_DOWN", "HV_MISSING",
-    "HV_UP", "MIGRATIONS_DIR", "POLICIES", "SCHEMA_REVISION", "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY",
-    "UNSAFE_CLAIMS_ENV", "ClaimConflict", "Ledger", "default_url", "instance_flavor", "run_owner",
+    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
+    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
+    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost",
+    "Ledger", "default_url", "instance_flavor", "run_owner",
     "metadata", "safe_url", "utcnow",
 ]
 
@@ -138,9 +149,15 @@ class Ledger:
         """The periodic tracker sync (playbooks/gather.yml) of these hypervisors only: their
         states, the down ones marked down, their instances and expired claims reconciled.
 
-        - ACTIVE instances whose domain is not on their answering hypervisor are flagged missing.
-        - a claim is released only when its lease has expired, its hypervisor answered and the
-          instance's domain does not exist there; its BUILDING instance becomes ERROR.
+        - instances placed on an answering hypervisor (ACTIVE, STOPPED, PAUSED) whose domain is
+          not there are flagged missing; where it is, their state follows its power state
+          (reported in ``power_states``; see tracker._follow_power_states).
+        - a claim is settled only once its lease has expired and its hypervisor answered: a
+          BUILDING instance whose domain runs there is finished (ACTIVE); any other BUILDING
+          instance's build is dead - what it left there is recorded, its claim released, the
+          instance ERROR; a moving instance's claim is released when its domain is not there.
+        - reports what dead builds left on the answering hypervisors (``leftovers``, for the
+          caller to remove and then ``forget_artefacts``) and their ``orphan_volumes``.
         ``dry_run`` works it all out and writes nothing (check mode).
         """
         with self._write(dry_run) as db:
@@ -224,6 +241,18 @@ class Ledger:
         with self._read() as db:
             return claims.instance_listing(db, names, launch)
 
+    def launch_instances(self, name: str) -> list[dict[str, Any]]:
+        """The instances a name stands for, as playbooks take it (``-e name=web``): ``web`` itself
+        (an adopted instance keeps the name it was given) and ``web-<n>``, in index order;
+        ``web-a`` or ``web-2b`` are not web's."""
+        wanted = re.compile(re.escape(name) + r"(?:-([0-9]+))?")
+        indexed = []
+        for row in self.instances(launch=name):
+            match = wanted.fullmatch(row["name"])
+            if match:
+                indexed.append((int(match.group(1) or 0), row))
+        return [row for _index, row in sorted(indexed, key=lambda pair: pair[0])]
+
     @database_errors
     def inventory_instances(self, states: Sequence[str]) -> list[dict[str, Any]]:
         """The instances in ``states`` for the instances inventory, by name: each with its server
@@ -261,16 +290,17 @@ class Ledger:
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
-                   lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                   lease_s: int = DEFAULT_LEASE_S, flavor: Flavor | None = None) -> dict[str, Any]:
         """Claim the destination of a move for an instance that keeps its current claim.
 
         Locked and re-checked as ``claim`` does (room, and the hard policy of the instance's
-        server group with the destination added); raises ClaimConflict if it does not fit.
+        server group with the destination added); raises ClaimConflict if it does not fit. The
+        claim is for the instance's flavor, or for ``flavor`` (a resize onto another host).
         Complete the move with ``finish_move``, or give the destination back with ``release_claim``.
         """
         with self._write() as db:
             return claims.claim_instance_on(db, instance_uuid, hypervisor_uuid, owner, lease_s,
-                                            keep_others=True)
+                                            keep_others=True, flavor=flavor)
 
     @database_errors
     def claim_alternate(self, instance_uuid: str, host: str, hypervisor_uuid: str, owner: str,
@@ -284,10 +314,40 @@ class Ledger:
             return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s)
 
     @database_errors
-    def finish_move(self, instance_uuid: str, claim_id: int) -> dict[str, Any]:
-        """The instance now runs where claim ``claim_id`` is: it becomes its only claim."""
+    def finish_move(self, instance_uuid: str, claim_id: int, flavor: Flavor | None = None) -> dict[str, Any]:
+        """The instance now runs where claim ``claim_id`` is: it becomes its only claim, without
+        a lease unless the instance is still BUILDING. With ``flavor`` (a resize, done) the
+        instance has that flavor from now on and the claim holds its amounts."""
         with self._write() as db:
-            return claims.finish_move(db, instance_uuid, claim_id)
+            return claims.finish_move(db, instance_uuid, claim_id, flavor)
+
+    @database_errors
+    def resize_claim(self, instance_uuid: str, flavor: Flavor, owner: str,
+                     lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+        """Resize an instance's claim on its own host, in one transaction: the hypervisor is
+        locked and its room re-checked, from the ledger, as ``claim`` does, with the instance's
+        own claim given back first; then the claim holds, for ``owner`` with a lease of
+        ``lease_s`` seconds, the larger of the old and new sizes in each resource. Raises
+        ClaimConflict, changing nothing, where the new size does not fit. Complete with
+        ``finish_move(instance, claim, flavor)``; after a failure ``restore_claim`` gives it its
+        old size back. Returns the claim."""
+        with self._write() as db:
+            return claims.resize_in_place(db, instance_uuid, flavor, owner, lease_s)
+
+    @database_errors
+    def restore_claim(self, claim_id: int, flavor: Flavor) -> dict[str, Any]:
+        """A resize on the instance's own host did not happen: its claim holds ``flavor`` (the
+        old size) again, without a lease. Never more than the claim held (that needs the
+        re-check of ``resize_claim``): a LedgerError otherwise."""
+        with self._write() as db:
+            return claims.resize_claim_to(db, claim_id, flavor)
+
+    @database_errors
+    def set_instance_state(self, instance_uuid: str, state: str) -> tuple[dict[str, Any], bool]:
+        """A power action's outcome: the instance (ACTIVE, STOPPED or PAUSED) is now ``state``
+        (one of those three); its claim stays, as in Nova. Returns (instance, changed)."""
+        with self._write() as db:
+            return claims.set_state(db, instance_uuid, state)
 
     @database_errors
     def release_claim(self, claim_id: int) -> bool:
@@ -315,8 +375,9 @@ class Ledger:
 
     @database_errors
     def mark_active(self, instance_uuid: str) -> dict[str, Any]:
-        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease.
-        Returns the instance as the ledger now has it."""
+        """The domain runs: the instance is ACTIVE and its claim no longer needs a lease; what its
+        build recorded on that hypervisor is the instance's own from now on. Returns the
+        instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile."""
         with self._write() as db:
             return claims.mark_active(db, instance_uuid)
 
@@ -327,10 +388,36 @@ class Ledger:
             claims.mark_error(db, instance_uuid, reason)
 
     @database_errors
-    def delete_instance(self, instance_uuid: str) -> bool:
-        """Forget an instance, its claims and group membership; False if it was not there."""
+    def delete_instance(self, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
+        """Forget an instance, its claims and group membership, and the artefacts of
+        ``removed_artefacts`` (ids: the caller removed them); False if it was not there."""
         with self._write() as db:
-            return claims.delete_instance(db, instance_uuid)
+            return claims.delete_instance(db, instance_uuid, removed_artefacts)
+
+    # ---- what builds make --------------------------------------------------------------------
+
+    @database_errors
+    def record_artefacts(self, instance_uuid: str, host: str, items: Sequence[Mapping[str, Any]],
+                         owner: str) -> str:
+        """Record what a build of the instance is about to make on ``host``, before it makes it:
+        ``items`` are {kind: DOMAIN or VOLUME, pool, name}. Only while the instance holds a
+        claim there whose lease has not expired (BerthError otherwise: a sync may release it at
+        any moment, so nothing may be built). Returns the hypervisor's UUID."""
+        with self._write() as db:
+            return artefacts.record(db, instance_uuid, host, items, owner, utcnow())
+
+    @database_errors
+    def artefacts(self, instance_uuid: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Recorded artefacts - of the instance ``instance_uuid`` and of every instance ever named
+        ``name`` (one a relaunch replaced), or all -, each with its hypervisor's host and uri."""
+        with self._read() as db:
+            return artefacts.listing(db, instance_uuid, name)
+
+    @database_errors
+    def forget_artefacts(self, ids: Iterable[int]) -> int:
+        """Forget artefacts that were removed (or found gone); returns how many were recorded."""
+        with self._write() as db:
+            return artefacts.forget(db, ids)
 
     # ---- server groups -------------------------------------------------------------------------
 

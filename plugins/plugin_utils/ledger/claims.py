@@ -24,7 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import server_groups
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
     insert_skipping,
@@ -35,6 +35,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     BUILDING,
     ERROR,
+    PLACED_STATES,
     claim_dict,
     claims,
     hypervisors,
@@ -76,6 +77,11 @@ class ClaimConflict(BerthError):
         super().__init__(f"{host}: {reason}")
         self.host = host
         self.reason = reason
+
+
+class ClaimLost(LedgerError):
+    """The instance no longer holds the claim its build ran under: a sync released it when its
+    lease expired. Whatever the build made must go."""
 
 
 def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
@@ -214,9 +220,10 @@ def _check_group(db: Connection, group: Any, new_hosts: Sequence[str], moving: s
 
 
 def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
-                      keep_others: bool, host: str | None = None) -> dict[str, Any]:
+                      keep_others: bool, host: str | None = None, flavor: Flavor | None = None) -> dict[str, Any]:
     """A new claim for an existing instance, locked (its group, then the hypervisor) and
-    re-checked as ``claim`` does; unless ``keep_others``, its other claims are given back first."""
+    re-checked as ``claim`` does; unless ``keep_others``, its other claims are given back first.
+    The claim is for the instance's flavor, or ``flavor`` (the new one of a resize)."""
     now = utcnow()
     instance = find_instance(db, instance_uuid)
     group_uuid = db.execute(select(server_group_members.c.group_uuid)
@@ -235,7 +242,7 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     if hv_uuid not in views:
         raise ClaimConflict(host or hv_uuid, "not in the ledger (no facts synced)")
     view, _generation = views[hv_uuid]
-    flavor = instance_flavor(instance_dict(instance))
+    flavor = flavor or instance_flavor(instance_dict(instance))
     check_room(view, _one_of(flavor), view.host)
     if group is not None:
         _check_group(db, group, [view.host], moving=instance_uuid)
@@ -255,8 +262,8 @@ def claim_alternate(db: Connection, instance_uuid: str, host: str, hv_uuid: str,
     return {**instance_dict({**find_instance(db, instance_uuid), **moved}), "claim_id": claim["id"]}
 
 
-def finish_move(db: Connection, instance_uuid: str, claim_id: int) -> dict[str, Any]:
-    """Ledger.finish_move's transaction."""
+def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavor | None = None) -> dict[str, Any]:
+    """Ledger.finish_move's transaction (see there)."""
     instance = find_instance(db, instance_uuid)
     target = db.execute(select(claims).where(claims.c.id == claim_id)).first()
     if target is None or target.instance_uuid != instance_uuid:
@@ -267,13 +274,73 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int) -> dict[str, 
     if others:
         db.execute(delete(claims).where(claims.c.id.in_([other.id for other in others])))
     now = utcnow()
-    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
-        hypervisor_uuid=target.hypervisor_uuid, host=name, missing_since=None, updated_at=now))
-    if instance["state"] == ACTIVE:
+    moved = {"hypervisor_uuid": target.hypervisor_uuid, "host": name, "missing_since": None, "updated_at": now,
+             **(flavor_columns(flavor) if flavor is not None else {})}
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(moved))
+    if flavor is not None:
+        db.execute(update(claims).where(claims.c.id == claim_id).values(claim_amounts(flavor)))
+    if instance["state"] != BUILDING:
+        # Nothing is being built: the claim holds for good (a stopped instance's too, as in Nova).
         db.execute(update(claims).where(claims.c.id == claim_id).values(lease_expires_at=None))
+    # Whatever an earlier failed build of it recorded there is the instance's own now.
+    artefacts.drop(db, instance_uuid, target.hypervisor_uuid)
     refresh_usage(db, {target.hypervisor_uuid, *(other.hypervisor_uuid for other in others)})
-    return instance_dict({**instance, "hypervisor_uuid": target.hypervisor_uuid, "host": name,
-                          "missing_since": None, "updated_at": now})
+    return instance_dict({**instance, **moved})
+
+
+def resize_in_place(db: Connection, instance_uuid: str, flavor: Flavor, owner: str, lease_s: int) -> dict[str, Any]:
+    """Ledger.resize_claim's transaction (see there)."""
+    instance = find_instance(db, instance_uuid)
+    held = db.execute(select(claims).where(claims.c.instance_uuid == instance_uuid)).all()
+    if len(held) != 1 or held[0].hypervisor_uuid != instance["hypervisor_uuid"]:
+        raise LedgerError(f"instance {instance['name']} holds {len(held)} claim(s), not one on {instance['host']}: "
+                          f"a move of it is under way, or one died; run playbooks/gather.yml")
+    [own] = held
+    views = locked_views(db, [own.hypervisor_uuid])
+    if own.hypervisor_uuid not in views:
+        raise ClaimConflict(instance["host"] or own.hypervisor_uuid, "not in the ledger (no facts synced)")
+    view, _generation = views[own.hypervisor_uuid]
+    view.release(own.vcpus, own.memory_mb, own.disk_mb)
+    # Until the domain runs with its new size, the claim holds the larger of the two sizes in
+    # each resource, so that whichever the host ends up running, nobody else took its room.
+    during = larger_flavor(flavor, instance_flavor(instance_dict(instance)))
+    check_room(view, _one_of(during), view.host)
+    now = utcnow()
+    values = {**claim_amounts(during), "owner": owner, "lease_expires_at": now + dt.timedelta(seconds=lease_s)}
+    db.execute(update(claims).where(claims.c.id == own.id).values(values))
+    refresh_usage(db, [own.hypervisor_uuid])
+    return claim_dict({**own._mapping, **values}, view.host)
+
+
+def resize_claim_to(db: Connection, claim_id: int, flavor: Flavor) -> dict[str, Any]:
+    """Ledger.restore_claim's transaction (see there)."""
+    row = db.execute(select(claims).where(claims.c.id == claim_id)).first()
+    if row is None:
+        raise LedgerError(f"claim {claim_id} is not in the ledger")
+    amounts = claim_amounts(flavor)
+    grown = [name for name, value in amounts.items() if value > getattr(row, name)]
+    if grown:
+        # More than it holds would need the re-check under lock that resize_claim does.
+        raise LedgerError(f"claim {claim_id} holds less {', '.join(grown)} than {flavor.name} asks: not a restore")
+    values = {**amounts, "lease_expires_at": None}
+    db.execute(update(claims).where(claims.c.id == claim_id).values(values))
+    refresh_usage(db, [row.hypervisor_uuid])
+    return claim_dict({**row._mapping, **values})
+
+
+def set_state(db: Connection, instance_uuid: str, state: str) -> tuple[dict[str, Any], bool]:
+    """Ledger.set_instance_state's transaction (see there)."""
+    if state not in PLACED_STATES:
+        raise LedgerError(f"{state} is not a state a power action sets (one of {', '.join(PLACED_STATES)})")
+    instance = find_instance(db, instance_uuid)
+    if instance["state"] not in PLACED_STATES:
+        raise LedgerError(f"instance {instance['name']} is {instance['state']}: only "
+                          f"{', '.join(PLACED_STATES)} instances change their power state")
+    if instance["state"] == state:
+        return instance_dict(instance), False
+    values = {"state": state, "updated_at": utcnow()}
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(values))
+    return instance_dict({**instance, **values}), True
 
 
 def release_claim(db: Connection, claim_id: int) -> bool:
@@ -296,11 +363,20 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
 
 def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
     instance = find_instance(db, instance_uuid)
+    held = db.execute(select(claims.c.id).where(claims.c.instance_uuid == instance_uuid,
+                                                claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
+                      .with_for_update()).first()
+    if held is None:
+        # A sync released the claim: the lease ran out while the build ran. An ACTIVE instance
+        # without a claim would take room nobody counts.
+        raise ClaimLost(f"instance {instance['name']} no longer holds its claim on {instance['host']} "
+                        f"({instance['failure_reason'] or 'released'}); its build is given up")
     active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
     db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
                                     claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
                .values(lease_expires_at=None))
+    artefacts.drop(db, instance_uuid, instance["hypervisor_uuid"])
     refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
     return instance_dict({**instance, **active})
 
@@ -316,7 +392,8 @@ def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:
     refresh_usage(db, [claim_row.hypervisor_uuid for claim_row in held])
 
 
-def delete_instance(db: Connection, instance_uuid: str) -> bool:
+def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
+    artefacts.forget(db, removed_artefacts)
     if db.execute(select(instances.c.uuid).where(instances.c.uuid == instance_uuid)).first() is None:
         return False
     # The group first, then hypervisors: the order a claim takes its locks in.
@@ -366,9 +443,27 @@ def claim_columns(instance_uuid: str, hv_uuid: str, flavor: Flavor, owner: str, 
     """A claim row's values: the flavor's amounts on ``hv_uuid``, held by ``owner`` with a lease
     of ``lease_s`` seconds, or none when nothing is being built."""
     lease = None if lease_s is None else now + dt.timedelta(seconds=lease_s)
-    return {"instance_uuid": instance_uuid, "hypervisor_uuid": hv_uuid, "vcpus": flavor.vcpus,
-            "memory_mb": flavor.memory_mb, "disk_mb": flavor.requested_disk_mb, "owner": owner,
+    return {"instance_uuid": instance_uuid, "hypervisor_uuid": hv_uuid, **claim_amounts(flavor), "owner": owner,
             "lease_expires_at": lease, "created_at": now}
+
+
+def claim_amounts(flavor: Flavor) -> dict[str, int]:
+    """What a claim of ``flavor`` holds, in the claim's columns."""
+    return {"vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "disk_mb": flavor.requested_disk_mb}
+
+
+def flavor_columns(flavor: Flavor) -> dict[str, Any]:
+    """An instance row's flavor columns."""
+    return {"flavor_name": flavor.name, "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb,
+            "root_gb": flavor.root_gb, "ephemeral_gb": flavor.ephemeral_gb, "swap": flavor.swap}
+
+
+def larger_flavor(wanted: Flavor, other: Flavor) -> Flavor:
+    """``wanted``, grown wherever ``other`` asks more: what a claim holds while an instance
+    changes from one to the other."""
+    return Flavor(name=wanted.name, vcpus=max(wanted.vcpus, other.vcpus),
+                  memory_mb=max(wanted.memory_mb, other.memory_mb), root_gb=max(wanted.root_gb, other.root_gb),
+                  ephemeral_gb=max(wanted.ephemeral_gb, other.ephemeral_gb), swap=max(wanted.swap, other.swap))
 
 
 def find_instance(db: Connection, instance_uuid: str) -> dict[str, Any]:

@@ -18,7 +18,20 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
-from sqlalchemy import JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID
 
@@ -26,6 +39,17 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 BUILDING = "BUILDING"
 ACTIVE = "ACTIVE"
 ERROR = "ERROR"
+STOPPED = "STOPPED"
+PAUSED = "PAUSED"
+# The states of an instance whose domain exists on its hypervisor and holds its claim (without a
+# lease): as in Nova, a stopped or paused instance keeps its resources.
+PLACED_STATES = (ACTIVE, STOPPED, PAUSED)
+# The instance state a domain's libvirt state means (Nova's power states to vm_states). The
+# others mean nothing here: nostate and shutdown (being shut down) are on their way elsewhere,
+# and a guest's own suspend to RAM (pmsuspended) has no Berth state.
+DOMAIN_STATE_INSTANCE_STATES = {
+    "running": ACTIVE, "blocked": ACTIVE, "paused": PAUSED, "shutoff": STOPPED, "crashed": STOPPED,
+}
 
 # Hypervisor sync status: answered its last sync; in the inventory but did not answer; in no
 # inventory and not synced for the staleness age (kept, with its claims, until an operator
@@ -33,6 +57,10 @@ ERROR = "ERROR"
 HV_UP = "up"
 HV_DOWN = "down"
 HV_MISSING = "missing"
+
+# What a build makes on a hypervisor (artefacts): volumes of the storage pool and the domain.
+DOMAIN = "domain"
+VOLUME = "volume"
 
 # Server group policies (Nova's names); only the hard ones are enforced by the claim, the soft
 # ones are preferences for the weighers.
@@ -193,6 +221,27 @@ claims = Table(
     Column("created_at", DateTime, nullable=False),
 )
 
+# What a build makes on a hypervisor - each volume (root disk, cloud-init seed...) and the
+# domain -, recorded before it is made, so that whatever a build that died left behind is known
+# and reclaimed: by the tracker sync once the build's lease is over, by delete.yml with its
+# instance. A row stays until its artefact is known gone, or until its instance runs ACTIVE
+# there (the instance's own volumes are then found by their names, which carry its UUID). No
+# foreign key to instances: a relaunch replaces an ERROR instance's row, and what that instance
+# left must outlive it; a retired hypervisor takes its rows with it.
+artefacts = Table(
+    "artefacts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    _uuid_key("hypervisors", nullable=False, index=True),
+    Column("instance_uuid", String(36), nullable=False, index=True),
+    Column("instance_name", String(63), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),  # DOMAIN or VOLUME
+    Column("pool", String(255), nullable=True),  # a volume's storage pool
+    Column("name", String(255), nullable=False),  # the volume's name, the domain's name
+    Column("owner", String(255), nullable=False),  # the run that recorded it
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("hypervisor_uuid", "instance_uuid", "kind", "name", name="uq_artefacts_what"),
+)
+
 server_groups = Table(
     "server_groups", metadata,
     Column("uuid", String(36), primary_key=True),
@@ -256,4 +305,13 @@ def decision_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "choice": [p.get("host") for p in placements],
         "alternates": [p.get("alternates", []) for p in placements],
         "request": row["request"], "host_states": row["host_states"], "decision": row["decision"],
+    }
+
+
+def artefact_dict(row: Mapping[str, Any], host: str | None = None) -> dict[str, Any]:
+    """An artefact row as the ledger's callers see it, with its hypervisor's name if known."""
+    return {
+        "id": row["id"], "hypervisor_uuid": row["hypervisor_uuid"], "host": host,
+        "instance_uuid": row["instance_uuid"], "instance_name": row["instance_name"], "kind": row["kind"],
+        "pool": row["pool"], "name": row["name"], "owner": row["owner"], "created_at": iso(row["created_at"]),
     }

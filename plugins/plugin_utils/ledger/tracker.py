@@ -20,17 +20,23 @@ from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts as builds
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
+    BUILDING,
     CAPACITY_FIELDS,
     COLD_FACT_FIELDS,
+    DOMAIN_STATE_INSTANCE_STATES,
     HOT_FACT_FIELDS,
     HOST_MEMORY_FIELDS,
     HV_DOWN,
     HV_MISSING,
     HV_UP,
+    PLACED_STATES,
+    artefact_dict,
+    artefacts,
     claim_dict,
     claims,
     hypervisor_facts,
@@ -101,13 +107,16 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     each answering one's instances and claims with the domains it reported.
 
     Returns the report: hypervisors (per answering one: host, uuid, generation, changed,
-    orphans), down, missing_instances, found_again, released_claims, kept_expired_claims.
+    orphans), down, missing_instances, found_again, released_claims, kept_expired_claims,
+    finished_builds, and, on the answering hypervisors, what dead builds left there
+    (leftovers, see artefacts.sort_out) and their orphan volumes (orphan_volumes).
     """
     states = [_within_range(state) for state in states]
     answering = _answering(states)
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
-                              "released_claims": [], "kept_expired_claims": []}
+                              "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
+                              "leftovers": [], "orphan_volumes": [], "power_states": []}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
     down_uuids = set(db.execute(select(H.uuid).where(H.name.in_([state["host"] for state in down]))).scalars())
@@ -145,11 +154,14 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
         })
     report["down"] = _mark_down(db, down)
     _reconcile(db, answering, now, report)
+    _leftovers(db, answering, report)
+    _follow_power_states(db, answering, now, report)
     for claim in db.execute(select(claims).where(
             C.lease_expires_at < now, C.hypervisor_uuid.in_(sorted(down_uuids))).order_by(C.id)):
         report["kept_expired_claims"].append({**claim_dict(claim._mapping), "why": "its hypervisor did not answer"})
     report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
-        report[key] for key in ("missing_instances", "found_again", "released_claims"))
+        report[key] for key in ("missing_instances", "found_again", "released_claims", "finished_builds",
+                                "power_states"))
     return report
 
 
@@ -274,17 +286,16 @@ def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]]) -> list[dict[s
 
 def _reconcile(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
                report: dict[str, Any]) -> None:
-    """On the hypervisors that answered: ACTIVE instances whose domain is gone are flagged
-    missing (and found again); a claim whose lease expired is released only when the
-    instance's domain is not there, and its BUILDING instance becomes ERROR."""
+    """On the hypervisors that answered: instances placed there (ACTIVE, STOPPED, PAUSED) whose
+    domain is gone are flagged missing (and found again); claims whose lease expired are settled
+    (``_settle``)."""
     domains = {state["uuid"]: {d["uuid"] for d in state.get("domains", [])} for state in answering}
-    names = {state["uuid"]: state["host"] for state in answering}
     active = db.execute(select(instances.c.uuid, instances.c.name, instances.c.host, instances.c.hypervisor_uuid,
-                               instances.c.missing_since)
-                        .where(instances.c.state == ACTIVE, instances.c.hypervisor_uuid.in_(list(domains)))
+                               instances.c.missing_since, instances.c.state)
+                        .where(instances.c.state.in_(PLACED_STATES), instances.c.hypervisor_uuid.in_(list(domains)))
                         .order_by(instances.c.name)).all()
     for instance in active:
-        entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host}
+        entry = {"name": instance.name, "uuid": instance.uuid, "host": instance.host, "state": instance.state}
         if instance.uuid not in domains[instance.hypervisor_uuid]:
             missing_since = instance.missing_since or now
             if instance.missing_since is None:
@@ -293,19 +304,110 @@ def _reconcile(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.d
         elif instance.missing_since is not None:
             db.execute(update(instances).where(instances.c.uuid == instance.uuid).values(missing_since=None))
             report["found_again"].append(entry)
-    expired = db.execute(select(claims).where(
-        C.lease_expires_at < now, C.hypervisor_uuid.in_(list(domains))).order_by(C.id)).all()
-    released = set()
+    _settle(db, answering, now, report)
+
+
+def _settle(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+            report: dict[str, Any]) -> None:
+    """Claims whose lease expired on the hypervisors that answered: the run that held them died.
+
+    - A BUILDING instance whose domain runs there got as far as starting it: only the last
+      word to the ledger was lost, so the sync finishes the build (ACTIVE, no lease).
+    - Any other BUILDING instance's build is dead: what it left there is recorded as
+      artefacts (the sync reclaims them, see ``_leftovers``), then its claim is released and it
+      becomes ERROR.
+    - The claim of an instance being moved (not BUILDING) is released only when the instance's
+      domain is not there.
+    """
+    states = {state["uuid"]: state for state in answering}
+    domain_states = {state["uuid"]: {d["uuid"]: d.get("state") for d in state.get("domains", [])}
+                     for state in answering}
+    expired = db.execute(
+        select(claims, instances.c.state.label("instance_state"), instances.c.name.label("instance_name"))
+        .join(instances, instances.c.uuid == C.instance_uuid)
+        .where(C.lease_expires_at < now, C.hypervisor_uuid.in_(list(states))).order_by(C.id)).all()
+    touched = set()
     for claim in expired:
-        entry = claim_dict(claim._mapping, names.get(claim.hypervisor_uuid))
-        if claim.instance_uuid in domains[claim.hypervisor_uuid]:
+        state = states[claim.hypervisor_uuid]
+        entry = {**claim_dict(claim._mapping, state["host"]), "instance_name": claim.instance_name}
+        domain_state = domain_states[claim.hypervisor_uuid].get(claim.instance_uuid)
+        if claim.instance_state == BUILDING and domain_state in builds.RUNNING_STATES:
+            db.execute(update(instances).where(instances.c.uuid == claim.instance_uuid).values(
+                state=ACTIVE, failure_reason=None, updated_at=now))
+            db.execute(update(claims).where(C.id == claim.id).values(lease_expires_at=None))
+            builds.drop(db, claim.instance_uuid, claim.hypervisor_uuid)
+            report["finished_builds"].append({**entry, "domain_state": domain_state})
+        elif claim.instance_state == BUILDING:
+            builds.record_found(db, state, claim.instance_uuid, claim.instance_name, now)
+            found = f"its domain is {domain_state}" if domain_state else "no domain"
+            release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
+                               f"{iso(claim.lease_expires_at)} and {found} on {state['host']}", now)
+            report["released_claims"].append({**entry, "domain_state": domain_state})
+        elif domain_state is not None:
             report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
             continue
-        release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
-                           f"{iso(claim.lease_expires_at)} and no domain on {names.get(claim.hypervisor_uuid)}", now)
-        report["released_claims"].append(entry)
-        released.add(claim.hypervisor_uuid)
-    refresh_usage(db, released)
+        else:
+            release(db, claim, f"move abandoned by {claim.owner}: lease expired at "
+                               f"{iso(claim.lease_expires_at)} and no domain on {state['host']}", now)
+            report["released_claims"].append({**entry, "domain_state": None})
+        touched.add(claim.hypervisor_uuid)
+    refresh_usage(db, touched)
+
+
+def _leftovers(db: Connection, answering: Sequence[Mapping[str, Any]], report: dict[str, Any]) -> None:
+    """What dead builds left on the hypervisors that answered, and their orphan volumes
+    (artefacts.sort_out), into the report; the tracker_sync action removes the leftovers."""
+    uuids = [state["uuid"] for state in answering]
+    claimed: dict[str, set[str]] = {}
+    for hv_uuid, instance_uuid in db.execute(
+            select(C.hypervisor_uuid, C.instance_uuid).where(C.hypervisor_uuid.in_(uuids))):
+        claimed.setdefault(hv_uuid, set()).add(instance_uuid)
+    recorded: dict[str, list[dict[str, Any]]] = {}
+    for row in db.execute(select(artefacts).where(artefacts.c.hypervisor_uuid.in_(uuids))
+                          .order_by(artefacts.c.id)):
+        recorded.setdefault(row.hypervisor_uuid, []).append(artefact_dict(row._mapping))
+    for state in answering:
+        hv_uuid = state["uuid"]
+        groups, orphans = builds.sort_out(state, claimed.get(hv_uuid, ()), recorded.get(hv_uuid, []))
+        builds.why_left(db, groups, hv_uuid)
+        report["leftovers"] += [{**group, "host": state["host"], "hypervisor_uuid": hv_uuid} for group in groups]
+        report["orphan_volumes"] += [{"host": state["host"], "pool": state.get("storage_pool"), "name": name}
+                                     for name in orphans]
+
+
+def _follow_power_states(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,
+                         report: dict[str, Any]) -> None:
+    """The ledger's state of each placed instance follows its domain's power state, which the
+    hypervisor alone knows: a guest that powered itself off is STOPPED (as Nova's power-state
+    sync makes it), one that someone started or resumed with virsh is ACTIVE again, one paused
+    there is PAUSED. Each change is reported. Left alone: an instance the ledger changed after
+    these facts were gathered (a power action of Berth's is newer than what the sync saw), one
+    with an action under way (a claim with a lease: a move or a resize), and libvirt's states
+    in between (being shut down, no state). Nothing is ever done to a domain here."""
+    seen: dict[tuple[str, str], tuple[str, dt.datetime]] = {}
+    for state in answering:
+        gathered = state.get("gathered_at")
+        # Facts without their time count as read now (a state given by hand).
+        read_at = dt.datetime.fromtimestamp(gathered, dt.timezone.utc).replace(tzinfo=None) if gathered else now
+        for dom in state.get("domains", []):
+            seen[(state["uuid"], dom["uuid"])] = (dom.get("state") or "", read_at)
+    if not seen:
+        return
+    placed = db.execute(select(instances.c.uuid, instances.c.name, instances.c.host, instances.c.hypervisor_uuid,
+                               instances.c.state, instances.c.updated_at)
+                        .where(instances.c.state.in_(PLACED_STATES),
+                               instances.c.hypervisor_uuid.in_(sorted({hv for hv, _dom in seen})))
+                        .order_by(instances.c.name)).all()
+    busy = set(db.execute(select(C.instance_uuid).where(
+        C.lease_expires_at.is_not(None), C.instance_uuid.in_([row.uuid for row in placed]))).scalars())
+    for row in placed:
+        domain_state, read_at = seen.get((row.hypervisor_uuid, row.uuid), ("", now))
+        follows = DOMAIN_STATE_INSTANCE_STATES.get(domain_state)
+        if follows is None or follows == row.state or row.uuid in busy or row.updated_at > read_at:
+            continue
+        db.execute(update(instances).where(instances.c.uuid == row.uuid).values(state=follows, updated_at=now))
+        report["power_states"].append({"name": row.name, "uuid": row.uuid, "host": row.host, "was": row.state,
+                                       "domain_state": domain_state, "now": follows})
 
 
 def mark_missing(db: Connection, listed: Iterable[str], stale_before: dt.datetime,

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.action.migrate import ActionModule, _repoint_disks
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.plugin_utils._move import _repoint_disks, movable_volumes
 
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
 POOL = "/var/lib/libvirt/images"
@@ -49,14 +49,14 @@ INSTANCE = {"uuid": UUID, "name": "efi-1"}
 
 def test_berths_nvram_volume_moves_after_the_disks_with_its_contents():
     src = FakeHost("hv1", domain(f"{POOL}/{NVRAM}"), {ROOT, NVRAM})
-    disks, volumes = ActionModule._volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default")
+    disks, volumes = movable_volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default")
     # Disks get an empty overlay for QEMU to fill in a live move; the NVRAM is copied whole.
     assert disks == [ROOT] and volumes == [ROOT, NVRAM]
 
 
 def test_an_nvram_not_made_yet_has_nothing_to_carry():
     src = FakeHost("hv1", domain(f"{POOL}/{NVRAM}"), {ROOT})
-    assert ActionModule._volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default") == ([ROOT], [ROOT])
+    assert movable_volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default") == ([ROOT], [ROOT])
 
 
 @pytest.mark.parametrize("path", ["/var/lib/libvirt/qemu/nvram/efi-1_VARS.fd", f"{POOL}/other-nvram.fd"],
@@ -64,7 +64,7 @@ def test_an_nvram_not_made_yet_has_nothing_to_carry():
 def test_nvram_that_is_not_berths_own_volume_is_refused(path):
     src = FakeHost("hv1", domain(path), {ROOT, "other-nvram.fd"})
     with pytest.raises(InputError, match=r"storage a move cannot carry.*NVRAM"):
-        ActionModule._volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default")
+        movable_volumes(src, FakeHost("hv2", None, set()), INSTANCE, "default")
 
 
 def test_a_cold_move_points_disks_and_nvram_at_the_destination_pool():

@@ -43,15 +43,9 @@ def host(name="hv1", uuid="hv-1", total_ram_mb=2048, vcpus_total=2, domains=(), 
     }
 
 
-def domain(uuid, name="dom", vcpus=1, memory_mb=512):
-    return {"name": name, "uuid": uuid, "vcpus": vcpus, "memory_mb": memory_mb, "disks": [], "berth": None}
-
-
-@pytest.fixture
-def ledger(ledger_url):
-    opened = Ledger(ledger_url).open()
-    yield opened
-    opened.close()
+def domain(uuid, name="dom", vcpus=1, memory_mb=512, state="running"):
+    return {"name": name, "uuid": uuid, "state": state, "vcpus": vcpus, "memory_mb": memory_mb, "disks": [],
+            "berth": None}
 
 
 def placement(name, state=None):
@@ -68,7 +62,7 @@ def revision(url):
 
 
 def test_open_migrates_to_head_and_records_the_revision(ledger, ledger_url):
-    assert revision(ledger_url) == "0004"
+    assert revision(ledger_url) == SCHEMA_REVISION
     assert ledger.hypervisors() == [] and ledger.server_groups() == [] and ledger.decisions() == []
 
 
@@ -534,24 +528,37 @@ def test_retire_drops_the_claims_and_errors_their_instances(ledger):
 
 # ---- the tracker sync ----------------------------------------------------------------------------
 
-def test_tracker_sync_releases_only_expired_claims_without_a_domain(ledger):
+def test_tracker_sync_settles_only_expired_claims_finishing_builds_whose_domain_runs(ledger):
     ledger.sync_hypervisors([HV1])
     [expired_gone] = ledger.claim([placement("a-1", HV1)], TINY, "dead-run", lease_s=-1)
-    [expired_there] = ledger.claim([placement("b-1", HV1)], TINY, "slow-run", lease_s=-1)
+    [expired_running] = ledger.claim([placement("b-1", HV1)], TINY, "slow-run", lease_s=-1)
+    [expired_defined] = ledger.claim([placement("d-1", HV1)], TINY, "dead-run", lease_s=-1)
     [live] = ledger.claim([placement("c-1", HV1)], TINY, "live-run", lease_s=3600)
-    state = host("hv1", "hv-1", vcpus_total=8, total_ram_mb=8192, domains=[domain(expired_there["uuid"], "b-1")])
+    state = host("hv1", "hv-1", vcpus_total=8, total_ram_mb=8192,
+                 domains=[domain(expired_running["uuid"], "b-1"), domain(expired_defined["uuid"], "d-1", state="shutoff"),
+                          domain(live["uuid"], "c-1", state="shutoff")])
 
     dry = ledger.tracker_sync([state], dry_run=True)
-    assert [c["instance_uuid"] for c in dry["released_claims"]] == [expired_gone["uuid"]]
-    assert len(ledger.claims()) == 3
+    assert sorted(c["instance_uuid"] for c in dry["released_claims"]) == sorted(
+        [expired_gone["uuid"], expired_defined["uuid"]])
+    assert len(ledger.claims()) == 4 and ledger.instances(["b-1"])[0]["state"] == BUILDING
 
     report = ledger.tracker_sync([state])
-    assert [c["instance_uuid"] for c in report["released_claims"]] == [expired_gone["uuid"]]
-    assert [(c["instance_uuid"], c["why"]) for c in report["kept_expired_claims"]] == [
-        (expired_there["uuid"], "its domain exists")]
-    assert sorted(c["instance_uuid"] for c in ledger.claims()) == sorted([expired_there["uuid"], live["uuid"]])
+    assert sorted(c["instance_uuid"] for c in report["released_claims"]) == sorted(
+        [expired_gone["uuid"], expired_defined["uuid"]])
+    # The run died after starting the domain: only its last word to the ledger was lost.
+    assert [(c["instance_name"], c["domain_state"]) for c in report["finished_builds"]] == [("b-1", "running")]
+    assert report["kept_expired_claims"] == []
+    assert sorted(c["instance_uuid"] for c in ledger.claims()) == sorted([expired_running["uuid"], live["uuid"]])
+    assert [c["lease_expires_at"] is None for c in ledger.claims(expired_running["uuid"])] == [True]
+    assert ledger.instances(["b-1"])[0]["state"] == ACTIVE
     gone = ledger.instances(["a-1"])[0]
-    assert gone["state"] == ERROR and "lease expired" in gone["failure_reason"]
+    assert gone["state"] == ERROR and "lease expired" in gone["failure_reason"] and "no domain" in gone["failure_reason"]
+    defined = ledger.instances(["d-1"])[0]
+    assert defined["state"] == ERROR and "its domain is shutoff" in defined["failure_reason"]
+    # What the dead build left (its defined domain) is recorded, to be removed.
+    assert [(group["instance_name"], [(i["kind"], i["name"], i["present"]) for i in group["items"]])
+            for group in report["leftovers"]] == [("d-1", [("domain", "d-1", True)])]
 
 
 def test_tracker_sync_never_releases_on_a_hypervisor_that_did_not_answer(ledger):

@@ -1,0 +1,206 @@
+"""Moving an instance's domain and volumes from one hypervisor to another: what berth.fleet.migrate
+and berth.fleet.resize share (a resize onto another host is a cold move that redefines the
+domain with the new size on the way). Private to the collection.
+
+Every step is told to ``step(what, detail=False)``, a progress callback (see _progress.py).
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from typing import Any, Callable
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
+
+Step = Callable[..., None]
+
+
+def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
+                    pool: str) -> tuple[list[str], list[str]]:
+    """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
+    Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
+    touched, storage the move cannot carry (other pools, block or network disks, NVRAM
+    outside the pool), a backing chain that leaves the pool, a volume that something else on
+    the source still uses, and a name the destination has."""
+    uuid, name = instance["uuid"], instance["name"]
+    xml = src.domain_xml(uuid, inactive=True)
+    if xml is None:
+        raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
+    root = ET.fromstring(xml)
+    pool_path = src.pool_path(pool)
+    disks, cdroms, stuck = [], [], []
+    for disk in root.findall("devices/disk"):
+        source = disk.find("source")
+        if source is None:
+            continue  # an empty CD-ROM drive
+        path = source.get("file") if disk.get("type") == "file" else None
+        device = disk.get("device", "disk")
+        if path and os.path.dirname(path) == pool_path and src.volume(pool, os.path.basename(path)):
+            (disks if device == "disk" else cdroms).append(os.path.basename(path))
+        else:
+            target = disk.find("target")
+            where = path or f"a {disk.get('type')} source"
+            stuck.append(f"{device} {target.get('dev') if target is not None else '?'} ({where})")
+    nvram = root.findtext("os/nvram")
+    if nvram and nvram == os.path.join(pool_path, nvram_volume_name(uuid)):
+        if src.volume(pool, nvram_volume_name(uuid)):
+            cdroms.append(nvram_volume_name(uuid))  # copied whole, like a CD-ROM
+        # else: never started yet; libvirt makes it from OVMF's template on the destination
+    elif nvram:
+        stuck.append(f"NVRAM ({nvram})")
+    if stuck:
+        raise InputError("name", f"{name} has storage a move cannot carry, only volumes of storage pool {pool} "
+                                 f"move: {', '.join(stuck)}")
+    volumes = disks + cdroms
+    for volume in volumes:
+        pool_image(src, pool, volume, src.host)
+        if volume.startswith(f"berth-{uuid}-"):
+            continue  # Berth's own: nothing else uses them, and a leftover on the destination is ours
+        users = src.volume_users(pool, os.path.join(pool_path, volume), uuid)
+        if users:
+            raise InputError("name", f"{name}'s volume {volume} on {src.host} is also used by {', '.join(users)}; "
+                                     f"moving it would break them")
+        if dst.volume(pool, volume) is not None:
+            raise InputError("name", f"{dst.host} already has a volume {volume} in storage pool {pool}; the move "
+                                     f"would overwrite it (rename one of them first)")
+    return disks, volumes
+
+
+def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
+         address: str | None, disks: list[str], volumes: list[str], step: Step = quiet) -> dict[str, Any]:
+    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold."""
+    domain = src.find_domain(uuid)
+    if domain is None:
+        raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
+    running = domain["state"] == "running"
+    ensure_base_images(src, dst, pool, volumes, step)
+    live_refused = None
+    if mode in ("auto", "live"):
+        live_refused = _live_refused(src, dst, running)
+        if live_refused is None:
+            try:
+                for volume in volumes:
+                    # QEMU copies a disk's own layer during the migration; a CD-ROM and the
+                    # NVRAM are copied here. (libvirt 9.0 would make the NVRAM from OVMF's
+                    # template, and QEMU writes the flash it migrated into it as the guest
+                    # resumes; copied first, it is a pool volume that a failed move's cleanup
+                    # finds like the disks. The source's file stays behind: removed below.)
+                    _copy(src, dst, pool, volume, empty=volume in disks)
+                step(f"migrating live to {dst.host}")
+                src.live_migrate(uuid, dst, address)
+            except HypervisorError as exc:
+                if not _moved_anyway(src, dst, uuid):
+                    remove_moved(dst, uuid, pool, volumes)
+                    live_refused = f"live migration failed: {exc}"
+            if live_refused is None:
+                remove_moved(src, uuid, pool, volumes)
+                return {"mode": "live"}
+        if mode == "live":
+            raise BerthError(f"cannot live-migrate {name}: {live_refused}")
+    if live_refused:
+        step(f"moving cold: {live_refused}")
+    return {"mode": "cold", "live_refused": live_refused, **cold_move(src, dst, uuid, pool, volumes, running, step)}
+
+
+def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
+    if not running:
+        return "the domain is not running"
+    for hv in (src, dst):
+        if not hv.can_live_migrate():
+            return f"{hv.host} does not offer live migration in its capabilities"
+    return None
+
+
+def ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: list[str], step: Step = quiet) -> None:
+    """An overlay needs its backing chain in the destination pool (by name, as a launch finds
+    its image): the members missing there are copied, the deepest first."""
+    for name in volumes:
+        chain = []
+        current = src.volume(pool, name)
+        while current is not None and current["backing"]:
+            chain.append(os.path.basename(current["backing"]))
+            current = src.volume(pool, chain[-1])
+        for base in reversed(chain):
+            if pool_image(dst, pool, base, dst.host) is None:
+                step(f"copying base image {base} to {dst.host}")
+                src.copy_volume_to(dst, pool, base)
+
+
+def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = False) -> None:
+    if empty:
+        # Live migration copies the disk's contents itself: the target needs an empty overlay.
+        dst.create_volume_like(src, pool, name)
+    else:
+        src.copy_volume_to(dst, pool, name)
+
+
+def _power_off(hv: Hypervisor, uuid: str) -> None:
+    hv.stop(uuid)
+
+
+def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: list[str], running: bool,
+              step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = _power_off,
+              rewrite: Callable[[str], str] | None = None,
+              before_start: Callable[[Hypervisor], None] | None = None) -> dict[str, Any]:
+    """Stop the domain (``stop``: powered off by default), copy its volumes, define it on the
+    destination (its XML passed through ``rewrite`` first, if given), call ``before_start`` with
+    the destination, start it there if it ran, and remove it from the source. On any failure the
+    destination is cleaned up and the domain started again on the source, if it ran."""
+    xml = src.domain_xml(uuid, inactive=True)
+    autostart = src.autostart(uuid)
+    try:
+        stop(src, uuid)
+        for name in volumes:
+            step(f"copying volume {name} to {dst.host}")
+            src.copy_volume_to(dst, pool, name)
+        moved = _repoint_disks(xml, src.pool_path(pool), dst.pool_path(pool))
+        dst.define(rewrite(moved) if rewrite else moved)
+        step(f"defined on {dst.host}", detail=True)
+        if before_start is not None:
+            before_start(dst)
+        if running:
+            dst.start(uuid, autostart)
+            step(f"started on {dst.host}")
+    except Exception:
+        remove_moved(dst, uuid, pool, volumes)
+        if running and src.domain_state(uuid) in ("shutoff", "crashed"):
+            src.start(uuid, autostart)
+            step(f"started again on {src.host}")
+        raise
+    remove_moved(src, uuid, pool, volumes)
+    return {"restarted": running}
+
+
+def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
+    """Whether a migration that reported an error (a timeout at the very end) moved the domain
+    all the same: then the destination's copy is the only one, and must not be cleaned up."""
+    try:
+        arrived = dst.find_domain(uuid)
+        return arrived is not None and arrived["state"] == "running" and src.find_domain(uuid) is None
+    except HypervisorError:
+        return False
+
+
+def remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> None:
+    """The instance's domain and the volumes that moved with it, gone from one side of a move."""
+    remove_instance(hv, uuid, pool)
+    for name in volumes:
+        hv.delete_volume(pool, name)
+
+
+def _repoint_disks(domain_xml: str, source_pool_path: str, target_pool_path: str) -> str:
+    """The same definition with disk and NVRAM paths in the destination's pool directory."""
+    root = ET.fromstring(domain_xml)
+    for source in root.findall("devices/disk/source"):
+        path = source.get("file")
+        if path and os.path.dirname(path) == source_pool_path:
+            source.set("file", os.path.join(target_pool_path, os.path.basename(path)))
+    nvram = root.find("os/nvram")
+    if nvram is not None and nvram.text and os.path.dirname(nvram.text) == source_pool_path:
+        nvram.text = os.path.join(target_pool_path, os.path.basename(nvram.text))
+    return ET.tostring(root, encoding="unicode")
