@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime as dt
 import importlib.util
 import json
 import os
@@ -68,14 +67,13 @@ import platform
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "lab"), str(REPO / "tests"), str(REPO / ".cache" / "collections")]
@@ -96,7 +94,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.rules import
     vcpu_fit,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import USAGE_COLUMNS  # noqa: E402
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisors  # noqa: E402
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (  # noqa: E402
+    ACTIVE,
+    BUILDING,
+    ERROR,
+    PLACED_STATES,
+    hypervisors,
+)
 
 
 def _lab_conftest() -> Any:
@@ -132,7 +136,6 @@ LOCK = Path("/tmp/berth-bench.lock")
 # Failures that are the fleet saying no, by design: full, a group's policy, nothing to move to.
 REFUSALS = re.compile(r"no valid host|hosts are available|cannot claim|cannot migrate|would have \d+ members|"
                       r"would span|only ACTIVE instances migrate|already runs on", re.I)
-ACTIVE, BUILDING, ERROR = "ACTIVE", "BUILDING", "ERROR"
 
 
 # ---- the invariants (pure: a snapshot in, violations out) ---------------------------------------
@@ -168,9 +171,9 @@ def violations(snap: dict[str, Any], settled: bool) -> list[tuple[tuple, str]]:
             found.append((("claim without instance", claim["id"]), f"claim {claim['id']} has no instance"))
     for uuid, instance in instances.items():
         held, name, state = claims_of[uuid], instance["name"], instance["state"]
-        if state == ACTIVE and [c["hypervisor_uuid"] for c in held] != [instance["hypervisor_uuid"]]:
-            found.append((("claims of an ACTIVE instance", name),
-                          f"ACTIVE {name} on {instance['host']} holds claims on: {where(held)}"))
+        if state in PLACED_STATES and [c["hypervisor_uuid"] for c in held] != [instance["hypervisor_uuid"]]:
+            found.append((("claims of a placed instance", name),
+                          f"{state} {name} on {instance['host']} holds claims on: {where(held)}"))
         elif state == ERROR and held:
             found.append((("claim of an ERROR instance", name), f"ERROR {name} holds claims on: {where(held)}"))
         elif state == BUILDING and not held:
@@ -242,20 +245,21 @@ def violations(snap: dict[str, Any], settled: bool) -> list[tuple[tuple, str]]:
                 owner = instances.get(volume[len("berth-"):len("berth-") + 36]) if is_instance_volume(volume) else None
                 if owner is not None and owner["state"] == BUILDING and owner["host"] == host:
                     continue  # its dead build is reported above, once
-                if owner is None or owner["state"] != ACTIVE or owner["host"] != host:
+                if owner is None or owner["state"] not in PLACED_STATES or owner["host"] != host:
                     found.append((("volume without instance", host, volume),
                                   f"volume {volume} on {host}: " + (
                                       "no instance in the ledger" if owner is None else
                                       f"its instance {owner['name']} is {owner['state']} on {owner['host']}"
                                       + (f" ({owner['failure_reason']})" if owner["failure_reason"] else ""))))
     for uuid, instance in instances.items():
-        view = libvirt_view.get(instance["host"]) if instance["state"] == ACTIVE else None
+        view = libvirt_view.get(instance["host"]) if instance["state"] in PLACED_STATES else None
         if view is not None:
             dom = view["domains"].get(uuid)
-            if dom is None or not dom["running"]:
-                found.append((("ACTIVE instance not running", instance["name"]),
-                              f"ACTIVE {instance['name']}: its domain is {'not running' if dom else 'not'} "
-                              f"on {instance['host']} ({_domain_where(libvirt_view, uuid)})"))
+            if dom is None or (instance["state"] == ACTIVE and not dom["running"]):
+                found.append((("placed instance without its domain", instance["name"]),
+                              f"{instance['state']} {instance['name']}: its domain is "
+                              f"{'not running' if dom else 'not'} on {instance['host']} "
+                              f"({_domain_where(libvirt_view, uuid)})"))
     if settled:
         for row in snap["unmanaged_usage"]:
             found.append((("unmanaged usage", row["domain_uuid"]),
@@ -336,51 +340,6 @@ def pick(items: list, u: float) -> Any:
     return items[min(int(u * len(items)), len(items) - 1)]
 
 
-# ---- processes ---------------------------------------------------------------------------------
-
-def process_tree(root_pid: int) -> list[int]:
-    """``root_pid`` and its descendants, from /proc: ansible-core 2.19's task workers run in
-    sessions of their own, so no process group holds a whole run."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    tree, todo = [], [root_pid]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo += children.get(pid, [])
-    return tree
-
-
-def kill_tree(proc: subprocess.Popen) -> int:
-    """Kill a run and its whole tree as a crashed controller would: every process stopped first
-    (none forks or is re-parented meanwhile), then killed. Returns how many there were."""
-    stopped: set[int] = set()
-    while True:
-        new = [pid for pid in process_tree(proc.pid) if pid not in stopped]
-        if not new:
-            break
-        for pid in new:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        stopped.update(new)
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.communicate(timeout=60)
-    return len(stopped)
-
-
 # ---- the soak ----------------------------------------------------------------------------------
 
 class SoakLab(lab_conftest.Lab):
@@ -449,7 +408,7 @@ class Soak:
     def teardown(self) -> None:
         for proc in self.running:
             if proc.poll() is None:
-                kill_tree(proc)
+                lab_conftest.kill_tree(proc)
         if self._poll is not None:
             self._poll.close()
         if getattr(self, "dir", None) is not None and not self.args.keep:
@@ -619,21 +578,24 @@ class Soak:
         """Kill the launch as ``kill`` says; None if it ended first."""
         started = time.monotonic()
         expected_s = sorted(self.launch_seconds)[len(self.launch_seconds) // 2]
-        ready: Callable[[], bool]
-        if kill["mode"] == "random":
-            ready, delay_s = (lambda: time.monotonic() - started >= kill["delay_u"] * expected_s * 1.2), 0.0
-        elif kill["mode"] == "after-claim":
-            ready, delay_s = (lambda: self._building(extra["name"])), kill["delay_u"] * 0.1
-        else:
-            # Half of them at once: between a root volume and its domain there are milliseconds.
-            ready = lambda: bool(self._root_volumes() - volumes_before)  # noqa: E731
-            delay_s = max(0.0, kill["delay_u"] - 0.5) * 0.2
+
+        def ready() -> bool:
+            if kill["mode"] == "random":
+                return time.monotonic() - started >= kill["delay_u"] * expected_s * 1.2
+            if kill["mode"] == "after-claim":
+                return self._building(extra["name"])
+            return bool(self._root_volumes() - volumes_before)
+
         while proc.poll() is None and not ready():
             time.sleep(0.002)
-        time.sleep(delay_s)
+        if kill["mode"] == "after-claim":
+            time.sleep(kill["delay_u"] * 0.1)
+        elif kill["mode"] == "mid-build":
+            # Half of them at once: between a root volume and its domain there are milliseconds.
+            time.sleep(max(0.0, kill["delay_u"] - 0.5) * 0.2)
         if proc.poll() is not None:
             return None
-        return {"processes": kill_tree(proc), "after_s": time.monotonic() - started}
+        return {"processes": len(lab_conftest.kill_tree(proc)), "after_s": time.monotonic() - started}
 
     def _record_kill(self, extra: dict, kill: dict, killed: dict | None, uuids_before: set[str]) -> None:
         if killed is None:
@@ -706,10 +668,10 @@ class Soak:
         return found
 
     def snapshot(self) -> dict[str, Any]:
-        with psycopg.connect(self.dsn, row_factory=dict_row) as conn:
-            tables = {table: conn.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608 (fixed names)
-                      for table in ("instances", "claims", "unmanaged_usage", "server_groups", "server_group_members")}
-            now = conn.execute("SELECT now() AT TIME ZONE 'utc' AS now").fetchone()["now"]
+        tables = {table: lab_conftest.rows(self.url, table)
+                  for table in ("instances", "claims", "unmanaged_usage", "server_groups", "server_group_members")}
+        with psycopg.connect(self.dsn) as conn:
+            now = conn.execute("SELECT now() AT TIME ZONE 'utc'").fetchone()[0]
         query = select(hypervisors.c.uuid, hypervisors.c.name, hypervisors.c.memory_mb_used,
                        hypervisors.c.disk_mb_used, *(column.label(name) for name, column in USAGE_COLUMNS.items()))
         with self.engine.connect() as db:

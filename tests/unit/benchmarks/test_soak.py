@@ -94,7 +94,7 @@ def test_a_leaked_volume_is_an_orphan_once_settled(state):
 def test_a_domain_on_the_wrong_host():
     snap = fleet()
     snap["libvirt"]["hv2"]["domains"][WEB] = snap["libvirt"]["hv1"]["domains"].pop(WEB)
-    assert found(snap, settled=False) == ["ACTIVE instance not running", "domain without claim"]
+    assert found(snap, settled=False) == ["domain without claim", "placed instance without its domain"]
 
 
 def test_a_domain_the_ledger_does_not_know():
@@ -106,7 +106,15 @@ def test_a_domain_the_ledger_does_not_know():
 def test_claims_of_an_active_instance_on_two_hosts():
     snap = fleet(claims=[claim(1, WEB, "hv1"), claim(2, WEB, "hv2", lease=NOW)],
                  hypervisors=[hypervisor("hv1", 1, 128, 1024, 1), hypervisor("hv2", 1, 128, 1024, 1)])
-    assert found(snap, settled=False) == ["claims of an ACTIVE instance"]
+    assert found(snap, settled=False) == ["claims of a placed instance"]
+
+
+def test_a_stopped_instance_keeps_its_claim_and_a_domain_that_does_not_run():
+    snap = fleet(instances=[instance(WEB, "web-1", "hv1", "STOPPED")])
+    snap["libvirt"]["hv1"]["domains"][WEB]["running"] = False
+    assert found(snap, settled=True) == []
+    snap["libvirt"]["hv1"]["domains"].pop(WEB)
+    assert found(snap, settled=True) == ["placed instance without its domain"]
 
 
 def test_an_anti_affinity_group_with_two_members_on_one_host():
