@@ -103,7 +103,7 @@ live_refused:
   type: str
 source_left:
   description:
-    - Why the instance's copy on O(from_host) could not be removed once it ran on O(to_host) (that
+    - Why the instance's copy on RV(from_host) could not be removed once it ran on RV(to_host) (that
       host's libvirtd went away). The ledger follows the instance all the same; what it left there
       is recorded and removed by the next tracker sync (C(playbooks/gather.yml)) that reaches the
       host. A warning says so too.
