@@ -25,6 +25,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     PLANNED_UUID,
+    CleanupFailed,
     HostSession,
     domain_type,
     mac_address,
@@ -191,6 +192,17 @@ class ActionModule(BerthAction):
             try:
                 result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request,
                                      step)
+            except CleanupFailed as exc:
+                if ledger is None:
+                    raise
+                # What it made there may even run (a start whose answer was lost): built again
+                # elsewhere, the instance could run twice. Its claim and lease stay on that host,
+                # and the first sync after the lease settles it, as for a run that died there.
+                step(f"FAILED, not tried elsewhere: {exc}")
+                raise BerthError(f"{args['name']}: {exc}. Not tried on another host, so that it never runs twice: "
+                                 f"it stays BUILDING on {target['host']}, and the first gather.yml that reaches "
+                                 f"{target['host']} after its lease finishes it if its domain runs there, else "
+                                 f"removes what it left and marks it ERROR") from exc
             except Exception as exc:
                 reasons.append(str(exc) if isinstance(exc, HypervisorError) else f"{target['host']}: {exc}")
                 if ledger is not None and attempt + 1 < len(targets):

@@ -78,8 +78,10 @@ class ActionModule(BerthAction):
                 ledger.release_claim(claim["id"])
                 step(f"FAILED, stays here: {exc}")
                 raise
-        # The source is released only now that the domain is gone from it.
-        ledger.finish_move(instance["uuid"], claim["id"])
+        # The source is released only now that the domain runs on the destination.
+        _instance, warnings = _move.finish(ledger, instance, claim["id"], result, args["storage_pool"], volumes)
+        if warnings:
+            result["warnings"] = warnings
         step(f"moved to {target['host']} ({result['mode']})")
         return result
 

@@ -157,15 +157,17 @@ class ActionModule(BerthAction):
 
         try:
             _move.ensure_base_images(src, dst, pool, volumes, step)
-            _move.cold_move(src, dst, uuid, pool, volumes, running, step, stop=stop,
-                            rewrite=lambda moved: resized_domain_xml(moved, new), before_start=before_start)
+            moved = _move.cold_move(src, dst, uuid, pool, volumes, running, step, stop=stop,
+                                    rewrite=lambda xml: resized_domain_xml(xml, new), before_start=before_start)
         except Exception as exc:
             ledger.release_claim(claim["id"])
             step(f"FAILED: {exc}; stays here with {instance['flavor']}")
             raise BerthError(f"resize of {name} onto {dst.host} failed, it stays on {src.host} with "
                              f"{instance['flavor']}: {exc}") from exc
         step(f"moved to {dst.host} with {new.name}")
-        return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
+        resized, warnings = _move.finish(ledger, instance, claim["id"], moved, pool, volumes, new)
+        left = {"source_left": moved["source_left"], "warnings": warnings} if warnings else {}
+        return {"shutdown": done["shutdown"], "instance": resized, **left}
 
 
 def destination(args: dict[str, Any], task_vars: dict[str, Any], ledger: Ledger, instance: dict[str, Any],

@@ -113,7 +113,11 @@ options:
     elements: dict
     default: []
   max_attempts:
-    description: Hosts tried in all, O(host) first; after that the instance is ERROR with every reason.
+    description:
+      - Hosts tried in all, O(host) first; after that the instance is ERROR with every reason.
+      - A host where the failed build could not be cleaned up (it stopped answering) ends the tries
+        there, the instance BUILDING with its claim on that host, for the tracker sync to settle after
+        the lease (built again elsewhere, it could run twice).
     type: int
     default: 3
   lease_seconds:

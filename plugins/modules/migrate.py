@@ -101,4 +101,12 @@ live_refused:
   description: Why an O(mode=auto) migration was not live.
   returned: when mode is cold
   type: str
+source_left:
+  description:
+    - Why the instance's copy on RV(from_host) could not be removed once it ran on RV(to_host) (that
+      host's libvirtd went away). The ledger follows the instance all the same; what it left there
+      is recorded and removed by the next tracker sync (C(playbooks/gather.yml)) that reaches the
+      host. A warning says so too.
+  returned: when the source could not be cleaned up
+  type: str
 """

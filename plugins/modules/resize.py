@@ -128,4 +128,12 @@ instance:
   description: The instance as the ledger has it afterwards.
   returned: changed and not check mode
   type: dict
+source_left:
+  description:
+    - Why the instance's copy on RV(from_host) could not be removed once it ran on RV(to_host) (that
+      host's libvirtd went away). The ledger follows the instance all the same; what it left there
+      is recorded and removed by the next tracker sync (C(playbooks/gather.yml)) that reaches the
+      host. A warning says so too.
+  returned: when the source could not be cleaned up
+  type: str
 """

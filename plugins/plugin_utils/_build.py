@@ -223,6 +223,12 @@ def same_image(session: HostSession, pool: str, image: dict[str, Any]) -> None:
                          f"new image another name, or delete the old volume")
 
 
+class CleanupFailed(HypervisorError):
+    """A build failed and what it had made could not be removed (the hypervisor stopped
+    answering): whatever is there - a domain that may even run - is unknown until a sync reaches
+    the host again."""
+
+
 def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
          step: Any = quiet) -> None:
     """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
@@ -257,7 +263,7 @@ def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any],
         try:
             remove_instance(hv, uuid, pool)
         except HypervisorError as cleanup:
-            raise HypervisorError(host, f"{exc}; cleanup failed too: {cleanup}") from exc
+            raise CleanupFailed(host, f"{exc}; cleanup failed too: {cleanup}") from exc
         if isinstance(exc, OSError):
             raise HypervisorError(host, f"cannot read image.source: {exc}") from exc
         raise

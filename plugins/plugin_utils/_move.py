@@ -14,8 +14,10 @@ from typing import Any, Callable
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
+from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME, Ledger, run_owner
 
 Step = Callable[..., None]
 
@@ -98,8 +100,7 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
                     remove_moved(dst, uuid, pool, volumes)
                     live_refused = f"live migration failed: {exc}"
             if live_refused is None:
-                remove_moved(src, uuid, pool, volumes)
-                return {"mode": "live"}
+                return {"mode": "live", **_clear_source(src, uuid, pool, volumes)}
         if mode == "live":
             raise BerthError(f"cannot live-migrate {name}: {live_refused}")
     if live_refused:
@@ -172,8 +173,7 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
             src.start(uuid, autostart)
             step(f"started again on {src.host}")
         raise
-    remove_moved(src, uuid, pool, volumes)
-    return {"restarted": running}
+    return {"restarted": running, **_clear_source(src, uuid, pool, volumes)}
 
 
 def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
@@ -184,6 +184,36 @@ def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
         return arrived is not None and arrived["state"] == "running" and src.find_domain(uuid) is None
     except HypervisorError:
         return False
+
+
+def _clear_source(src: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> dict[str, Any]:
+    """Remove the source's copy once the domain runs on the destination. The move has happened
+    whatever this does, so a failure (the source's daemon went away) is returned as
+    ``source_left`` (why), never raised: the caller's ledger must follow the domain."""
+    race_barrier.wait(race_barrier.AFTER_MOVE)
+    try:
+        remove_moved(src, uuid, pool, volumes)
+    except HypervisorError as exc:
+        return {"source_left": str(exc)}
+    return {}
+
+
+def finish(ledger: Ledger, instance: dict[str, Any], claim_id: int, moved: dict[str, Any], pool: str,
+           volumes: list[str], flavor: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """The ledger follows the domain to the destination of claim ``claim_id`` (``finish_move``,
+    with the new ``flavor`` of a resize). Where the source's copy could not be removed
+    (``moved["source_left"]``), its domain and volumes are first recorded there as artefacts of
+    the instance - while it still holds its claim there -, which the next tracker sync that
+    reaches the source removes. Returns the instance and the warnings to show."""
+    warnings = []
+    if moved.get("source_left"):
+        left = [{"kind": DOMAIN, "pool": None, "name": instance["name"]}]
+        left += [{"kind": VOLUME, "pool": pool, "name": name} for name in volumes]
+        ledger.record_artefacts(instance["uuid"], instance["host"], left, run_owner())
+        warnings.append(f"{instance['name']} moved, but its copy on {instance['host']} could not be removed "
+                        f"({moved['source_left']}): recorded, the next gather.yml that reaches {instance['host']} "
+                        f"removes it")
+    return ledger.finish_move(instance["uuid"], claim_id, flavor), warnings
 
 
 def remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> None:

@@ -4,7 +4,8 @@ at a known step of its build to kill it there.
 Inert unless BERTH_TEST_BARRIER_DIR is set, which nothing but Berth's own tests does. Then a
 run that reaches the stage named by BERTH_TEST_BARRIER_STAGE (``before-claim``: decided, not
 yet claimed; ``after-claim``: claimed, nothing built yet; then the steps of a build on its
-hypervisor, ``BUILD_STAGES``) writes a file named after its PID into the directory and waits
+hypervisor, ``BUILD_STAGES``; ``after-move``: a migration or resize moved the domain, the
+source's copy is still there) writes a file named after its PID into the directory and waits
 until BERTH_TEST_BARRIER_PARTIES runs have arrived, or until the file ``release`` appears
 there, or BERTH_TEST_BARRIER_TIMEOUT seconds (300) have passed.
 """
@@ -22,6 +23,9 @@ AFTER_SEED_VOLUME = "after-seed-volume"
 AFTER_DEFINE = "after-define"
 AFTER_START = "after-start"
 BUILD_STAGES = (AFTER_ROOT_VOLUME, AFTER_SEED_VOLUME, AFTER_DEFINE, AFTER_START)
+# A move (plugins/plugin_utils/_move.py): the domain runs on the destination, the source's copy
+# is not removed yet.
+AFTER_MOVE = "after-move"
 _POLL_S = 0.05
 
 

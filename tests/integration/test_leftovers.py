@@ -202,3 +202,43 @@ def test_leftovers_kept_for_inspection_are_removed_by_delete_and_a_relaunch_neve
     assert berth_volumes(lab) == {host: [] for host in lab.hosts}
     assert rows(ledger_url, "instances") == [] and rows(ledger_url, "artefacts") == []
     assert all(domains == {} for domains in on_hosts(lab)[0].values())
+
+
+def test_a_build_whose_host_stops_answering_before_its_cleanup_is_not_tried_elsewhere(clean_lab, tmp_path):
+    """Found by the soak (benchmarks/soak.py): a hypervisor's libvirtd went away while a launch
+    built there, the failed build's cleanup could not reach it, and the launch built the instance
+    again on an alternate - two domains of one instance, the first of which may run (a start whose
+    answer was lost). Now the instance stays BUILDING there with its claim, nothing is built
+    elsewhere, and the first sync after the lease that reaches the host settles it."""
+    lab = clean_lab
+    ledger_url = f"sqlite:///{tmp_path}/ledger.sqlite3"
+    inventory = lab.inventory_copy(tmp_path, ledger_url)
+    proc, barrier = start_killable_launch(lab, tmp_path, inventory, "stranded", "after-define")
+    wait_at_barrier(proc, barrier)
+    [instance] = rows(ledger_url, "instances")
+    host = instance["host"]
+    lab.stop_daemon(host)
+    try:
+        (barrier / "release").touch()
+        launched = lab.finish(proc)
+    finally:
+        lab.start_daemon(host)
+    assert launched["rc"] != 0
+    assert any("Not tried on another host, so that it never runs twice: it stays BUILDING on " + host in message
+               for message in failed_messages(launched)), failed_messages(launched)
+    [instance] = rows(ledger_url, "instances")
+    assert (instance["state"], instance["host"]) == ("BUILDING", host)
+    assert [(c["instance_uuid"], c["hypervisor_uuid"]) for c in rows(ledger_url, "claims")] == [
+        (instance["uuid"], instance["hypervisor_uuid"])]
+    domains, volumes = on_hosts(lab)
+    assert domains[host] == {instance["uuid"]: ("stranded-1", "shut off")}
+    assert all(volumes[other] == [] and domains[other] == {} for other in lab.hosts if other != host)
+
+    wait_for_leases(ledger_url)
+    late = lab.finish(lab.start_playbook("gather.yml", inventory=inventory))
+    assert late["rc"] == 0, failed_messages(late)
+    assert nothing_lost(lab, ledger_url) == []
+    [instance] = rows(ledger_url, "instances")
+    assert instance["state"] == "ERROR" and "lease expired" in instance["failure_reason"]
+    assert any(line.startswith(f"{host}: removed what a dead build left: ") and "domain stranded-1" in line
+               for line in drift(late)), drift(late)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import check
 import fleet
 import pytest
-from conftest import changed_count, failed_messages, fleet_snapshot, task_result
+from conftest import changed_count, drift, failed_messages, fleet_snapshot, task_result, wait_at_barrier
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +85,43 @@ def test_drain_moves_every_instance_off_a_host(lab):
 
     assert lab.playbook("delete.yml", "-e", "name=drn")["rc"] == 0
     assert all(lab.virsh(host, "list", "--all", "--name").split() == [] for host in lab.hosts)
+
+
+@pytest.mark.parametrize("mode", ["live", "cold"])
+def test_a_move_whose_source_daemon_stops_before_its_copy_is_removed_follows_the_domain(lab, tmp_path, mode):
+    """Found by the soak (benchmarks/soak.py --seed 14, step 21): libvirt moved the domain, then
+    the source's libvirtd went away before Berth removed the source's copy. The move is done: the
+    ledger follows the domain, and the next gather that reaches the source removes what it kept."""
+    name = f"gone{mode}"
+    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": name, "count": 1, "force_hosts": ["hv1"]}))
+    assert launched["rc"] == 0, failed_messages(launched)
+    uuid = next(r["uuid"] for r in lab.ledger_rows("instances") if r["name"] == f"{name}-1")
+    barrier = tmp_path / "barrier"
+    # Two parties: the move waits there until the test releases it.
+    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "after-move",
+           "BERTH_TEST_BARRIER_PARTIES": "2", "BERTH_TEST_BARRIER_TIMEOUT": "120"}
+    proc = lab.start_playbook("migrate.yml", "-e", f"instance={name}-1", "-e", "to_host=hv2", "-e", f"mode={mode}",
+                              env=env)
+    wait_at_barrier(proc, barrier)
+    lab.stop_daemon("hv1")
+    try:
+        (barrier / "release").touch()
+        moved = lab.finish(proc)
+    finally:
+        lab.start_daemon("hv1")
+    assert moved["rc"] == 0, failed_messages(moved)
+    result = task_result(moved, "Migrate the instance")
+    assert (result["to_host"], result["mode"]) == ("hv2", mode)
+    assert result["source_left"].startswith("hv1: ")
+    row = next(r for r in lab.ledger_rows("instances") if r["name"] == f"{name}-1")
+    assert row["host"] == "hv2" and lab.virsh("hv2", "domstate", uuid).strip() == "running"
+    assert [c["hypervisor_uuid"] for c in lab.ledger_rows("claims") if c["instance_uuid"] == uuid] == [
+        fleet.host_uuid(lab.dir, "hv2")]
+    # What hv1 kept of it (its root volume; after a cold move its stopped domain too) goes with
+    # the next sync that reaches hv1.
+    assert f"berth-{uuid}-root.qcow2" in lab.virsh("hv1", "vol-list", "default")
+    gathered = lab.gather()
+    assert any(line.startswith("hv1: removed") and f"{name}-1 went on to hv2" in line for line in drift(gathered)), \
+        drift(gathered)
+    assert_ledger_and_libvirt_agree(lab, f"{name}-1")
+    assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0

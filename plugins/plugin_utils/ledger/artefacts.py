@@ -8,9 +8,10 @@ name (volumes ``berth-<instance uuid>-...``) - by what its instance holds on tha
 - a claim without a lease: the instance runs there, the artefact is its own;
 - a claim whose lease has not expired: a build in progress, never touched;
 - no claim, and recorded: a leftover - of a build that died (its lease expired and the sync
-  released its claim), of a build that moved on to another host after failing there, of an
-  instance deleted or replaced by a relaunch. The sync removes it (unless told to keep it for
-  inspection) and then forgets it; delete.yml removes it with its instance;
+  released its claim), of a build that moved on to another host after failing there, of a move
+  whose source went away before its copy was removed, of an instance deleted or replaced by a
+  relaunch. The sync removes it (unless told to keep it for inspection) and then forgets it;
+  delete.yml removes it with its instance;
 - no claim, and not recorded: an orphan volume. This ledger did not make it - another ledger's
   on a shared hypervisor, or older than these records -, so it is reported, never removed.
 
@@ -178,7 +179,7 @@ def why_left(db: Connection, groups: Sequence[dict[str, Any]], hv_uuid: str) -> 
             group["why"] = (f"instance {name} was replaced by a relaunch, now {later.uuid}" if later is not None
                             else f"instance {name} was deleted")
         elif instance.hypervisor_uuid != hv_uuid:
-            group["why"] = f"{name}'s build failed here and went on to {instance.host} ({instance.state})"
+            group["why"] = f"{name} went on to {instance.host} ({instance.state}): left by a failed build or a move"
         elif instance.failure_reason:
             group["why"] = f"{name} is {instance.state}: {instance.failure_reason}"
         else:

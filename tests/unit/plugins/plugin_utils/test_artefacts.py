@@ -118,7 +118,7 @@ def test_an_instance_that_runs_owns_what_its_build_recorded_there(ledger):
 
     report = ledger.tracker_sync([state(volumes=[root_volume_name(row["uuid"])])])
     [group] = report["leftovers"]
-    assert group["why"] == "web-1's build failed here and went on to hv2 (ACTIVE)"
+    assert group["why"] == "web-1 went on to hv2 (ACTIVE): left by a failed build or a move"
     assert sorted((item["name"], item["present"]) for item in group["items"]) == [
         (root_volume_name(row["uuid"]), True), ("web-1", False)]
     # Its own volumes on hv2 are neither leftovers nor orphans.
