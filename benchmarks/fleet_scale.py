@@ -199,7 +199,7 @@ def write(path: str, results: list[dict], started: float, load_before: str) -> N
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"{platform.platform()}, Python {platform.python_version()}. Load average before: {load_before}; "
-        f"after: {Path('/proc/loadavg').read_text().split()[:3]}. Whole run: {(time.time() - started) / 60:.1f} min.",
+        f"after: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}. Whole run: {(time.time() - started) / 60:.1f} min.",
         "",
         "Reproduce: `.venv/bin/python benchmarks/fleet_scale.py` (root; see the script's docstring for",
         "what is measured and how the fleet is made). Seconds, median (min-max) over the runs; the",
