@@ -6,12 +6,16 @@
 One lab hypervisor (lab/fleet.py); each round defines and starts the lab guest (direct kernel
 boot, no disk, type qemu) once with SeaBIOS and once with OVMF, its domain XML rendered by
 berth.fleet.instance from the role's template, and waits for BERTH-GUEST-BOOTED on the serial
-log. Prints the times; needs root (the lab) and Debian's ovmf package.
+log. Prints the times and writes them to --out (benchmarks/results/guest_boot.md); needs root
+(the lab) and Debian's ovmf package.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -51,7 +55,9 @@ def domain_xml(lab_dir: str, name: str, instance_uuid: str, firmware: str) -> st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "guest_boot.md"))
     args = parser.parse_args()
+    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     lab_dir = tempfile.mkdtemp(prefix="berth-boot-", dir="/tmp")
     seconds: dict[str, list[float | None]] = {"bios": [], "uefi": []}
     try:
@@ -72,8 +78,24 @@ def main() -> int:
                 log.unlink()
     finally:
         fleet.down(lab_dir)
+    lines = [
+        "# Guest boot: SeaBIOS against UEFI (OVMF)", "",
+        "Seconds from `virsh start` to the lab guest's boot marker on its serial console (direct kernel",
+        "boot, no disk, QEMU TCG: `type=qemu`, no KVM on these machines), the domain XML rendered by",
+        "berth.fleet.instance from the role's template; UEFI with its per-instance NVRAM volume.", "",
+        f"Reproduce: `.venv/bin/python benchmarks/guest_boot.py --rounds {args.rounds}` (root, after scripts/setup).",
+        "", f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}. "
+        f"Load average before: {load_before}; after: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.", "",
+        "| firmware | rounds | median s | min-max s | did not boot |", "|---|---:|---:|---:|---:|",
+    ]
     for firmware, times in seconds.items():
         print(f"{firmware}: start to boot marker, s: {times}")
+        booted = [value for value in times if value is not None]
+        spread = f"{min(booted)}-{max(booted)}" if booted else "-"
+        median = f"{statistics.median(booted):.1f}" if booted else "-"
+        lines.append(f"| {firmware} | {len(times)} | {median} | {spread} | {len(times) - len(booted)} |")
+    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"guest_boot: {args.out}")
     return 0
 
 
