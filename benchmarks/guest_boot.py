@@ -81,7 +81,7 @@ def main() -> int:
     lines = [
         "# Guest boot: SeaBIOS against UEFI (OVMF)", "",
         "Seconds from `virsh start` to the lab guest's boot marker on its serial console (direct kernel",
-        "boot, no disk, QEMU TCG: `type=qemu`, no KVM on these machines), the domain XML rendered by",
+        "boot, no disk, QEMU TCG: `type=qemu`, as nested KVM here is too slow for a kernel: ../shared/TESTBED.md), the domain XML rendered by",
         "berth.fleet.instance from the role's template; UEFI with its per-instance NVRAM volume.", "",
         f"Reproduce: `.venv/bin/python benchmarks/guest_boot.py --rounds {args.rounds}` (root, after scripts/setup).",
         "", f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}. "
