@@ -67,6 +67,7 @@ import platform
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,6 @@ import libvirt  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from sqlalchemy import create_engine, select  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 
 import fleet  # noqa: E402  (lab/fleet.py)
 from pg_server import PostgresServer  # noqa: E402
@@ -386,7 +386,7 @@ class Soak:
     def setup(self) -> None:
         self.pg = PostgresServer().start()
         self.url = self.pg.create_database("soak")
-        self.dsn = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self.dsn = self.pg.dsn("soak")
         self.engine = create_engine(self.url)
         self.dir = tempfile.mkdtemp(prefix="berth-soak-", dir="/tmp")
         self.lab = SoakLab(self.dir, fleet.up(self.dir, hosts=len(CAPACITY)))
@@ -578,7 +578,7 @@ class Soak:
     def _kill(self, proc: subprocess.Popen, extra: dict, kill: dict, volumes_before: set[str]) -> dict | None:
         """Kill the launch as ``kill`` says; None if it ended first."""
         started = time.monotonic()
-        expected_s = sorted(self.launch_seconds)[len(self.launch_seconds) // 2]
+        expected_s = statistics.median_high(self.launch_seconds)
 
         def ready() -> bool:
             if kill["mode"] == "random":
@@ -611,7 +611,7 @@ class Soak:
                             f"after {killed['after_s']:.2f} s): instances at {', '.join(stages)}", stages=stages)
 
     def _stop_during(self, restart: dict, procs: list[subprocess.Popen], started: float) -> None:
-        expected_s = sorted(self.launch_seconds)[len(self.launch_seconds) // 2]
+        expected_s = statistics.median_high(self.launch_seconds)
         while time.monotonic() - started < restart["delay_u"] * expected_s * 1.2:
             if all(proc.poll() is not None for proc in procs):
                 break

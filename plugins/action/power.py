@@ -14,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._power import (
     RESUME,
     SHUT_DOWN,
     START,
+    check_shutdown_timeout,
     power_action,
     shut_down,
 )
@@ -38,9 +39,7 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         dns_label("name", args["name"])
-        if args["shutdown_timeout"] < 0:
-            raise InputError("shutdown_timeout", f"shutdown_timeout must be 0 or more seconds, got "
-                                                 f"{args['shutdown_timeout']}")
+        check_shutdown_timeout(args["shutdown_timeout"])
         ledger = Ledger(args["ledger_url"]).open()
         rows = ledger.launch_instances(args["name"])
         if not rows:

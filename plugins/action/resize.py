@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -22,7 +23,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     read_fleet,
     without_gc,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, shut_down
+from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, check_shutdown_timeout, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -36,7 +37,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 
 # As Nova: a running or a stopped instance is resized (a paused one would need its memory kept).
 RESIZABLE_STATES = (ACTIVE, STOPPED)
-_SIZES = ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap")
+_SIZES = tuple(limits.FLAVOR_SIZES)
 
 
 class ActionModule(BerthAction):
@@ -49,9 +50,7 @@ class ActionModule(BerthAction):
     def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         dns_label("name", args["name"])
         new = flavor_option(args)
-        if args["shutdown_timeout"] < 0:
-            raise InputError("shutdown_timeout", f"shutdown_timeout must be 0 or more seconds, got "
-                                                 f"{args['shutdown_timeout']}")
+        check_shutdown_timeout(args["shutdown_timeout"])
         ledger = Ledger(args["ledger_url"]).open()
         rows = ledger.instances([args["name"]])
         if not rows:

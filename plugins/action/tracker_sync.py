@@ -92,11 +92,8 @@ class ActionModule(BerthAction):
         gone: list[int] = []
         for group in report["leftovers"]:
             group.update(removed=[], error=None)
-            if keep:
-                group["outcome"] = RUNNING if group["running"] else KEPT
-                continue
-            if check or group["running"]:
-                group["outcome"] = RUNNING if group["running"] else WOULD_REMOVE
+            if keep or check or group["running"]:
+                group["outcome"] = RUNNING if group["running"] else KEPT if keep else WOULD_REMOVE
                 continue
             try:
                 removed, running = remove_recorded(self._connect(task_vars), group["instance_uuid"], group["items"],

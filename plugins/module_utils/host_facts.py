@@ -357,6 +357,10 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
     total_ram_mb = memory["total_mb"]
     total_disk_gb = pool["capacity_mb"] // 1024
     known = [memory[key] for key in ("free_mb", "buffers_mb", "cached_mb")]
+    builds: list[str] = []  # named as builds name their volumes (berth-<instance uuid>-...)
+    others: list[str] = []
+    for name in facts.get("volumes", []):
+        (builds if is_instance_volume(name) else others).append(name)
     state = {
         "host": name,
         "nodename": facts["nodename"],
@@ -399,12 +403,11 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         # What a launch may use as its image (the volumes builds made are not images; those that
         # could lead out of the pool are refused, with why), and the networks it may attach to:
         # PoolImageFilter and NetworkFilter read them.
-        "images": [name for name in facts.get("volumes", [])
-                   if not is_instance_volume(name) and name not in facts.get("image_refusals", {})],
+        "images": [name for name in others if name not in facts.get("image_refusals", {})],
         "refused_images": dict(facts.get("image_refusals", {})),
         # The pool's volumes named as builds name theirs (berth-<instance uuid>-...): the tracker
         # sync tells which belong to an instance, to a build in progress, or to nothing.
-        "instance_volumes": [name for name in facts.get("volumes", []) if is_instance_volume(name)],
+        "instance_volumes": builds,
         "networks": list(facts.get("networks", [])),
         "host_ip": settings.get("host_ip") or facts.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,

@@ -22,7 +22,7 @@ import yaml
 # that carry credentials are named here; each says "Never printed" in its description.
 NO_LOG_OPTIONS = frozenset({"ledger_url"})
 _COLLECTION = "berth.fleet"
-_COPIED = ("type", "elements", "required", "default", "choices", "aliases")
+_COPIED = ("elements", "required", "default", "choices", "aliases")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
 
 

@@ -26,7 +26,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     seed_volume_name,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import RUNNING_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
@@ -73,7 +73,7 @@ def remove_recorded(hv: Hypervisor, instance_uuid: str, items: Sequence[Mapping[
     everything of its build, and nothing is removed."""
     if spare_running:
         found = hv.find_domain(instance_uuid)
-        if found is not None and found["state"] in RUNNING_STATES:
+        if found is not None and found["state"] in ACTIVE_DOMAIN_STATES:
             return [], True
     removed = []
     for item in sorted(items, key=lambda item: item["kind"] != DOMAIN):

@@ -234,15 +234,16 @@ def _decision(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-_environment: Environment | None = None
+_compiled: Any = None
 
 
 def _template() -> Any:
-    global _environment
-    if _environment is None:
+    global _compiled
+    if _compiled is None:
         # Autoescape everything: the page shows names and reasons from users and hypervisors.
-        _environment = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    return _environment.from_string(TEMPLATE)
+        environment = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        _compiled = environment.from_string(TEMPLATE)
+    return _compiled
 
 
 def script_hash() -> str:

@@ -16,6 +16,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
 from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
+from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME, Ledger, run_owner
 
@@ -140,12 +141,8 @@ def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = 
         src.copy_volume_to(dst, pool, name)
 
 
-def _power_off(hv: Hypervisor, uuid: str) -> None:
-    hv.stop(uuid)
-
-
 def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: list[str], running: bool,
-              step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = _power_off,
+              step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
               rewrite: Callable[[str], str] | None = None,
               before_start: Callable[[Hypervisor], None] | None = None) -> dict[str, Any]:
     """Stop the domain (``stop``: powered off by default), copy its volumes, define it on the
@@ -169,7 +166,7 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
             step(f"started on {dst.host}")
     except Exception:
         remove_moved(dst, uuid, pool, volumes)
-        if running and src.domain_state(uuid) in ("shutoff", "crashed"):
+        if running and src.domain_state(uuid) in OFF_STATES:
             src.start(uuid, autostart)
             step(f"started again on {src.host}")
         raise

@@ -41,8 +41,10 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 )
 
 A = artefacts.c
-# Domain states in which a guest runs (libvirt's active states): never removed by a sync.
-RUNNING_STATES = frozenset({"running", "blocked", "paused", "pmsuspended"})
+# The libvirt domain states in which a guest runs (libvirt's active domains, paused ones
+# included): never removed by a sync. Here, not in libvirt_host, so that the ledger does not
+# import libvirt (tens of milliseconds on every schedule); _power's RUNNING_STATES differ.
+ACTIVE_DOMAIN_STATES = frozenset({"running", "blocked", "paused", "pmsuspended"})
 
 
 def record(db: Connection, instance_uuid: str, host: str, items: Sequence[Mapping[str, Any]], owner: str,
@@ -149,7 +151,7 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
             continue
         group = groups.setdefault(row["instance_uuid"], {
             "instance_uuid": row["instance_uuid"], "instance_name": row["instance_name"],
-            "running": domains.get(row["instance_uuid"], {}).get("state") in RUNNING_STATES, "items": []})
+            "running": domains.get(row["instance_uuid"], {}).get("state") in ACTIVE_DOMAIN_STATES, "items": []})
         if row["kind"] == DOMAIN:
             present = row["instance_uuid"] in domains
         else:

@@ -363,19 +363,16 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
 
 def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
     instance = find_instance(db, instance_uuid)
-    held = db.execute(select(claims.c.id).where(claims.c.instance_uuid == instance_uuid,
-                                                claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
-                      .with_for_update()).first()
-    if held is None:
+    held = db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
+                                           claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
+                      .values(lease_expires_at=None))
+    if held.rowcount == 0:
         # A sync released the claim: the lease ran out while the build ran. An ACTIVE instance
         # without a claim would take room nobody counts.
         raise ClaimLost(f"instance {instance['name']} no longer holds its claim on {instance['host']} "
                         f"({instance['failure_reason'] or 'released'}); its build is given up")
     active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
-    db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
-                                    claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
-               .values(lease_expires_at=None))
     artefacts.drop(db, instance_uuid, instance["hypervisor_uuid"])
     refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
     return instance_dict({**instance, **active})

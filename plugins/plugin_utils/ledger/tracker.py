@@ -331,7 +331,7 @@ def _settle(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.date
         state = states[claim.hypervisor_uuid]
         entry = {**claim_dict(claim._mapping, state["host"]), "instance_name": claim.instance_name}
         domain_state = domain_states[claim.hypervisor_uuid].get(claim.instance_uuid)
-        if claim.instance_state == BUILDING and domain_state in builds.RUNNING_STATES:
+        if claim.instance_state == BUILDING and domain_state in builds.ACTIVE_DOMAIN_STATES:
             db.execute(update(instances).where(instances.c.uuid == claim.instance_uuid).values(
                 state=ACTIVE, failure_reason=None, updated_at=now))
             db.execute(update(claims).where(C.id == claim.id).values(lease_expires_at=None))
