@@ -23,11 +23,11 @@ POLL_S = 0.5
 START, SHUT_DOWN, PAUSE, RESUME, REBOOT = "start", "shut down", "pause", "resume", "reboot"
 
 
-
 def check_shutdown_timeout(seconds: int) -> None:
     """The O(shutdown_timeout) of power and resize: 0 or more seconds."""
     if seconds < 0:
         raise InputError("shutdown_timeout", f"shutdown_timeout must be 0 or more seconds, got {seconds}")
+
 
 def power_action(wanted: str, domain_state: str, name: str) -> str | None:
     """What brings a domain from ``domain_state`` (libvirt's) to ``wanted`` (running, stopped,
