@@ -359,8 +359,8 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
     known = [memory[key] for key in ("free_mb", "buffers_mb", "cached_mb")]
     builds: list[str] = []  # named as builds name their volumes (berth-<instance uuid>-...)
     others: list[str] = []
-    for name in facts.get("volumes", []):
-        (builds if is_instance_volume(name) else others).append(name)
+    for volume in facts.get("volumes", []):
+        (builds if is_instance_volume(volume) else others).append(volume)
     state = {
         "host": name,
         "nodename": facts["nodename"],
