@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +87,16 @@ class WeighedHost:
     weights: list[WeightDetail]
 
 
+def _added_in_order(values: Iterable[float]) -> float:
+    """The plain left-to-right float sum, as the vectorised path adds its columns. Not sum():
+    from Python 3.12 it compensates rounding, so its last digit can differ from numpy's and the
+    two engines would rank two nearly equal hosts differently."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
 def weigh_hosts(
     host_states: Sequence[HostState], weighers: Sequence[BaseWeigher], spec: RequestSpec
 ) -> list[WeighedHost]:
@@ -106,7 +116,7 @@ def weigh_hosts(
             )
 
     weighed = [
-        WeighedHost(position, host_state, sum(d.weighted for d in details[position]),
+        WeighedHost(position, host_state, _added_in_order(d.weighted for d in details[position]),
                     details[position])
         for position, host_state in enumerate(host_states)
     ]
