@@ -149,9 +149,18 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils._requirements import MissingLibraryError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, default_url, safe_url
+
+try:
+    from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, default_url, safe_url
+except MissingLibraryError as missing:
+    # Said by parse(), for a source of this plugin: Ansible loads every enabled inventory
+    # plugin, and a run that reads no instances source must not fail for the ledger's sake.
+    LEDGER_MISSING: MissingLibraryError | None = missing
+else:
+    LEDGER_MISSING = None
 
 ALL_GROUP = "berth_instances"
 # Each grouping: the group name's prefix and how the value is read from berth_instance.
@@ -182,6 +191,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
+        if LEDGER_MISSING is not None:
+            raise AnsibleError(f"{path}: {LEDGER_MISSING}") from LEDGER_MISSING
         self._read_config_data(path)
         try:
             self._check_options()

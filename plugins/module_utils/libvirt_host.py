@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 
 try:
@@ -54,11 +55,7 @@ PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 
 def require_libvirt() -> None:
     if libvirt is None:
-        raise HypervisorError(
-            "controller",
-            "the Python package libvirt-python is not installed for this interpreter "
-            "(pip install libvirt-python)",
-        )
+        import_library("libvirt", "libvirt-python", "talking to a hypervisor through libvirt")
 
 
 _event_loop_lock = threading.Lock()

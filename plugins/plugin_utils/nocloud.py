@@ -10,12 +10,7 @@ from __future__ import annotations
 import io
 import json
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-
-try:
-    import pycdlib
-except ImportError:  # reported by seed_iso() where it is needed
-    pycdlib = None
+from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 
 
 def meta_data(instance_uuid: str, hostname: str) -> str:
@@ -24,8 +19,7 @@ def meta_data(instance_uuid: str, hostname: str) -> str:
 
 
 def seed_iso(instance_uuid: str, hostname: str, user_data: str) -> bytes:
-    if pycdlib is None:
-        raise BerthError("user_data needs the Python package pycdlib on the controller (pip install pycdlib)")
+    pycdlib = import_library("pycdlib", "pycdlib", "user_data (its NoCloud seed ISO)")
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
     files = (("USERDATA.;1", "user-data", user_data), ("METADATA.;1", "meta-data", meta_data(instance_uuid, hostname)))

@@ -26,7 +26,9 @@ ANSIBLE_BUILDER = Path(sys.executable).with_name("ansible-builder")
 
 
 def _imported_top_names() -> dict[str, set[str]]:
-    """Top-level names of the absolute imports under plugins/, each with the files importing it."""
+    """Top-level names of the absolute imports under plugins/ (import statements, and the
+    libraries that import_library() imports where they are needed), each with the files
+    importing it."""
     names: dict[str, set[str]] = {}
     for path in sorted((REPO / "plugins").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -34,6 +36,9 @@ def _imported_top_names() -> dict[str, set[str]]:
                 modules = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules = [node.module]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id == "import_library" and isinstance(node.args[0], ast.Constant)):
+                modules = [node.args[0].value]
             else:
                 continue
             for module in modules:

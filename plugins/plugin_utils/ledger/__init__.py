@@ -25,6 +25,8 @@ import datetime as dt
 import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+# First: names the package to install if SQLAlchemy or alembic is missing.
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import _libraries  # noqa: F401 pylint: disable=unused-import
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 

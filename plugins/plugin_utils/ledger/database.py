@@ -25,6 +25,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -134,6 +135,8 @@ def open_engine(url_text: str) -> Engine:
     if backend not in ("sqlite", "postgresql"):
         raise InputError("ledger_url", f"ledger_url must be a sqlite:/// or postgresql+psycopg:// URL, "
                                        f"got {safe_url(url_text)}")
+    if backend == "postgresql":
+        import_library("psycopg", "psycopg[binary]", f"the ledger at {safe_url(url_text)}")
     if backend == "sqlite" and url.database and url.database != ":memory:":
         directory = Path(url.database).expanduser().parent
         try:

@@ -1,0 +1,47 @@
+"""The one way Berth says that a third-party Python library is missing: by its pip package,
+as modules do with ``missing_required_lib``, never as "No module named ...".
+
+Import a library with ``import_library`` where it is first needed (or at the top of the one
+package that needs it everywhere, as the ledger does with SQLAlchemy).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+
+try:
+    from ansible.errors import AnsibleError as _ShownByAnsible
+except ImportError:  # a module's copy on a hypervisor carries ansible.module_utils only
+    _ShownByAnsible = Exception  # type: ignore[assignment,misc]
+
+
+class MissingLibraryError(BerthError, _ShownByAnsible):  # type: ignore[misc,valid-type]
+    """A library Berth needs cannot be imported; ``package`` is what to ``pip install``.
+
+    Also an AnsibleError on the controller: the action plugins import the ledger (and with it
+    SQLAlchemy) when Ansible loads them, before their task runs, and Ansible shows only an
+    AnsibleError raised there as itself (anything else reads "Unexpected Exception, this is
+    probably a bug").
+    """
+
+    def __init__(self, package: str, needed_for: str, error: ImportError) -> None:
+        super().__init__(
+            f"{needed_for} needs the Python package {package}, which the Python that runs Ansible "
+            f"({sys.executable}) cannot import ({error}): install it there with "
+            f"pip install '{package}' (the collection's meta/ee-requirements.txt lists every "
+            f"package Berth needs)"
+        )
+        self.package = package
+
+
+def import_library(module: str, package: str, needed_for: str) -> ModuleType:
+    """``module`` imported, or MissingLibraryError naming ``package`` and what needs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        # Not chained: the message carries the import's error, and Ansible would append it again.
+        raise MissingLibraryError(package, needed_for, error) from None
