@@ -52,12 +52,14 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     MIGRATIONS_DIR,
     SCHEMA_REVISION,
+    create_sqlite_file,
     database_errors,
     default_url,
     open_engine,
     reader,
     run_owner,
     safe_url,
+    sqlite_file,
     utcnow,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
@@ -93,29 +95,52 @@ __all__ = [
 
 
 class Ledger:
-    """The ledger at one URL; ``open()`` migrates it to the newest schema first."""
+    """The ledger at one URL; ``open()`` migrates it to the newest schema first.
+
+    A SQLite ledger whose file does not exist is made only by a writer that may start one: the
+    tracker sync (``tracker_sync``, ``sync_hypervisors``, ``mark_missing``), an adoption (which
+    syncs its hypervisor), ``create_server_group``, or ``open(create=True)``.
+    Anything else on it fails with "no ledger at PATH", and makes no file or directory.
+    """
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self.engine: Any = None
         self._reader: Any = None
+        # This object made the ledger's SQLite file (the tracker sync reports it).
+        self.created = False
 
-    def open(self) -> Ledger:
+    def open(self, create: bool = False) -> Ledger:
+        """Connect and migrate. A SQLite ledger that does not exist is created with ``create``;
+        without it, opening is left to the first use, where a writer that may start a ledger
+        creates it and anything else fails with "no ledger at PATH"."""
+        path = sqlite_file(self.url)
+        if path is None or path.exists() or create:
+            self._connect(create)
+        return self
+
+    def _connect(self, create: bool) -> None:
+        if create:
+            self.created = create_sqlite_file(self.url)
         self.engine = open_engine(self.url)
         self._reader = reader(self.engine)
-        return self
+
+    def _opened(self, create: bool = False) -> Any:
+        """The engine, connected on first use (``create``: for a writer that may start a ledger)."""
+        if self.engine is None:
+            self._connect(create)
+        return self.engine
 
     def close(self) -> None:
         if self.engine is not None:
             self.engine.dispose()
 
     @contextlib.contextmanager
-    def _write(self, dry_run: bool = False) -> Iterator[Connection]:
+    def _write(self, dry_run: bool = False, create: bool = False) -> Iterator[Connection]:
         """One writing transaction (on SQLite it takes the write lock at once), committed at the
-        end, or rolled back on an error or for a ``dry_run`` (check mode)."""
-        if self.engine is None:
-            self.open()
-        with self.engine.connect() as db:
+        end, or rolled back on an error or for a ``dry_run`` (check mode). ``create``: this
+        writer may start a ledger that does not exist yet."""
+        with self._opened(create).connect() as db:
             transaction = db.begin()
             try:
                 yield db
@@ -130,8 +155,7 @@ class Ledger:
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         """One transaction for reading only: no write lock, a consistent snapshot."""
-        if self.engine is None:
-            self.open()
+        self._opened()
         with self._reader.connect() as db, db.begin():
             yield db
 
@@ -143,7 +167,7 @@ class Ledger:
 
         Returns, per answering hypervisor: host, uuid, generation, changed, orphans.
         """
-        with self._write() as db:
+        with self._write(create=True) as db:
             return tracker.sync(db, list(states), utcnow())["hypervisors"]
 
     @database_errors
@@ -160,17 +184,21 @@ class Ledger:
           instance ERROR; a moving instance's claim is released when its domain is not there.
         - reports what dead builds left on the answering hypervisors (``leftovers``, for the
           caller to remove and then ``forget_artefacts``) and their ``orphan_volumes``.
-        ``dry_run`` works it all out and writes nothing (check mode).
+        ``dry_run`` works it all out and writes nothing (check mode); a SQLite ledger that does
+        not exist is created all the same (empty: the schema only), and ``ledger_created`` says
+        so (its URL, or None).
         """
-        with self._write(dry_run) as db:
-            return tracker.sync(db, list(states), utcnow())
+        with self._write(dry_run, create=True) as db:
+            report = tracker.sync(db, list(states), utcnow())
+        report["ledger_created"] = safe_url(self.url) if self.created else None
+        return report
 
     @database_errors
     def mark_missing(self, listed: Iterable[str], stale_after_s: float, dry_run: bool = False) -> dict[str, Any]:
         """Hypervisors the inventory (``listed``: all its names) does not list and nothing has
         synced for ``stale_after_s`` seconds are missing: marked and reported, never retired."""
         stale_before = utcnow() - dt.timedelta(seconds=stale_after_s)
-        with self._write() as db:
+        with self._write(create=True) as db:
             return tracker.mark_missing(db, listed, stale_before, dry_run)
 
     # ---- what the scheduler reads ------------------------------------------------------------
@@ -370,9 +398,10 @@ class Ledger:
         Adoption records what already exists, so it is never refused for room: a host it leaves
         over its limits takes no new instances until something goes. An instance of this UUID
         already on ``host`` is no change; anywhere else, or a name taken by another instance, is
-        refused. ``dry_run`` works it out and writes nothing (check mode).
+        refused. ``dry_run`` works it out and writes nothing (check mode). An adoption syncs its
+        hypervisor itself, so, as a tracker sync, it may start a SQLite ledger.
         """
-        with self._write(dry_run) as db:
+        with self._write(dry_run, create=True) as db:
             return claims.adopt_instance(db, host, domain_uuid, name, flavor, owner, dry_run)
 
     @database_errors
@@ -427,8 +456,9 @@ class Ledger:
     def create_server_group(self, name: str, policy: str, max_server_per_host: int | None = None,
                             dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Create a group (idempotent); returns (the group, changed). A group's policy and rules
-        never change once made (as in Nova): a different request for the same name is an error."""
-        with self._write(dry_run) as db:
+        never change once made (as in Nova): a different request for the same name is an error.
+        A group may be made before the first tracker sync: this creates a SQLite ledger too."""
+        with self._write(dry_run, create=True) as db:
             return server_groups.create(db, name, policy, max_server_per_host, dry_run)
 
     @database_errors

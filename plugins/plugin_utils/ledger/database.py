@@ -125,8 +125,45 @@ def database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def sqlite_file(url_text: str) -> Path | None:
+    """The file of a SQLite ledger URL (None for PostgreSQL or an in-memory SQLite)."""
+    try:
+        url = make_url(url_text)
+    except ArgumentError:
+        return None  # open_engine says why
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).expanduser()
+
+
+def missing_ledger_error(url_text: str) -> LedgerError:
+    """What a reader says of a SQLite ledger whose file does not exist (a typo in a path would
+    otherwise start an empty ledger, and its directories, where nothing will ever look)."""
+    return LedgerError(f"no ledger at {sqlite_file(url_text)} ({safe_url(url_text)}): the tracker sync "
+                       f"(playbooks/gather.yml) creates it; check ledger_url (or BERTH_LEDGER_URL)")
+
+
+def create_sqlite_file(url_text: str) -> bool:
+    """Make the file (and directories) of a SQLite ledger for its first writer; True if this
+    call made it (of several tracker syncs that start at once, one did)."""
+    path = sqlite_file(url_text)
+    if path is None or path.exists():
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: exactly one of the runs that found no file says it created the ledger.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise LedgerError(f"cannot create the ledger at {safe_url(url_text)}: {exc.strerror}: "
+                          f"choose a writable path in ledger_url") from exc
+    return True
+
+
 def open_engine(url_text: str) -> Engine:
-    """The engine of a checked ledger URL, migrated to the newest schema."""
+    """The engine of a checked ledger URL, migrated to the newest schema. A SQLite ledger must
+    exist (create_sqlite_file makes it, for the writers that may start one)."""
     try:
         url = make_url(url_text)
     except ArgumentError as exc:
@@ -137,13 +174,9 @@ def open_engine(url_text: str) -> Engine:
                                        f"got {safe_url(url_text)}")
     if backend == "postgresql":
         import_library("psycopg", "psycopg[binary]", f"the ledger at {safe_url(url_text)}")
-    if backend == "sqlite" and url.database and url.database != ":memory:":
-        directory = Path(url.database).expanduser().parent
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LedgerError(f"cannot create the directory of the ledger at {safe_url(url_text)}: "
-                              f"{exc.strerror}: choose a writable path in ledger_url") from exc
+    path = sqlite_file(url_text)
+    if path is not None and not path.exists():
+        raise missing_ledger_error(url_text)
     try:
         engine = _engine(url)
         _migrate(engine, url_text)

@@ -29,7 +29,7 @@ def test_a_server_group_named_by_its_ledger_name_is_counted_under_its_policy(tmp
     # Anti-affinity, one member a host: web-1 holds hv1, so hv1 takes no more and hv2 one.
     # RAM alone would admit 15 m1.tiny on each (7680 / 512).
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
-    ledger = Ledger(url).open()
+    ledger = Ledger(url).open(create=True)
     ledger.sync_hypervisors([synced_host("hv1"), synced_host("hv2")])
     ledger.create_server_group("web", "anti-affinity")
     ledger.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "uuid-hv1"}],

@@ -108,7 +108,7 @@ def hypervisor(name, uuid, reserved_mb):
 @pytest.fixture
 def fleet(tmp_path):
     """hv1 keeps 3072 MB for instances (a tiny and a small fit, a medium does not); hv2 has room."""
-    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open(create=True)
     ledger.sync_hypervisors([hypervisor("hv1", "hv-1", 8192 - 3072), hypervisor("hv2", "hv-2", 512)])
     [row] = ledger.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], TINY, "launch")
     ledger.mark_active(row["uuid"])

@@ -214,7 +214,7 @@ def test_a_huge_test_driver_node_becomes_a_down_host_with_the_reason():
 
 
 def test_the_tracker_sync_records_an_out_of_range_host_as_down_on_sqlite_and_postgresql(ledger_url):
-    ledger = Ledger(ledger_url).open()
+    ledger = Ledger(ledger_url).open(create=True)
     try:
         ledger.tracker_sync([state()])
         report = ledger.tracker_sync([state(total_usable_ram_mb=2**40, domains=[dom(1, memory_mb=2**40)])])

@@ -37,7 +37,7 @@ CASES = [
     pytest.param("sqlalchemy", f"import {PREFIX}.plugin_utils.ledger", "SQLAlchemy", id="sqlalchemy"),
     pytest.param("alembic", f"import {PREFIX}.plugin_utils.ledger", "alembic", id="alembic"),
     pytest.param("psycopg", f"from {PREFIX}.plugin_utils.ledger import Ledger\n"
-                 "Ledger('postgresql+psycopg://berth:secret@localhost/berth').open()",
+                 "Ledger('postgresql+psycopg://berth:secret@localhost/berth').open(create=True)",
                  "psycopg[binary]", id="psycopg"),
     pytest.param("pycdlib", f"from {PREFIX}.plugin_utils.nocloud import seed_iso\n"
                  "seed_iso('0b5c8a7e-6d1f-4b8e-9d43-2f1c7a9e8b10', 'web-1', '#cloud-config')",

@@ -9,6 +9,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 @pytest.fixture
 def ledger(ledger_url):
-    opened = Ledger(ledger_url).open()
+    opened = Ledger(ledger_url).open(create=True)
     yield opened
     opened.close()

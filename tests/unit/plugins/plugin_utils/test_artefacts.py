@@ -230,7 +230,7 @@ def test_schema_0005_records_what_error_instances_of_an_older_berth_may_have_lef
            "'hv-1', 'hv1', :state, :when, :when)", {"uuid": uuid, "name": name, "state": instance_state, "when": when})
           for uuid, name, instance_state in ((U1, "failed-1", "ERROR"), (U2, "fine-1", "ACTIVE"))),
     )
-    opened = Ledger(url).open()
+    opened = Ledger(url).open(create=True)
     assert sorted((row["kind"], row["pool"], row["name"], row["host"]) for row in opened.artefacts()) == [
         (DOMAIN, None, "failed-1", "hv1"), (VOLUME, "instances", root_volume_name(U1), "hv1"),
         (VOLUME, "instances", seed_volume_name(U1), "hv1")]

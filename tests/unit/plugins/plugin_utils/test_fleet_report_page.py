@@ -135,7 +135,7 @@ def test_checked_path_refuses_a_directory_and_a_missing_directory_naming_the_fie
 
 @pytest.fixture
 def ledger(ledger_url):
-    opened = Ledger(ledger_url).open()
+    opened = Ledger(ledger_url).open(create=True)
     yield opened
     opened.close()
 
