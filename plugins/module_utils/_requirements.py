@@ -13,20 +13,9 @@ from types import ModuleType
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 
-try:
-    from ansible.errors import AnsibleError as _ShownByAnsible
-except ImportError:  # a module's copy on a hypervisor carries ansible.module_utils only
-    _ShownByAnsible = Exception  # type: ignore[assignment,misc]
 
-
-class MissingLibraryError(BerthError, _ShownByAnsible):  # type: ignore[misc,valid-type]
-    """A library Berth needs cannot be imported; ``package`` is what to ``pip install``.
-
-    Also an AnsibleError on the controller: the action plugins import the ledger (and with it
-    SQLAlchemy) when Ansible loads them, before their task runs, and Ansible shows only an
-    AnsibleError raised there as itself (anything else reads "Unexpected Exception, this is
-    probably a bug").
-    """
+class MissingLibraryError(BerthError):
+    """A library Berth needs cannot be imported; ``package`` is what to ``pip install``."""
 
     def __init__(self, package: str, needed_for: str, error: ImportError) -> None:
         super().__init__(
@@ -38,10 +27,12 @@ class MissingLibraryError(BerthError, _ShownByAnsible):  # type: ignore[misc,val
         self.package = package
 
 
-def import_library(module: str, package: str, needed_for: str) -> ModuleType:
-    """``module`` imported, or MissingLibraryError naming ``package`` and what needs it."""
+def import_library(module: str, package: str, needed_for: str,
+                   error_class: type[MissingLibraryError] = MissingLibraryError) -> ModuleType:
+    """``module`` imported, or ``error_class`` (a MissingLibraryError) naming ``package`` and
+    what needs it."""
     try:
         return importlib.import_module(module)
     except ImportError as error:
         # Not chained: the message carries the import's error, and Ansible would append it again.
-        raise MissingLibraryError(package, needed_for, error) from None
+        raise error_class(package, needed_for, error) from None

@@ -4,7 +4,20 @@ install when Ansible loads the first plugin that uses the ledger."""
 
 from __future__ import annotations
 
-from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
+from ansible.errors import AnsibleError
 
-import_library("sqlalchemy", "SQLAlchemy", "the ledger (berth.fleet's state database)")
-import_library("alembic", "alembic", "the ledger's schema migrations")
+from ansible_collections.berth.fleet.plugins.module_utils._requirements import (
+    MissingLibraryError,
+    import_library,
+)
+
+
+class MissingLedgerLibraryError(MissingLibraryError, AnsibleError):
+    """Raised while Ansible loads a plugin that uses the ledger, before its task runs: Ansible
+    shows only an AnsibleError raised there as itself (anything else reads "Unexpected
+    Exception, this is probably a bug")."""
+
+
+import_library("sqlalchemy", "SQLAlchemy", "the ledger (berth.fleet's state database)",
+               MissingLedgerLibraryError)
+import_library("alembic", "alembic", "the ledger's schema migrations", MissingLedgerLibraryError)
