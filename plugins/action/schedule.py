@@ -52,7 +52,10 @@ class ActionModule(BerthAction):
         flavor = flavor_option(args)
         check_mode = bool(self._task.check_mode)
         started = time.perf_counter()
-        ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
+        # On live inventory facts a launch syncs them into the ledger first, a tracker sync of its
+        # own, so it may start a SQLite ledger; one that decides from the ledger needs gather.yml's.
+        syncs = args.get("hosts") is None and args["source"] == "inventory"
+        ledger = Ledger(args["ledger_url"]).open(create=syncs) if args["ledger"] else None
         group = ledger_group(args["server_group"], ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.

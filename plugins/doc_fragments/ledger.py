@@ -11,8 +11,9 @@ options:
       - SQLAlchemy URL of the ledger, C(sqlite:///PATH) or C(postgresql+psycopg://USER:PASSWORD@HOST/DB).
         Default C($BERTH_LEDGER_URL), else C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
       - A SQLite ledger whose file does not exist is created only by what may start one (the
-        tracker sync, C(playbooks/gather.yml); an adoption; a new server group); anything else
-        on it fails with C(no ledger at PATH) and creates no file or directory.
+        tracker sync, C(playbooks/gather.yml); a launch on live inventory facts, which syncs
+        them first; an adoption; a new server group); anything else on it fails with
+        C(no ledger at PATH) and creates no file or directory.
       - Never printed; its password is hidden in every message.
     type: str
 """

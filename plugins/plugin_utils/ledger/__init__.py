@@ -99,7 +99,8 @@ class Ledger:
 
     A SQLite ledger whose file does not exist is made only by a writer that may start one: the
     tracker sync (``tracker_sync``, ``sync_hypervisors``, ``mark_missing``), an adoption (which
-    syncs its hypervisor), ``create_server_group``, or ``open(create=True)``.
+    syncs its hypervisor), ``create_server_group``, or ``open(create=True)`` (a launch on live
+    inventory facts, which syncs them first).
     Anything else on it fails with "no ledger at PATH", and makes no file or directory.
     """
 
