@@ -6,6 +6,7 @@ defaults are the engine's own."""
 from __future__ import annotations
 
 import ast
+import functools
 import dataclasses
 import importlib
 from pathlib import Path
@@ -157,7 +158,20 @@ class _Reads(ast.NodeVisitor):
 
 
 def _functions(tree):
-    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    """Functions by name, and classes (an operation given the action's arguments as ``args``)."""
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path):
+    tree = ast.parse(Path(path).read_text())
+    return tree, _functions(tree)
+
+
+def _helper_imports(tree):
+    return [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module.startswith((f"{COLLECTION}.plugin_utils.", f"{COLLECTION}.module_utils."))
+            for alias in node.names]
 
 
 def reads(name):
@@ -169,9 +183,7 @@ def reads(name):
     found = _Reads(module)
     found.visit(tree)
     strict, tolerant = set(found.strict), set(found.tolerant)
-    helpers = [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-               and node.module.startswith((f"{COLLECTION}.plugin_utils.", f"{COLLECTION}.module_utils."))
-               for alias in node.names]
+    helpers = _helper_imports(tree)
     seen = set()
     while helpers:
         module_name, function = helpers.pop()
@@ -179,16 +191,25 @@ def reads(name):
             continue
         seen.add((module_name, function))
         helper = importlib.import_module(module_name)
-        functions = _functions(ast.parse(Path(helper.__file__).read_text()))
-        if function not in functions or not functions[function].args.args:
+        helper_tree, functions = _parsed(helper.__file__)
+        if function not in functions:
             continue
-        parameters = [arg.arg for arg in functions[function].args.args]
+        if isinstance(functions[function], ast.ClassDef):
+            parameters = ["args"]  # an operation: its methods read the arguments as ``args``
+            helpers += _helper_imports(helper_tree)  # and hand them to the helpers its module imports
+        elif not functions[function].args.args:
+            continue
+        else:
+            parameters = [arg.arg for arg in functions[function].args.args]
         # A helper given the action's arguments takes them as ``args``, or as its first parameter.
         visitor = _Reads(helper, "args" if "args" in parameters else parameters[0])
         visitor.visit(functions[function])
         tolerant |= visitor.strict | visitor.tolerant
-        helpers += [(module_name, call.func.id) for call in ast.walk(functions[function])
-                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions]
+        imported = {name: module for module, name in _helper_imports(helper_tree)}
+        called = [call.func.id for call in ast.walk(functions[function])
+                  if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)]
+        helpers += [(module_name, name) for name in called if name in functions]
+        helpers += [(imported[name], name) for name in called if name in imported]
     return strict, strict | tolerant
 
 
