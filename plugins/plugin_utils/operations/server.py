@@ -75,7 +75,7 @@ class Server:
                               msg=f"would build {name} on {placement['host']}")
                 return result
             built = launched["build"]["results"][0]
-            row = built.get("instance") or self._row(name)
+            row = self._row(name)  # with its hypervisor's URI, which the power step needs
             result["msg"] = f"built {name} on {built['host']}"
             if built.get("failed_attempts"):
                 result["failed_attempts"] = built["failed_attempts"]
