@@ -70,8 +70,8 @@ ANSIBLE_PLAYBOOK = str(REPO / ".venv" / "bin" / "ansible-playbook")
 FLAVOR = {"name": "bench", "vcpus": 1, "memory_mb": 128, "root_gb": 1}
 LAB_CPU_ALLOCATION_RATIO = 16.0
 SERVICE_DOWN_TIME_S = 86400
-BUILD_TASK = "Build instances on their hypervisors"
-SCHEDULE_TASK = "Schedule the instances"
+BUILD_TASK = "Launch the instances"
+SCHEDULE_TASK = "Launch the instances"
 KINDS = (("check", 1), ("check", 10), ("real", 1), ("real", 10))
 
 

@@ -111,7 +111,7 @@ def berth_split(wall: float, report: dict) -> dict:
     the ledger's imports, as it must.
     """
     tasks = report["tasks"]
-    build = next(t for t in tasks if t["task"].endswith("Build instances on their hypervisors"))
+    build = next(t for t in tasks if t["task"].endswith("Launch the instances"))
     marks = report["marks"]
     startup = marks["first_task"] - report["spawned"]
     # Task starts count from the callback's loading; the checks start at the first task and end

@@ -1,4 +1,4 @@
-"""berth.fleet.server: one named instance present, running, stopped or absent (controller side).
+"""berth.fleet.server: named instances present, running, stopped or absent (controller side).
 An adapter: the work is plugins/plugin_utils/operations/server.py."""
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server impo
 class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
+    # from_vars: a launch's extra vars by the option's name, then the operator's berth_* settings.
+    VARIABLE_PREFIXES = ("", "berth_")
+    TASK_ONLY = frozenset({"from_vars", "state", "template", "timeout", "shutdown_timeout"})
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         template_path = self._find_needle("templates", args["template"]) if args["template"] else DEFAULT_TEMPLATE

@@ -24,14 +24,33 @@ description:
   - With O(state=absent), the instance's domain and volumes are removed from its hypervisor, what
     the ledger recorded of its builds anywhere is removed, and its claim and row are deleted, as
     C(playbooks/delete.yml) does.
-  - Unlike the launch playbook, O(name) is the instance's own name, not a prefix - no C(-1) is added.
+  - Without O(count), O(name) is the instance's own name, not a prefix - no C(-1) is added. With O(count) the
+    module manages C(<name>-1) .. C(<name>-<count>) as C(playbooks/launch.yml) does, which is this module with
+    O(from_vars=true).
 options:
   name:
     description: The instance's name, a DNS label (it becomes the domain's name and the guest's hostname).
     type: str
     required: true
+  count:
+    description:
+      - How many instances are wanted under O(name) - C(<name>-1) .. C(<name>-<count>), 1 to 1000, scheduled
+        together in one decision and claimed at once, as C(playbooks/launch.yml) launches them. Raising it adds
+        instances; a second run with the same count changes nothing.
+      - Not given, the one instance is named O(name) itself.
+    type: int
+  from_vars:
+    description:
+      - Take each option this task does not set from the play's variable of the same name, else from the
+        variable C(berth_<option>) (the operator's settings, set once in the inventory - C(berth_ledger_url),
+        C(berth_domain_type), C(berth_lease_seconds)...); O(boot) from C(berth_boot_kernel), C(berth_boot_initrd)
+        and C(berth_boot_cmdline). O(state), O(template), O(timeout) and O(shutdown_timeout) are never taken.
+      - This is how C(playbooks/launch.yml) passes its extra variables (C(-e flavor=m1.small -e firmware=uefi))
+        through without naming each option.
+    type: bool
+    default: false
   state:
-    description: What the instance should be.
+    description: What the instances should be.
     type: str
     choices: [present, running, stopped, absent]
     default: present
@@ -149,11 +168,28 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+instances:
+  description:
+    - Each instance as the ledger has it afterwards, in name order; in check mode the planned ones with
+      C(state=PLANNED), their C(host) and C(alternates).
+  returned: always
+  type: list
+  elements: dict
+placements:
+  description: Where the scheduler put the instances it launched, as M(berth.fleet.schedule) returns them.
+  returned: when instances were launched or planned
+  type: list
+  elements: dict
+results:
+  description: Each launched (or deleted) instance's build result, as M(berth.fleet.instance) returns them.
+  returned: when instances were built or deleted
+  type: list
+  elements: dict
 instance:
   description:
     - The instance as the ledger has it afterwards (C(name), C(uuid), C(host), C(state), C(vcpus), C(memory_mb)...);
       in check mode for a new one the planned C(name), C(host) and C(state=PLANNED); null when absent.
-  returned: always
+  returned: without O(count)
   type: dict
 decision_id:
   description: The ledger's record of the scheduling decision that placed a new instance (M(berth.fleet.ledger_info) shows it).

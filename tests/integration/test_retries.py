@@ -14,7 +14,7 @@ def planned(lab, name: str) -> dict:
     """The placement a dry run predicts for <name>-1: host and alternates."""
     dry = lab.playbook("launch.yml", "-e", f"name={name}", "-e", "count=1", check=True)
     assert dry["rc"] == 0, failed_messages(dry)
-    return task_result(dry, "Schedule the instances")["placements"][0]
+    return task_result(dry, "Launch the instances")["placements"][0]
 
 
 def hv_uuid(lab, host: str) -> str:
@@ -51,7 +51,7 @@ def test_build_failing_on_its_host_lands_on_the_first_alternate(lab, stage):
     assert lab.virsh(alternate, "domstate", row["uuid"]).strip() == "running"
     assert [c["hypervisor_uuid"] for c in claims_of(lab, row["uuid"])] == [hv_uuid(lab, alternate)]
     assert_nothing_of(lab, failing, row["uuid"])
-    build = task_result(result, "Build instances on their hypervisors")["results"][0]
+    build = task_result(result, "Launch the instances")["results"][0]
     assert build["host"] == alternate
     assert build["failed_attempts"] == [f"{failing}: injected fault at {stage} (BERTH_TEST_FAULTS)"]
     assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0
@@ -67,7 +67,7 @@ def test_host_whose_daemon_stops_after_scheduling_is_skipped_and_clean_when_back
         row = landed(lab, name)
         assert row["state"] == "ACTIVE" and row["host"] != stopped
         assert [c["hypervisor_uuid"] for c in claims_of(lab, row["uuid"])] == [hv_uuid(lab, row["host"])]
-        build = task_result(result, "Build instances on their hypervisors")["results"][0]
+        build = task_result(result, "Launch the instances")["results"][0]
         assert build["failed_attempts"][0].startswith(f"{stopped}: ")
     finally:
         for host in lab.hosts:
@@ -90,7 +90,7 @@ def test_build_failing_everywhere_is_error_with_every_reason_and_leaves_nothing(
     for host in lab.hosts:
         assert f"{host}: injected fault at start" in row["failure_reason"]
         assert_nothing_of(lab, host, row["uuid"])
-    build = task_result(result, "Build instances on their hypervisors")["results"][0]
+    build = task_result(result, "Launch the instances")["results"][0]
     assert build["msg"].startswith(f"{name}-1: build failed on 3 host(s): ")
     assert claims_of(lab, row["uuid"]) == []
     assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0

@@ -1,15 +1,15 @@
-"""One named instance brought to the state a play declares (present, running, stopped, absent):
-berth.fleet.server's work, composed of the launch, power and build operations. Private to the
-collection."""
+"""Named instances brought to the state a play declares (present, running, stopped, absent):
+berth.fleet.server's work, and so playbooks/launch.yml's, composed of the launch, power and build
+operations. Private to the collection."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
+from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, instance_names
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, PLACED_STATES, Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import BUILD_SPEC, Launch, half_options
@@ -20,7 +20,10 @@ SHOWN = ("name", "uuid", "host", "state", "vcpus", "memory_mb")
 
 
 class Server:
-    """``args`` are berth.fleet.server's validated options; ``ledger`` the opened ledger."""
+    """``args`` are berth.fleet.server's validated options; ``ledger`` the opened ledger.
+
+    The instances are ``args["name"]`` itself, or with ``args["count"]`` ``<name>-1`` ..
+    ``<name>-<count>`` as playbooks/launch.yml names them."""
 
     def __init__(self, args: Mapping[str, Any], ledger: Ledger, task_vars: Mapping[str, Any], template_path: str,
                  check_mode: bool, diff: bool, hooks: Hooks = NO_HOOKS) -> None:
@@ -28,74 +31,80 @@ class Server:
         self.check_mode, self.diff, self.hooks = check_mode, diff, hooks
 
     def run(self) -> dict[str, Any]:
-        args, ledger = self.args, self.ledger
-        name = dns_label("name", args["name"])
+        args = self.args
+        if args["count"] is None:
+            names = [dns_label("name", args["name"])]
+        else:
+            names = instance_names(args["name"], args["count"])
         check_shutdown_timeout(args["shutdown_timeout"])
-        before = self._row(name)
+        before = self._rows(names)
         if args["state"] == "absent":
             result = self._absent(before)
         else:
-            result = self._present(name, before)
-        after = result.get("instance")
-        if self.diff:
-            result["diff"] = {"before": _shown(before) or {"state": "absent"},
-                              "after": _shown(after) or {"state": "absent"},
-                              "before_header": f"{name} (ledger)", "after_header": f"{name} (wanted)"}
+            result = self._present(names, before)
+        if args["count"] is None:
+            result["instance"] = (result["instances"] or [None])[0]
+            if self.diff:
+                result["diff"] = {"before": _shown(before[0] if before else None),
+                                  "after": _shown(result["instance"]),
+                                  "before_header": f"{names[0]} (ledger)", "after_header": f"{names[0]} (wanted)"}
         return result
 
-    def _row(self, name: str) -> dict[str, Any] | None:
-        rows = self.ledger.instances([name])
-        return rows[0] if rows else None
+    def _rows(self, names: list[str]) -> list[dict[str, Any]]:
+        """The ledger's rows of ``names``, in their order, each with its hypervisor's URI."""
+        by_name = {row["name"]: row for row in self.ledger.instances(names)}
+        return [by_name[name] for name in names if name in by_name]
 
-    def _absent(self, row: dict[str, Any] | None) -> dict[str, Any]:
-        if row is None:
-            return {"changed": False, "instance": None, "msg": f"{self.args['name']} is absent already"}
-        build_args = half_options(BUILD_SPEC, {**self.args, "state": "absent", "flavor": None, "name": row["name"],
-                                               "uuid": row["uuid"], "host": row["host"], "uri": row["uri"]})
+    def _absent(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        if not rows:
+            return {"changed": False, "instances": [], "msg": f"{self.args['name']} is absent already"}
+        placements = [{key: row[key] for key in ("name", "uuid", "host", "uri")} for row in rows]
+        build_args = half_options(BUILD_SPEC, {**self.args, "state": "absent", "flavor": None, "placements": placements})
         removed = Build(build_args, self.ledger, self.template_path, self.check_mode, False, self.hooks).run()
         verb = "would delete" if self.check_mode else "deleted"
-        return {"changed": removed["changed"], "instance": None,
-                "msg": removed.get("msg") or f"{verb} {row['name']} from {row['host']}"}
+        result = {"changed": removed["changed"], "instances": [], "results": removed["results"],
+                  "msg": removed.get("msg") or f"{verb} " + ", ".join(f"{row['name']} from {row['host']}" for row in rows)}
+        if removed.get("failed"):
+            result["failed"] = True
+        return result
 
-    def _present(self, name: str, row: dict[str, Any] | None) -> dict[str, Any]:
+    def _present(self, names: list[str], before: list[dict[str, Any]]) -> dict[str, Any]:
         args = self.args
-        result: dict[str, Any] = {"changed": False}
-        if row is None or row["state"] == ERROR:
-            launched = Launch(args, [name], self.ledger, self.task_vars, self.template_path, self.check_mode,
-                              self.diff, self.hooks).run()
-            planned = launched["schedule"]
-            result.update(changed=launched["changed"], decision_id=planned.get("decision_id"),
-                          summary=planned.get("summary"))
-            if launched.get("failed"):
-                result.update(failed=True, msg=launched["msg"])
-                return result
-            placement = planned["placements"][0]
-            if self.check_mode:
-                result.update(changed=True, instance={**{key: placement.get(key) for key in SHOWN}, "state": "PLANNED"},
-                              msg=f"would build {name} on {placement['host']}")
-                return result
-            built = launched["build"]["results"][0]
-            row = self._row(name)  # with its hypervisor's URI, which the power step needs
-            result["msg"] = f"built {name} on {built['host']}"
-            if built.get("failed_attempts"):
-                result["failed_attempts"] = built["failed_attempts"]
-        elif row["state"] not in PLACED_STATES:
-            raise BerthError(f"{name} is {row['state']}: another run is building or moving it; run again once it is done")
+        launched = Launch(args, names, self.ledger, self.task_vars, self.template_path, self.check_mode,
+                          self.diff, self.hooks).run()
+        # The schedule's answer (placements, existing, decision, summary, timing), the builds'
+        # results, and the instances as the ledger has them now.
+        result = {**launched["schedule"], "changed": launched["changed"],
+                  "results": launched.get("build", {}).get("results", [])}
+        if launched.get("failed"):
+            result.update(failed=True, msg=launched["msg"], instances=self._rows(names))
+            return result
+        if self.check_mode:
+            planned = [{**placement, "state": "PLANNED"} for placement in result["placements"]]
+            by_name = {row["name"]: row for row in [*result["existing"], *planned]}
+            result["instances"] = [by_name[name] for name in names if name in by_name]
+            result["msg"] = "; ".join([f"would build {p['name']} on {p['host']}" for p in planned]
+                                      or [result["summary"]])
         else:
-            result["msg"] = f"{name} is there already on {row['host']} ({row['state']})"
+            result["instances"] = self._rows(names)
+            built = [f"built {item['item']['name']} on {item['host']}" for item in result["results"]]
+            result["msg"] = "; ".join(built or [result["summary"]])
         wanted = {"running": "running", "stopped": "stopped"}.get(args["state"])
-        if wanted is not None:
-            powered = Power([row], wanted, self.ledger, args["shutdown_timeout"], args["timeout"],
+        placed = [row for row in result["instances"] if row["state"] in PLACED_STATES]
+        if wanted is not None and placed:
+            busy = [row["name"] for row in result["instances"] if row["state"] not in PLACED_STATES + ("PLANNED",)]
+            if busy:
+                raise BerthError(f"{', '.join(busy)}: another run is building or moving it; run again once it is done")
+            powered = Power(placed, wanted, self.ledger, args["shutdown_timeout"], args["timeout"],
                             self.check_mode).run()
-            change = powered["instances"][0]
             if powered.get("failed"):
                 result.update(failed=True, msg=powered["msg"])
-            elif change["changed"]:
-                result.update(changed=True, msg=f"{result['msg']}; {change['msg']}")
-            row = change.get("instance") or row
-        result["instance"] = row
+            elif powered["changed"]:
+                result.update(changed=True, msg=f"{result['msg']}; {powered['msg']}")
+            if not self.check_mode:
+                result["instances"] = self._rows(names)
         return result
 
 
-def _shown(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return {key: row.get(key) for key in SHOWN} if row else None
+def _shown(row: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {key: row.get(key) for key in SHOWN} if row else {"state": "absent"}

@@ -154,6 +154,10 @@ class _Reads(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
                 and func.value.id == self.mapping and node.args:
             self.tolerant |= self._names(node.args[0])
+        # The task's own arguments before validation (self._task.args.get("from_vars")).
+        if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Attribute) \
+                and func.value.attr == "args" and node.args:
+            self.tolerant |= self._names(node.args[0])
         self.generic_visit(node)
 
 
