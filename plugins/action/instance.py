@@ -44,6 +44,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 
 class ActionModule(BerthAction):
@@ -256,7 +257,7 @@ class ActionModule(BerthAction):
         if ledger is not None:
             # Before anything is made: a run that dies from here on leaves nothing unknown.
             ledger.record_artefacts(uuid, host, planned["artefacts"], run_owner())
-        make(session, request, planned, args["autostart"], step)
+        make(session, request, planned, args["autostart"], step, hooks.installed())
         result.update(state=ACTIVE, domain=session.hv.find_domain(uuid))
         return result
 

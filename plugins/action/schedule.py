@@ -18,7 +18,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
     failure_message,
@@ -36,6 +35,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 # A claim that finds a host already taken decides again with fresh usage, this many times.
 CLAIM_ATTEMPTS = 5
@@ -107,7 +107,7 @@ class ActionModule(BerthAction):
                 result["timing"]["total_s"] = _since(started)
                 return result
             if attempt == 1:
-                race_barrier.wait(race_barrier.BEFORE_CLAIM)
+                hooks.installed().reached(hooks.BEFORE_CLAIM)
             mark = time.perf_counter()
             try:
                 rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"])
@@ -121,7 +121,7 @@ class ActionModule(BerthAction):
                 continue
             timing["claim_s"] += _since(mark)
             record("claimed")
-            race_barrier.wait(race_barrier.AFTER_CLAIM)
+            hooks.installed().reached(hooks.AFTER_CLAIM)
             result["placements"] = [
                 {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
             ]
