@@ -127,8 +127,8 @@ def parse_faults(faults: Collection[str]) -> list[tuple[str, str]]:
     known = {value for name, value in vars(hooks).items() if name.isupper() and isinstance(value, str)}
     pairs = []
     for fault in faults:
-        host, _, point = fault.partition(":")
-        if point not in known:
+        host, colon, point = fault.partition(":")
+        if not colon or point not in known:
             raise ValueError(f"fault {fault!r}: {point!r} is none of the hooks' points {sorted(known)}")
         pairs.append((host, point))
     return pairs
