@@ -18,7 +18,8 @@ AFTER_SEED_VOLUME = "after-seed-volume"
 AFTER_DEFINE = "after-define"
 AFTER_START = "after-start"
 BUILD_POINTS = (AFTER_ROOT_VOLUME, AFTER_SEED_VOLUME, AFTER_DEFINE, AFTER_START)
-# A move (_move.py): the domain runs on the destination, the source's copy is not removed yet.
+# A move (_move.py): the domain runs on the destination, the source's copy is not removed yet
+# (told with the source as its host).
 AFTER_MOVE = "after-move"
 # A resize: the domain is redefined with the new size (and its root disk grown), not started yet.
 BEFORE_RESIZE_START = "before-resize-start"
@@ -29,7 +30,7 @@ class Hooks:
 
     def reached(self, point: str, host: str | None = None, instance: str | None = None) -> None:
         """The operation has reached ``point`` (one of this module's constants), on ``host``
-        for ``instance`` where it has them. A hook may block (a barrier) or raise (an injected
+        for ``instance`` (its UUID) where it has them. A hook may block (a barrier) or raise (an injected
         fault: HypervisorError(host, ...)), and the operation handles that as it would the
         same failure at that step."""
 
