@@ -26,6 +26,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     instance_flavor,
     run_owner,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 # A paused domain would need a live migration that keeps it paused; resume it first.
 MOVABLE_STATES = (ACTIVE, STOPPED)
@@ -72,7 +73,7 @@ class ActionModule(BerthAction):
                 address = (hostvars.get(target["host"]) or {}).get(
                     "berth_migration_address", task_vars.get("berth_migration_address"))
                 result.update(_move.move(src, dst, instance["uuid"], args["name"], args["mode"], args["storage_pool"],
-                                         address, disks, volumes, step))
+                                         address, disks, volumes, step, hooks.installed()))
             except Exception as exc:
                 # The domain runs on the source again: the destination's claim goes back.
                 ledger.release_claim(claim["id"])

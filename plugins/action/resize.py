@@ -14,7 +14,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import dns_lab
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import injected_fault
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     build_target,
     failure_message,
@@ -34,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     instance_flavor,
     run_owner,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 # As Nova: a running or a stopped instance is resized (a paused one would need its memory kept).
 RESIZABLE_STATES = (ACTIVE, STOPPED)
@@ -119,7 +119,7 @@ class ActionModule(BerthAction):
             done["redefined"] = True
             step(f"redefined with {new.vcpus} vCPU(s) and {new.memory_mb} MB", detail=True)
             done["root_was_mb"] = grow_root(hv, pool, root, new, step)
-            injected_fault(hv.host, "resize")
+            hooks.installed().reached(hooks.BEFORE_RESIZE_START, host=hv.host, instance=uuid)
             if running:
                 hv.start(uuid, None)
                 step(f"started with {new.name}")
@@ -152,12 +152,13 @@ class ActionModule(BerthAction):
 
         def before_start(hv: Hypervisor) -> None:
             grow_root(hv, pool, root, new, step)
-            injected_fault(hv.host, "resize")
+            hooks.installed().reached(hooks.BEFORE_RESIZE_START, host=hv.host, instance=uuid)
 
         try:
             _move.ensure_base_images(src, dst, pool, volumes, step)
             moved = _move.cold_move(src, dst, uuid, pool, volumes, running, step, stop=stop,
-                                    rewrite=lambda xml: resized_domain_xml(xml, new), before_start=before_start)
+                                    rewrite=lambda xml: resized_domain_xml(xml, new), before_start=before_start,
+                                    hooks=hooks.installed())
         except Exception as exc:
             ledger.release_claim(claim["id"])
             step(f"FAILED: {exc}; stays here with {instance['flavor']}")

@@ -42,7 +42,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     DEFAULT_LEASE_S,
-    UNSAFE_CLAIMS_ENV,
     ClaimConflict,
     ClaimLost,
     instance_flavor,
@@ -84,7 +83,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import c
 __all__ = [
     "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
     "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
-    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost",
+    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
     "metadata", "safe_url", "utcnow",
 ]

@@ -242,8 +242,8 @@ def locked_views(db: Connection, uuids: Iterable[str], lock: bool = True) -> dic
     """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check (the numbers
     the resource filters read): each with its generation; their rows locked FOR UPDATE in UUID
     order (a no-op on SQLite, which holds the write lock already), so that concurrent claims on
-    PostgreSQL queue instead of deadlocking. Status and staleness are the scheduler's business,
-    not the claim's."""
+    PostgreSQL queue instead of deadlocking (``lock=False`` reads them without the lock). Status
+    and staleness are the scheduler's business, not the claim's."""
     query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
     rows = driver_execute(db, query, {"uuids": sorted(set(uuids))}).fetchall()

@@ -267,7 +267,7 @@ class Build:
         if ledger is not None:
             # Before anything is made: a run that dies from here on leaves nothing unknown.
             ledger.record_artefacts(uuid, host, planned["artefacts"], run_owner())
-        make(session, request, planned, args["autostart"], step)
+        make(session, request, planned, args["autostart"], step, self.hooks)
         result.update(state=ACTIVE, domain=session.hv.find_domain(uuid))
         return result
 
