@@ -26,14 +26,15 @@ Step = Callable[..., None]
 
 
 def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
-                    pool: str) -> tuple[list[str], list[str]]:
+                    pool: str, xml: str | None = None) -> tuple[list[str], list[str]]:
     """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
     Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
     touched, storage the move cannot carry (other pools, block or network disks, NVRAM
     outside the pool), a backing chain that leaves the pool, a volume that something else on
-    the source still uses, and a name the destination has."""
+    the source still uses, and a name the destination has. ``xml``: the domain's inactive
+    definition, as the caller read it (read here when not given)."""
     uuid, name = instance["uuid"], instance["name"]
-    xml = src.domain_xml(uuid, inactive=True)
+    xml = xml or src.domain_xml(uuid, inactive=True)
     if xml is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
     root = ET.fromstring(xml)
@@ -78,8 +79,9 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
 
 def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
          address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
-         hooks: Hooks = NO_HOOKS) -> dict[str, Any]:
-    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold."""
+         hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
+    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold
+    (``xml``: its inactive definition, as the caller read it, for a cold move)."""
     domain = src.find_domain(uuid)
     if domain is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
@@ -110,7 +112,7 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
     if live_refused:
         step(f"moving cold: {live_refused}")
     return {"mode": "cold", "live_refused": live_refused,
-            **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks)}
+            **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks, xml=xml)}
 
 
 def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
@@ -149,7 +151,7 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
               step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
               rewrite: Callable[[str], str] | None = None,
               before_start: Callable[[Hypervisor], None] | None = None,
-              hooks: Hooks = NO_HOOKS) -> dict[str, Any]:
+              hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
     """Stop the domain (``stop``: powered off by default), copy its volumes, define it on the
     destination (its XML passed through ``rewrite`` first, if given), call ``before_start`` with
     the destination, start it there if it ran, and remove it from the source. On any failure the

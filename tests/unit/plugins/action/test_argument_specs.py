@@ -143,8 +143,14 @@ class _Reads(ast.NodeVisitor):
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
+    def _is_mapping(self, node):
+        """``args``, or an operation's ``self.args``."""
+        return (isinstance(node, ast.Name) and node.id == self.mapping) or (
+            self.mapping == "args" and isinstance(node, ast.Attribute) and node.attr == "args"
+            and isinstance(node.value, ast.Name) and node.value.id == "self")
+
     def visit_Subscript(self, node):
-        if isinstance(node.value, ast.Name) and node.value.id == self.mapping:
+        if self._is_mapping(node.value):
             # A name written out must be there; one looped over is mostly guarded by a .get().
             (self.strict if isinstance(node.slice, ast.Constant) else self.tolerant).update(self._names(node.slice))
         self.generic_visit(node)
