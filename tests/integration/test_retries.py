@@ -68,7 +68,7 @@ def test_host_whose_daemon_stops_after_scheduling_is_skipped_and_clean_when_back
         row = landed(lab, name)
         assert row["state"] == "ACTIVE" and row["host"] != stopped
         assert [c["hypervisor_uuid"] for c in claims_of(lab, row["uuid"])] == [hv_uuid(lab, row["host"])]
-        build = task_result(result, "Launch the instances")["results"][0]
+        build = task_result(result, "Build instances on their hypervisors")["results"][0]
         assert build["failed_attempts"][0].startswith(f"{stopped}: ")
     finally:
         for host in lab.hosts:

@@ -46,7 +46,8 @@ def test_server_present_check_mode_idempotent_stopped_absent(clean_lab):
     assert lab.virsh(host, "domstate", uuid).strip() == "running"
     [row] = [row for row in ledger(lab, "instances") if row["name"] == "srv-1"]
     assert (row["uuid"], row["state"]) == (uuid, "ACTIVE")
-    assert [claim["instance_uuid"] for claim in ledger(lab, "claims")] == [uuid]
+    assert [claim["hypervisor_uuid"] for claim in ledger(lab, "claims") if claim["instance_uuid"] == uuid] == [
+        next(row["uuid"] for row in ledger(lab, "hypervisors") if row["name"] == host)]
 
     again = run(lab, "server_name=srv-1", "server_flavor=m1.tiny")
     assert again["changed"] is False and again["instance"]["uuid"] == uuid, again
@@ -65,7 +66,8 @@ def test_server_present_check_mode_idempotent_stopped_absent(clean_lab):
     assert gone["changed"] is True and gone["instance"] is None, gone
     assert lab.virsh(host, "list", "--all", "--uuid").split() == []
     assert not [volume for volume in berth_volumes(lab)[host] if uuid in volume]
-    assert not ledger(lab, "claims") and not [row for row in ledger(lab, "instances") if row["name"] == "srv-1"]
+    assert not [claim for claim in ledger(lab, "claims") if claim["instance_uuid"] == uuid]
+    assert not [row for row in ledger(lab, "instances") if row["name"] == "srv-1"]
     assert run(lab, "server_name=srv-1", "server_state=absent")["changed"] is False
 
 
