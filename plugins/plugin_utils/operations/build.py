@@ -63,7 +63,7 @@ class Build:
     the one instance ``args["name"]`` on ``args["host"]``. ``run()`` returns the task's result."""
 
     def __init__(self, args: Mapping[str, Any], ledger: Ledger | None, template_path: str, check_mode: bool,
-                 diff: bool, hooks: Hooks = NO_HOOKS) -> None:
+                 diff: bool, hooks: Hooks = NO_HOOKS, checked: Mapping[str, Any] | None = None) -> None:
         self.args = dict(args)
         self.check_mode, self.diff, self.hooks = check_mode, diff, hooks
         self._opened_ledger = ledger
@@ -73,6 +73,9 @@ class Build:
         self._sessions: dict[str, HostSession] = {}
         self._sessions_lock = threading.Lock()
         self._progress = Progress()
+        # A launch's request, checked once already (operations/launch.check_request): its image
+        # (an image by URL fetched) and guest hardware are not checked again.
+        self._checked = checked
 
     def _ledger(self, args: Mapping[str, Any], reading: bool = False) -> Ledger | None:
         """The ledger: None without it, and in check mode unless ``reading`` (nothing is
@@ -94,8 +97,11 @@ class Build:
             if args["state"] == "active":
                 # One image and one guest hardware for every instance of the task: checked (and the
                 # image fetched by URL) once, before any build starts.
-                self._image = fetch_image(image_spec(args["image"]), args)
-                self._guest = guest_spec(args, (self._image or {}).get("properties"))
+                if self._checked is not None:
+                    self._image, self._guest = self._checked["image"], self._checked["guest"]
+                else:
+                    self._image = fetch_image(image_spec(args["image"]), args)
+                    self._guest = guest_spec(args, (self._image or {}).get("properties"))
             if args["placements"] is not None:
                 return self._many(args)
             for key in ("name", "host", "uri"):

@@ -93,7 +93,8 @@ class Launch:
         # Each placement carries its flavor, resolved by the schedule.
         build_args = half_options(BUILD_SPEC, {**args, "state": "active", "flavor": None,
                                                "placements": planned["placements"]})
-        build = Build(build_args, self.ledger, self.template_path, self.check_mode, self.diff, self.hooks)
+        build = Build(build_args, self.ledger, self.template_path, self.check_mode, self.diff, self.hooks,
+                      checked=request)
         built = build.run()
         result.update(build=built, changed=built["changed"] or result["changed"])
         result.update({key: built[key] for key in ("failed", "msg") if key in built})
