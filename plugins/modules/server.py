@@ -138,7 +138,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Decides where a new instance would go (the same host a real run picks, unless the fleet changes in between) and what would change; writes nothing to the ledger or the fleet.
+    description:
+      - Decides where a new instance would go (the same host a real run picks, unless the fleet
+        changes in between) and what would change; writes nothing to the ledger or the fleet.
   diff_mode:
     support: full
     description: The instance as the ledger has it before and as it is after (name, uuid, host, state, vcpus, memory_mb).

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, instance_names
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import BUILD_SPEC, Launch, half_options
@@ -70,8 +70,15 @@ class Server:
 
     def _present(self, names: list[str], before: list[dict[str, Any]]) -> dict[str, Any]:
         args = self.args
-        launched = Launch(args, names, self.ledger, self.task_vars, self.template_path, self.check_mode,
-                          self.diff, self.hooks).run()
+        if all(row["state"] != ERROR for row in before) and len(before) == len(names):
+            # All there: nothing to launch, and no request to check (an existing instance needs
+            # no flavor to be declared present, stopped or absent).
+            summary = (f"{names[0]} exists already" if args["count"] is None
+                       else f"all {len(names)} instances named {args['name']} exist already")
+            launched = {"changed": False, "schedule": {"placements": [], "existing": before, "summary": summary}}
+        else:
+            launched = Launch(args, names, self.ledger, self.task_vars, self.template_path, self.check_mode,
+                              self.diff, self.hooks).run()
         # The schedule's answer (placements, existing, decision, summary, timing), the builds'
         # results, and the instances as the ledger has them now.
         result = {**launched["schedule"], "changed": launched["changed"],
