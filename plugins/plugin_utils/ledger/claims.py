@@ -15,14 +15,20 @@ import functools
 import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
-
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    InputError,
+    LedgerError,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+    RequestSpec,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
@@ -43,6 +49,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     server_group_members,
     unmanaged_usage,
 )
+from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 # The filters a claim re-checks: the resources. Group policy is re-checked by server_groups.violation.
 CLAIM_CHECK_FILTERS = ("RamFilter", "CoreFilter", "DiskFilter")

@@ -18,6 +18,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+)
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -32,8 +35,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID
 
 # Instance states, as Nova's vm_state names them.
 BUILDING = "BUILDING"

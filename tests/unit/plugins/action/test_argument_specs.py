@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
 from ansible_collections.berth.fleet.plugins.module_utils import limits
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DRIVERS,
     ENGINES,
     EXPLAIN_MODES,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     DEFAULT_SERVICE_DOWN_TIME_S,
