@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 import numpy  # noqa: E402
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import PlainBackend  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule  # noqa: E402

@@ -41,6 +41,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests" / "integration")]
 
 import synthetic  # noqa: E402
+from browser import Browser  # noqa: E402
+from fleet_scale import run, spread  # noqa: E402  (ansible-playbook with the timing callback; figures)
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
     needed_host_fields,
     schedule,
@@ -53,8 +56,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
 from ansible_collections.berth.fleet.plugins.plugin_utils import _fleet_report as report  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import Fleet, recorded_states  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url  # noqa: E402
-from browser import Browser  # noqa: E402
-from fleet_scale import run, spread  # noqa: E402  (ansible-playbook with the timing callback; figures)
 
 FLAVOR = Flavor.from_dict({"vcpus": 1, "memory_mb": 512, "root_gb": 1}, name="bench")
 TOO_BIG = Flavor.from_dict({"vcpus": 64, "memory_mb": 1024, "root_gb": 1}, name="too-big")

@@ -55,6 +55,8 @@ sys.path[:0] = [str(REPO / "lab"), str(REPO / "tests"), str(REPO / "benchmarks")
 
 import fleet  # noqa: E402  (lab/fleet.py)
 import synthetic  # noqa: E402
+from pg_server import PostgresServer  # noqa: E402
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
     needed_host_fields,
     schedule,
@@ -63,7 +65,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import without_gc  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
-from pg_server import PostgresServer  # noqa: E402
 
 ANSIBLE_PLAYBOOK = str(REPO / ".venv" / "bin" / "ansible-playbook")
 FLAVOR = {"name": "bench", "vcpus": 1, "memory_mb": 128, "root_gb": 1}

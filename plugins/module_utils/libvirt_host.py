@@ -13,9 +13,9 @@ import stat
 import struct
 import threading
 import uuid as uuidlib
-from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Sequence
+from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError

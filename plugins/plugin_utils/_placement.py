@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 import yaml
+
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor

@@ -15,6 +15,10 @@ import functools
 import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
 
+from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, OperationalError
+
 from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     BerthError,
     InputError,
@@ -49,9 +53,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     server_group_members,
     unmanaged_usage,
 )
-from sqlalchemy import bindparam, case, delete, func, insert, select, text, update
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
 
 # The filters a claim re-checks: the resources. Group policy is re-checked by server_groups.violation.
 CLAIM_CHECK_FILTERS = ("RamFilter", "CoreFilter", "DiskFilter")

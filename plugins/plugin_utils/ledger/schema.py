@@ -18,9 +18,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
-    DEFAULT_PROJECT_ID,
-)
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -34,6 +31,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+)
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
 )
 
 # Instance states, as Nova's vm_state names them.

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import yaml
+
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as CapacityAction
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError

@@ -9,6 +9,7 @@ import re
 
 import markupsafe
 import pytest
+
 from ansible_collections.berth.fleet.plugins.action.fleet_report import _checked_path
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule

@@ -12,6 +12,8 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
@@ -30,7 +32,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     safe_url,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
-from sqlalchemy import create_engine, text
 
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 

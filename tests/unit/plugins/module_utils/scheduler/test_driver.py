@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     Decision,
     Placement,

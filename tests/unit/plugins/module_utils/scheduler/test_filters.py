@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )

@@ -5,6 +5,7 @@ import random
 
 import numpy as np
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_WEIGHERS,
