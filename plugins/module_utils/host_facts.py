@@ -1,4 +1,4 @@
-"""Hypervisor facts, gathered in parallel, turned into DESIGN.md's host state.
+"""Hypervisor facts, gathered in parallel, turned into host states (docs/docsite/rst/design.rst).
 
 Two steps, so that the inventory plugin can cache the first: ``fetch`` talks to the hypervisors
 (the only I/O) and returns their raw facts or why they did not answer; ``host_state`` and
@@ -348,7 +348,7 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
                aggregates: List[Mapping[str, Any]] = (),
                availability_zone: str = DEFAULT_AVAILABILITY_ZONE,
                gathered_at: Optional[float] = None) -> Dict[str, Any]:
-    """DESIGN.md's host state from one hypervisor's raw facts and its inventory settings."""
+    """The host state from one hypervisor's raw facts and its inventory settings."""
     effective = effective_settings(settings, list(aggregates))
     memory = facts["memory"]
     pool_name = facts["storage_pool"]

@@ -24,7 +24,7 @@ NOT_SHIPPED = ("lab/", "scripts/", "benchmarks/", "tests/", ".ci/", "requirement
 SHIPPED = ("LICENSE", "README.md", "CHANGELOG.md", "changelogs/changelog.yaml",
            "changelogs/config.yaml", "meta/runtime.yml", "meta/execution-environment.yml",
            "meta/ee-requirements.txt", "bindep.txt", "docs/docsite/extra-docs.yml",
-           "docs/docsite/rst/concepts.rst",
+           "docs/docsite/rst/concepts.rst", "docs/docsite/rst/design.rst",
            "docs/docsite/rst/placement.rst", "docs/docsite/rst/operations.rst",
            "docs/docsite/rst/awx.rst", "plugins/modules/schedule.py",
            "plugins/inventory/hypervisors.py", "roles/instance/tasks/main.yml",

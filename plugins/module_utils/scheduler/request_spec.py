@@ -65,7 +65,7 @@ WEIGHER_MULTIPLIER_OPTIONS = {
     "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
     "ImagePropertiesWeigher": "image_props_weight_multiplier",
 }
-# DESIGN.md: Newton's default list with CoreFilter added (retries use alternates, so no
+# Newton's default list with CoreFilter added (retries use alternates, so no
 # RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
 # its networks), which do nothing unless the launch names them; every weigher, with Nova's
 # default multipliers.

@@ -122,7 +122,7 @@ _INSERT_CLAIM = insert(claims).returning(claims.c.id)
 
 def refresh_usage(db: Connection, hv_uuids: Iterable[str]) -> None:
     """Re-sum the usage of these hypervisors from their claims and unmanaged usage, and move
-    their generation (DESIGN.md: it moves whenever capacity or usage does)."""
+    their generation (it moves whenever capacity or usage does)."""
     uuids = sorted(set(hv_uuids))
     if uuids:
         driver_execute(db, _REFRESH_USAGE, {"uuids": uuids})

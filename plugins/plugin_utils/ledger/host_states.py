@@ -35,8 +35,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 
 H = hypervisors.c
 # The host-state fields every read gives, as SQL over one hypervisor row. The free amounts are
-# DESIGN.md's tracker view, total - reserved - used where used is claims + unmanaged usage,
-# built from the one definition that host_facts also computes them with.
+# the tracker view (docs/docsite/rst/design.rst): total - reserved - used, where used is the
+# claims plus unmanaged usage, built from the definition host_facts computes them with too.
 _FREE = free_amounts(H)
 USAGE_COLUMNS = {
     "vcpus_total": H.vcpus_total,
