@@ -1,7 +1,8 @@
-"""Everything Berth asks of a libvirt hypervisor.
+"""Everything Berth asks of a libvirt hypervisor, over one connection.
 
-This is the only Berth module that imports libvirt. Every call runs under a timeout: libvirt's
-Python binding has none of its own, and one hung hypervisor must not hang a whole run.
+This is the only Berth module that imports libvirt; reading its capabilities XML into facts is
+pure parsing and lives beside it, in host_capabilities.py. Every call runs under a timeout:
+libvirt's Python binding has none of its own, and one hung hypervisor must not hang a whole run.
 """
 
 from __future__ import annotations

@@ -1,3 +1,6 @@
+"""A decision's rejections in words: counted per reason and turned into text last, as
+kube-scheduler answers ("0/3 hosts are available for instance 2 of 3: 2 insufficient RAM
+(needs 4096 MB, most free 3500 MB), 1 down"), with the hosts that came closest to fitting."""
 from __future__ import annotations
 
 from collections.abc import Sequence
