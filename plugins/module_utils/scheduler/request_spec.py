@@ -2,8 +2,9 @@
 
 The filters and weighers read it, so it sits below them and knows them by name only: the
 names a request may use are listed here (registry.py maps each to its class, and
-tests/unit/plugins/module_utils/scheduler/test_registry.py holds the two lists together). With
-it, the parsing of the request's hints that a filter needs too.
+tests/unit/plugins/module_utils/scheduler/test_registry.py holds the two lists together).
+Beside it, what a filter parses as the request's checks do: retry_hosts as [host, nodename]
+pairs, and the network the build_near_host_ip and cidr hints describe.
 """
 from __future__ import annotations
 
