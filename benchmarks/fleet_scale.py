@@ -58,11 +58,11 @@ import synthetic  # noqa: E402
 from pg_server import PostgresServer  # noqa: E402
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
-    RequestSpec,
     needed_host_fields,
     schedule,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import without_gc  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
 

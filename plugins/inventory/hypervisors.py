@@ -10,7 +10,7 @@ description:
     (for example C(fleet.berth.yml)); other files are left to other plugins.
   - Each hypervisor listed there becomes a host in the group C(hypervisors). Its libvirt facts
     are gathered in parallel, each libvirt call under O(timeout), and stored in the one hostvar
-    C(berth_host_state) (fields below; the schema of Berth's DESIGN.md); every value that comes
+    C(berth_host_state) (the fields below); every value that comes
     from a hypervisor is marked unsafe, so it is never templated. C(berth_libvirt_uri) holds the
     URI the roles connect with (it never holds a password).
   - A hypervisor that does not answer is still listed, in the group C(down), with

@@ -19,10 +19,20 @@ from sqlalchemy import bindparam, case, delete, func, insert, select, text, upda
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    InputError,
+    LedgerError,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+    RequestSpec,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
@@ -112,7 +122,7 @@ _INSERT_CLAIM = insert(claims).returning(claims.c.id)
 
 def refresh_usage(db: Connection, hv_uuids: Iterable[str]) -> None:
     """Re-sum the usage of these hypervisors from their claims and unmanaged usage, and move
-    their generation (DESIGN.md: it moves whenever capacity or usage does)."""
+    their generation (it moves whenever capacity or usage does)."""
     uuids = sorted(set(hv_uuids))
     if uuids:
         driver_execute(db, _REFRESH_USAGE, {"uuids": uuids})

@@ -11,21 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    Decision,
-    RequestSpec,
-    schedule,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
     server_group_from_dict,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
-    AFTER_CLAIM,
-    BEFORE_CLAIM,
-    NO_HOOKS,
-    Hooks,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
@@ -41,6 +32,12 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ClaimConflict,
     Ledger,
     run_owner,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
+    AFTER_CLAIM,
+    BEFORE_CLAIM,
+    NO_HOOKS,
+    Hooks,
 )
 
 # A claim that finds a host already taken decides again with fresh usage, this many times.

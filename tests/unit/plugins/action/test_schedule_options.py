@@ -6,14 +6,21 @@ import re
 
 import pytest
 import yaml
+
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as CapacityAction
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import placement_rows
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS, WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+    FILTERS,
+    WEIGHERS,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
     failure_message,
@@ -21,6 +28,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     request_options,
     server_group_option,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import placement_rows
 
 FLAVOR = Flavor(name="small", vcpus=1, memory_mb=2048, root_gb=10)
 
