@@ -249,7 +249,7 @@ class _BoundedReader:
 
     def batches(self, targets: Sequence[Target], batch_size: int) -> Iterator[list[dict[str, Any]]]:
         self._pending.extend(targets)
-        for _ in range(min(self._workers, len(targets))):
+        for _worker in range(min(self._workers, len(targets))):
             self._start_worker()
         handed = 0
         try:
