@@ -15,7 +15,7 @@ import struct
 import threading
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
@@ -113,11 +113,23 @@ def call_with_timeout(host: str, timeout_s: float, func: Callable[..., Any], *ar
         name = getattr(func, "__name__", "call")
         raise HypervisorError(host, f"libvirt did not answer {name} within {timeout_s:g} s")
     if "error" in outcome:
-        error = outcome["error"]
-        if libvirt is not None and isinstance(error, libvirt.libvirtError):
-            raise HypervisorError(host, error.get_error_message() or str(error)) from error
-        raise error
+        _raise(host, outcome["error"])
     return outcome.get("value")
+
+
+def call_on_this_thread(host: str, func: Callable[..., Any], *args: Any) -> Any:
+    """One libvirt call without a timeout of its own, for a caller that bounds the whole session
+    itself (a thread per call costs more than the call on a fast hypervisor)."""
+    try:
+        return func(*args)
+    except BaseException as exc:
+        _raise(host, exc)
+
+
+def _raise(host: str, error: BaseException) -> NoReturn:
+    if libvirt is not None and isinstance(error, libvirt.libvirtError):
+        raise HypervisorError(host, error.get_error_message() or str(error)) from error
+    raise error
 
 
 class Hypervisor:
@@ -131,7 +143,8 @@ class Hypervisor:
     def __init__(self, host: str, uri: str, timeout_s: float = 10.0,
                  username: str | None = None, password: str | None = None,
                  keepalive_interval_s: int = KEEPALIVE_INTERVAL_S,
-                 keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None) -> None:
+                 keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None,
+                 bounded_by_caller: bool = False) -> None:
         require_libvirt()
         self.host = host
         self.uri = uri
@@ -143,6 +156,9 @@ class Hypervisor:
         self.keepalive = (keepalive_interval_s, keepalive_count)
         self.conn: Any = None
         self._daemon_pid: int | None = None  # found on first use; 0: none to look through
+        # The caller gives up on the whole session after its own deadline (the tracker sync's
+        # readers do): each call then runs on the caller's thread, without a timeout of its own.
+        self.bounded_by_caller = bounded_by_caller
 
     def __enter__(self) -> Hypervisor:
         libvirt.registerErrorHandler(_silence, None)
@@ -178,6 +194,8 @@ class Hypervisor:
             self.conn = None
 
     def _call(self, func: Callable[..., Any], *args: Any) -> Any:
+        if self.bounded_by_caller:
+            return call_on_this_thread(self.host, func, *args)
         return call_with_timeout(self.host, self.timeout_s, func, *args)
 
     def _optional(self, func: Callable[..., Any], *args: Any) -> Any:

@@ -202,9 +202,13 @@ def task_results(output: dict, name: str) -> list[dict]:
 
 
 def drift(output: dict) -> list[str]:
-    """The lines of gather.yml's drift report: each hypervisor's, then the missing ones'."""
-    return [line for task in ("Drift report", "Missing hypervisors") for result in task_results(output, task)
-            for line in result["msg"]]
+    """The lines of gather.yml's drift report: its summary and the hosts not in step as printed,
+    every hypervisor's own lines (the sync's findings, in step or not), then the missing ones'."""
+    printed = [line for result in task_results(output, "Drift report") for line in result["msg"]]
+    own = [line for result in task_results(output, "Sync the hypervisors into the ledger")
+           for lines in result.get("findings", {}).values() for line in lines]
+    missing = [line for result in task_results(output, "Missing hypervisors") for line in result["msg"]]
+    return printed + [line for line in own if line not in printed] + missing
 
 
 def fleet_snapshot(lab) -> dict:
