@@ -85,7 +85,7 @@ def _fact(state: Mapping[str, Any], name: str) -> Any:
 
 
 def _row_values(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The hypervisor row's columns from a host state (DESIGN.md's schema)."""
+    """The hypervisor row's columns from a host state (the host-state schema of docs/docsite/rst/design.rst)."""
     values = {"name": state["host"], "nodename": state.get("nodename") or state["host"]}
     for name in ("vcpus_total", "total_usable_ram_mb", "reserved_host_memory_mb", "total_usable_disk_gb",
                  "reserved_host_disk_mb"):
