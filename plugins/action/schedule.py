@@ -6,9 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
-# Imported with the plugin (by Ansible's main process, before the task's worker forks), not
-# inside the first decision: NumPy's import is a per-process cost, not the decision's.
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
