@@ -87,7 +87,7 @@ class Resize:
                     move.plan(src, dst, xml)
                     if self.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}
-                    result.update(self._elsewhere(src, dst, move, old, new, root))
+                    result.update(self._elsewhere(src, dst, move, new, root))
         result["msg"] = f"resized {plan}"
         return result
 
@@ -123,7 +123,7 @@ class Resize:
             raise BerthError(f"resize of {name} failed and it has {old.name} again{problems}: {exc}") from exc
         return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
 
-    def _elsewhere(self, src: Hypervisor, dst: Hypervisor, move: Move, old: Flavor, new: Flavor,
+    def _elsewhere(self, src: Hypervisor, dst: Hypervisor, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:
         """On another host: the one move path (operations/move.py), claimed there for the new
         flavor first, moved cold with its definition resized and its root disk grown on the way;

@@ -96,7 +96,7 @@ class Server:
             result["instances"] = self._rows(names)
             built = [f"built {item['item']['name']} on {item['host']}" for item in result["results"]]
             result["msg"] = "; ".join(built or [result["summary"]])
-        wanted = {"running": "running", "stopped": "stopped"}.get(args["state"])
+        wanted = args["state"] if args["state"] in ("running", "stopped") else None
         placed = [row for row in result["instances"] if row["state"] in PLACED_STATES]
         if wanted is not None and placed:
             busy = [row["name"] for row in result["instances"] if row["state"] not in PLACED_STATES + ("PLANNED",)]
