@@ -43,12 +43,9 @@ sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 import numpy  # noqa: E402
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast  # noqa: E402
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
-    PlainBackend,
-    RequestSpec,
-    schedule,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import PlainBackend  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (  # noqa: E402
     Flavor,
     HostState,
@@ -58,6 +55,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
     FILTERS,
     WEIGHERS,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec  # noqa: E402
 
 FLAVOR = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
 EXTRA_INSTANCES = 100
@@ -116,7 +114,7 @@ def spec(count: int, engine: str) -> RequestSpec:
 
 def measure(size: int, engine: str, repeat: int) -> dict:
     if engine == "plain":
-        # The plain path is the reference, not the fast one: at 100,000 hosts one run of it
+        # The plain path is the reference, not the vectorised one: at 100,000 hosts one run of it
         # takes minutes, so it is timed fewer times.
         repeat = 1 if size > 10000 else min(repeat, 3)
     dicts = fleet(size)
@@ -129,7 +127,7 @@ def measure(size: int, engine: str, repeat: int) -> dict:
 
     def setup() -> None:
         if engine == "vectorized":
-            fast.VectorBackend(HostTable.of(states), request, filters, weighers)
+            vector.VectorBackend(HostTable.of(states), request, filters, weighers)
         else:
             PlainBackend(HostTable.of(states), request, filters, weighers).start(range(len(states)))
 

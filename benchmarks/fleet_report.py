@@ -45,11 +45,11 @@ from browser import Browser  # noqa: E402
 from fleet_scale import run, spread  # noqa: E402  (ansible-playbook with the timing callback; figures)
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
-    RequestSpec,
     needed_host_fields,
     schedule,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (  # noqa: E402
     server_group_from_dict,
 )

@@ -27,7 +27,7 @@ sys.path[:0] = [str(REPO / "lab"), str(REPO / ".cache" / "collections")]
 
 import check  # noqa: E402  (lab/check.py)
 import fleet  # noqa: E402  (lab/fleet.py)
-from ansible_collections.berth.fleet.plugins.action.instance import ActionModule  # noqa: E402
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
 
@@ -35,9 +35,7 @@ POOL = "/var/lib/libvirt/images"
 
 
 def domain_xml(lab_dir: str, name: str, instance_uuid: str, firmware: str) -> str:
-    action = ActionModule.__new__(ActionModule)  # only its renderer: no task, no connection
-    action._template_path = str(REPO / "roles" / "instance" / "templates" / "domain.xml.j2")
-    action._compiled = None
+    template = DomainTemplate(str(REPO / "roles" / "instance" / "templates" / "domain.xml.j2"))
     request = {"name": name, "uuid": instance_uuid, "metadata": {}, "networks": [],
                "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=0),
                "boot": {"kernel": f"{lab_dir}/guest/vmlinuz", "initrd": f"{lab_dir}/guest/initrd.img",
@@ -45,8 +43,7 @@ def domain_xml(lab_dir: str, name: str, instance_uuid: str, firmware: str) -> st
                "guest": guest_spec({"firmware": firmware})}
     made = {"disk": {"path": ""}, "seed": None,
             "nvram": {"path": f"{POOL}/berth-{instance_uuid}-nvram.fd"} if firmware == "uefi" else None}
-    xml = action._render({"template": "domain.xml.j2", "domain_type": "qemu",
-                          "serial_log_dir": fleet.QEMU_LOG_DIR}, request, made)
+    xml = template.render(request, made, "qemu", fleet.QEMU_LOG_DIR)
     # The timing is the firmware's and the kernel's: no root disk to make.
     start = xml.index("    <disk type='file' device='disk'>")
     return xml[:start] + xml[xml.index("</disk>", start) + len("</disk>\n"):]

@@ -3,11 +3,17 @@
     .venv/bin/python benchmarks/launch.py [--counts 1,10,30] [--repeat 3] [--out benchmarks/results/launch.md]
 
 For each count, in the same run and on the same fleet, ``--repeat`` times (the median is reported):
-- Berth: `ansible-playbook playbooks/launch.yml` (request check, Nova-style scheduling from the
-  ledger with claims, then volume + define + start per instance; `playbooks/gather.yml` runs
-  before each round, untimed, as a schedule keeps the ledger fresh), split by
-  the berth_timing callback into Ansible start-up + the inventory's facts (before the first
-  task), checks + scheduling + claims, the libvirt build, the other tasks, and Ansible's exit;
+- Berth: `ansible-playbook playbooks/launch.yml`, one berth.fleet.server task (request check,
+  Nova-style scheduling from the ledger with claims, then volume + define + start per instance;
+  `playbooks/gather.yml` runs before each round, untimed, as a schedule keeps the ledger fresh),
+  split by the berth_timing callback into Ansible start-up + the inventory's facts (spawn to the
+  first task), schedule + claim (the server task's own `timing.total_s`: the schedule's read,
+  decision, claim and decision record, measured inside the action), checks + build (the rest of
+  that task: the worker, the action's import and argument checks, the request check, the ledger's
+  open, the libvirt build and the ledger marking ACTIVE), the other tasks (the table), and
+  Ansible's exit (end of the play to the process's exit). "launch task" is the two middle ones
+  together: the whole server task, comparable with the earlier three tasks (request check,
+  schedule, the role's build) from the first task to the end of the build;
 - the blind round-robin baseline the issue names: `ansible-playbook benchmarks/roundrobin/launch.yml`
   with community.libvirt (virt_volume for the root volume, virt command=define from a template,
   virt state=running), instance k on host (k - 1) % 3, no facts, no ledger;
@@ -104,22 +110,24 @@ def playbook(inventory: str, path: Path, extra_vars: dict, env: dict | None = No
 
 
 def berth_split(wall: float, report: dict) -> dict:
-    """Berth's wall time by phase, from the callback's marks and task times.
+    """Berth's wall time by phase, from the callback's marks and the launch task's time and result.
 
-    An action plugin is imported by Ansible's main process when its task is first queued, so a
-    task's time holds the import of the next task's action: the checks + scheduling phase holds
-    the ledger's imports, as it must.
+    The schedule + claim phase is what the schedule measured of itself inside the action (its
+    result's ``timing.total_s``); the rest of the task is the build's, with the task's own costs
+    (the worker, the action's import, the request check, the ledger's open), which the schedule's
+    clock does not see.
     """
     tasks = report["tasks"]
-    build = next(t for t in tasks if t["task"].endswith("Build instances on their hypervisors"))
+    launch = next(t for t in tasks if t["task"].endswith("Launch the instances"))
     marks = report["marks"]
     startup = marks["first_task"] - report["spawned"]
-    # Task starts count from the callback's loading; the checks start at the first task and end
-    # where the build starts.
-    checks = build["start"] - (marks["first_task"] - marks["callback_loaded"])
+    schedule_s = launch.get("timing", {}).get("total_s", 0.0)
     exit_s = report["ended"] - marks["stats"]
-    return {"wall_s": wall, "startup_s": startup, "schedule_s": checks, "build_s": build["seconds"],
-            "other_s": wall - startup - checks - build["seconds"] - exit_s, "exit_s": exit_s}
+    # Task starts count from the callback's loading; the launch is the play's first task.
+    before_launch = launch["start"] - (marks["first_task"] - marks["callback_loaded"])
+    task_s = before_launch + launch["seconds"]
+    return {"wall_s": wall, "startup_s": startup, "schedule_s": schedule_s, "build_s": task_s - schedule_s,
+            "task_s": task_s, "other_s": wall - startup - task_s - exit_s, "exit_s": exit_s}
 
 
 def running(hosts: dict) -> dict[str, set[str]]:
@@ -267,7 +275,8 @@ def median_row(rows: list[dict]) -> dict:
     loaded = [r["empty_play_while_booting"] for r in rows if r["empty_play_while_booting"] is not None]
     row.update(count=rows[0]["count"], per_host=rows[0]["per_host"], boot_s=rows[0]["boot_s"],
                empty_play_while_booting=loaded[0] if loaded else None,
-               repeats=len(rows), berth_range=(min(r["wall_s"] for r in rows), max(r["wall_s"] for r in rows)))
+               repeats=len(rows), load_1min=statistics.median(r["load_1min"] for r in rows),
+               berth_range=(min(r["wall_s"] for r in rows), max(r["wall_s"] for r in rows)))
     return row
 
 
@@ -309,6 +318,7 @@ def main() -> int:
                 row = berth_round(directory, hosts, inventory, f"b{count}r{repeat}", count,
                                   wait_boot=repeat == 0, time_empty_play=repeat == 1)
                 row["count"] = count
+                row["load_1min"] = loads[-1]
                 row["raw_s"] = raw_baseline(hosts, count, boot, f"raw{count}r{repeat}")
                 remove_prefixed(hosts, f"raw{count}r{repeat}")
                 row["libvirt_s"] = libvirt_baseline(rr_inventory, libvirt_env, count, boot, f"cl{count}r{repeat}")
@@ -329,27 +339,12 @@ def main() -> int:
 
 
 READING = [
-    "Reading. What separates Berth from the raw floor is Ansible's process, not placement: before the "
-    "build, Ansible's start-up (the inventory plugin's facts of the 3 hosts take about 0.03 s of it, "
-    "gathered in parallel; cProfile of ansible-inventory) and the import of SQLAlchemy for the ledger "
-    "(about 0.15-0.25 s of the checks + scheduling phase; the schedule action itself, engine and claim, "
-    "takes about 0.1 s). After the build, the ledger read, the table and Ansible's exit run while the "
-    "guests just started boot under TCG emulation and take both cores: the same work is several times "
-    "slower then (compare the empty ansible-playbook above with its idle time below), and the raw floor "
-    "has no process to finish. The build itself is not the gap: hosts are built in parallel, so at 30 "
-    "instances Berth beats the serial floor; per instance it makes about 20 libvirt calls (look-ups that "
-    "make a rebuild safe, volume, define, start, the domain read back) where the floor makes 4, some "
-    "0.05-0.1 s each under that load, against QEMU start-up's 0.3-0.9 s.",
-    "",
-    "Cut in this round: the ledger no longer imports alembic unless its schema needs migrating (one "
-    "query on alembic_version decides; about 0.05-0.1 s of each ansible-playbook run, and 2 ms of each "
-    "open), and berth.fleet.instance opens the ledger once per task instead of once per instance. The "
-    "earlier results' 5.5 s for the first single launch were the daemons' first capabilities probe "
-    "(about 4 s), not the ledger: the warm-up now makes that call, and a first launch on a fresh ledger "
-    "(schema created) costs about what any launch does. Left as they are, because they are what Berth "
-    "is for: fresh facts of every host for each decision, the request check, the claim transaction, "
-    "the decision and the table shown. NumPy is not imported at this fleet size (the engine's fast "
-    "path only).",
+    "Reading. What separates Berth from the raw floor is Ansible's process, not placement: Ansible's "
+    "start-up before the first task, the import of SQLAlchemy for the ledger when the launch task's action "
+    "is loaded, and after the build the table and Ansible's exit, which run while the guests just started "
+    "boot under TCG emulation and take both cores (compare the empty ansible-playbook above with its idle "
+    "time below); the raw floor has no process to finish. The build itself is not the gap: hosts are "
+    "built in parallel, so at 30 instances Berth can beat the serial floor.",
 ]
 
 
@@ -382,27 +377,28 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
         "one instance after the other: the floor, no Ansible at all.",
         "",
         f"Median of {rows[0]['repeats'] if rows else 0} repeats per count (Berth's range in brackets). Berth's "
-        "split comes from the berth_timing callback: start-up + facts = spawn to the first task (Python and "
-        "Ansible start-up, the inventory plugin gathering all 3 hosts); checks + scheduling = the first task "
-        "to the role's include (name and request checks, the schedule action with the ledger claim, the "
-        "decision shown; it also holds the one-off import of the ledger's SQLAlchemy, since Ansible imports "
-        "an action when its task is queued); build = the role's build task (volume, define, start, ledger "
-        "marks ACTIVE); other tasks = include_role, argument validation, the ledger read, the table; exit = "
-        "end of the play to the end of the process. Guest boot = from the end of Berth's launch until every "
-        "guest printed its boot marker (TCG emulation; first repeat only).",
+        "split comes from the berth_timing callback and the launch task's result: start-up + facts = spawn to "
+        "the first task (Python and Ansible start-up, the inventory plugin gathering all 3 hosts); launch task = "
+        "the one berth.fleet.server task, first task to its end; schedule + claim = the part of it the schedule "
+        "times itself (its result's timing.total_s: the ledger read, the decision, the claim, the decision "
+        "record); checks + build = the rest of that task (the task's worker and the action's import and "
+        "argument checks, the request check, the ledger's open, volume, define, start, the ledger marking "
+        "ACTIVE); other tasks = the table; exit = end of the play to the end of the process. Guest boot = from "
+        "the end of Berth's launch until every guest printed its boot marker (TCG emulation; first repeat "
+        "only). Load = the 1-minute load average before each repeat, median.",
         "",
-        "| instances | Berth wall s | start-up + facts | checks + scheduling + claim | libvirt build "
+        "| instances | Berth wall s | start-up + facts | launch task | schedule + claim | checks + build "
         "| other tasks | exit | community.libvirt s | raw libvirt s | Berth / community.libvirt "
-        "| Berth / raw | guest boot s | Berth per host | round-robin per host |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| Berth / raw | guest boot s | load (1 min) | Berth per host | round-robin per host |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         boot = f"{r['boot_s']:.1f}" if r.get("boot_s") is not None else "-"
         low, high = r["berth_range"]
         lines.append(
-            f"| {r['count']} | {r['wall_s']:.2f} ({low:.2f}-{high:.2f}) | {r['startup_s']:.2f} | {r['schedule_s']:.2f} "
-            f"| {r['build_s']:.2f} | {r['other_s']:.2f} | {r['exit_s']:.2f} | {r['libvirt_s']:.2f} | {r['raw_s']:.2f} "
-            f"| {r['wall_s'] / r['libvirt_s']:.2f}x | {r['wall_s'] / r['raw_s']:.1f}x | {boot} "
+            f"| {r['count']} | {r['wall_s']:.2f} ({low:.2f}-{high:.2f}) | {r['startup_s']:.2f} | {r['task_s']:.2f} "
+            f"| {r['schedule_s']:.2f} | {r['build_s']:.2f} | {r['other_s']:.2f} | {r['exit_s']:.2f} | {r['libvirt_s']:.2f} | {r['raw_s']:.2f} "
+            f"| {r['wall_s'] / r['libvirt_s']:.2f}x | {r['wall_s'] / r['raw_s']:.1f}x | {boot} | {r['load_1min']:.1f} "
             f"| {_hosts(r['per_host'])} | {_hosts(r['libvirt_per_host'])} |")
     lines += ["", "Where Berth's seconds go, against the baselines:", ""]
     for r in rows:
@@ -412,9 +408,9 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
             f"- {r['count']} instance(s): Berth {r['wall_s']:.2f} s, community.libvirt {r['libvirt_s']:.2f} s "
             f"({'Berth faster' if r['wall_s'] < r['libvirt_s'] else 'Berth slower'} by "
             f"{abs(r['libvirt_s'] - r['wall_s']):.2f} s), raw floor {r['raw_s']:.2f} s (Berth "
-            f"{'+' if r['wall_s'] >= r['raw_s'] else '-'}{abs(r['wall_s'] - r['raw_s']):.2f} s). Berth's build "
-            f"{r['build_s']:.2f} s (hosts in parallel) against the floor's {r['raw_s']:.2f} s (serial); "
-            f"everything else {fixed:.2f} s: Ansible start-up + facts {r['startup_s']:.2f}, checks + scheduling + "
+            f"{'+' if r['wall_s'] >= r['raw_s'] else '-'}{abs(r['wall_s'] - r['raw_s']):.2f} s). Berth's "
+            f"checks + build {r['build_s']:.2f} s (hosts in parallel) against the floor's {r['raw_s']:.2f} s (serial); "
+            f"everything else {fixed:.2f} s: Ansible start-up + facts {r['startup_s']:.2f}, schedule + "
             f"claim {r['schedule_s']:.2f}, other tasks {r['other_s']:.2f}, exit {r['exit_s']:.2f}"
             + (f"; an empty ansible-playbook run while these guests boot takes {loaded:.2f} s." if loaded else "."))
     ten = next((r for r in rows if r["count"] == 10), None)
@@ -429,8 +425,8 @@ def write_report(path: str, rows: list[dict], first: dict, idle: dict, loads: li
     lines += [
         "",
         f"First Berth launch on a fresh ledger file (1 instance, before the table; its schedule action "
-        f"creates the schema): {first['wall_s']:.2f} s: start-up + facts {first['startup_s']:.2f}, checks + "
-        f"scheduling + claim {first['schedule_s']:.2f}, build {first['build_s']:.2f}, other tasks "
+        f"creates the schema): {first['wall_s']:.2f} s: start-up + facts {first['startup_s']:.2f}, schedule + "
+        f"claim {first['schedule_s']:.2f}, checks + build {first['build_s']:.2f}, other tasks "
         f"{first['other_s']:.2f}, exit {first['exit_s']:.2f}.",
         "",
         "On their own, idle (median of 5): " + "; ".join(f"{label} {seconds:.2f} s" for label, seconds in idle.items())

@@ -114,6 +114,7 @@ def _section(title: str, underline: str) -> list[str]:
 
 def render() -> str:
     registry = _registry()
+    request_spec = _import("module_utils.scheduler.request_spec")
     documentation = _documentation()
     options = documentation["options"]
     filter_items, filter_general = _items_by_name(options["enabled_filters"]["description"])
@@ -152,7 +153,7 @@ def render() -> str:
                 referenced.append(number.option)
         out += _section(name, "^")
         out += [_summary(cls), "", _markup(filter_items[name]), ""]
-        out.append(f"- Enabled by default: {'yes' if name in registry.DEFAULT_FILTERS else 'no'}.")
+        out.append(f"- Enabled by default: {'yes' if name in request_spec.DEFAULT_FILTERS else 'no'}.")
         out.append("- Checks: " + ("the first instance of a request only (host facts that cannot "
                                    "change between its instances)." if instance.run_filter_once_per_request
                                    else "every instance of a request."))

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.capacity import capacity
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
+    server_group_from_dict,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     flavor_option,
     ledger_group,

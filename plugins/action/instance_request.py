@@ -1,23 +1,14 @@
-"""berth.fleet.instance_request: check a launch request before anything is scheduled (controller side)."""
+"""berth.fleet.instance_request: check a launch request before anything is scheduled (controller side).
+An adapter: the check is plugins/plugin_utils/operations/launch.py's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
-    boot_spec,
-    check_image_source,
-    image_spec,
-    instance_names,
-    metadata_spec,
-    network_specs,
-    user_data_spec,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
+from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
 
 
 class ActionModule(BerthAction):
@@ -30,23 +21,4 @@ class ActionModule(BerthAction):
         if isinstance(count, str) and count.strip().lstrip("-").isdigit():
             count = int(count)  # -e count=3 arrives as a string
         names = instance_names(args["name"], count)
-        flavor = flavor_option(args).to_dict() if args["flavor"] is not None else None
-        image = image_spec(args["image"])
-        check_image_source(image)
-        networks = network_specs(args["networks"])
-        metadata_spec(args["metadata"])
-        user_data_spec(args["user_data"])
-        boot_spec(args["boot"])
-        guest = guest_spec(args, (image or {}).get("properties"))
-        # Last, after every cheap check: an image by URL is downloaded (in check mode too, into
-        # the controller's cache only) and its checksum checked before anything is scheduled.
-        image = fetch_image(image, args)
-        # What the hosts must have, for the scheduler's PoolImageFilter and NetworkFilter: the
-        # image volume unless the launch uploads it where missing, and the libvirt networks.
-        return {
-            "changed": False, "names": names, "flavor": flavor, "image": image, "networks": networks,
-            "guest": guest,
-            # An image by URL has its source now: the file downloaded into the controller's cache.
-            "image_volume": image["name"] if image and not image["source"] else None,
-            "requested_networks": sorted({net["name"] for net in networks if net["type"] == "network"}),
-        }
+        return {"changed": False, "names": names, **check_request(args)}

@@ -1,174 +1,25 @@
-"""berth.fleet.schedule: decide where instances go and claim their resources (controller side)."""
+"""berth.fleet.schedule: decide where instances go and claim their resources (controller side).
+An adapter: the work is plugins/plugin_utils/operations/schedule.py."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
-# Imported with the plugin (by Ansible's main process, before the task's worker forks), not
-# inside the first decision: NumPy's import is a per-process cost, not the decision's.
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    Decision,
-    RequestSpec,
-    schedule,
-)
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
-    ServerGroup,
-    server_group_from_dict,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    Fleet,
-    failure_message,
-    flavor_option,
-    ledger_group,
-    read_fleet,
-    recorded_states,
-    request_options,
-    without_gc,
-)
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
-    ERROR,
-    ClaimConflict,
-    Ledger,
-    run_owner,
-)
-
-# A claim that finds a host already taken decides again with fresh usage, this many times.
-CLAIM_ATTEMPTS = 5
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import installed
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
 
 
 class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        with without_gc():
-            return self._run(args, task_vars)
-
-    def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         names = instance_names(args["name"], args["count"])
         flavor = flavor_option(args)
-        check_mode = bool(self._task.check_mode)
-        started = time.perf_counter()
         # On live inventory facts a launch syncs them into the ledger first, a tracker sync of its
         # own, so it may start a SQLite ledger; one that decides from the ledger needs gather.yml's.
         syncs = args.get("hosts") is None and args["source"] == "inventory"
         ledger = Ledger(args["ledger_url"]).open(create=syncs) if args["ledger"] else None
-        group = ledger_group(args["server_group"], ledger)
-        existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
-        # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.
-        missing = [name for name in names if name not in existing or existing[name]["state"] == ERROR]
-        result: dict[str, Any] = {
-            "changed": False, "flavor": flavor.to_dict(), "placements": [],
-            "existing": [existing[name] for name in names if name not in missing],
-        }
-        if not missing:
-            result["summary"] = f"all {len(names)} instances named {args['name']} exist already"
-            return result
-
-        spec_args = request_options(args)
-        owner = run_owner()
-        timing = {"read_s": 0.0, "decide_s": 0.0, "claim_s": 0.0, "record_s": 0.0}
-        result["timing"] = timing
-        for attempt in range(1, CLAIM_ATTEMPTS + 1):
-            if group is not None:
-                # Read again on every later attempt: a lost race may have been to this very group.
-                spec_args["server_group"] = server_group_from_dict(
-                    group if attempt == 1 else ledger.scheduler_group(group["name"]))
-            spec = RequestSpec(flavor=flavor, count=len(missing), **spec_args)
-            mark = time.perf_counter()
-            fleet = read_fleet(args, task_vars, spec, ledger, sync=attempt == 1 and not check_mode)
-            timing["read_s"] += _since(mark)
-            mark = time.perf_counter()
-            decision = schedule(fleet.hosts, spec)
-            result["decision"] = decision.to_dict()
-            result["summary"] = decision.summary
-            timing["decide_s"] += _since(mark)
-
-            def record(outcome: str) -> None:
-                # What the engine needs to replay this decision: request, host states, answer.
-                if ledger is not None and not check_mode:
-                    mark = time.perf_counter()
-                    request = {**spec_args, "flavor": flavor.to_dict(), "count": len(missing)}
-                    if isinstance(request.get("server_group"), ServerGroup):
-                        request["server_group"] = request["server_group"].to_dict()
-                    result["decision_id"] = ledger.record_decision(
-                        args["name"], owner, request, recorded_states(fleet, decision), result["decision"], outcome)
-                    timing["record_s"] += _since(mark)
-
-            if not decision.ok:
-                record("no_valid_host")
-                result.update(failed=True, msg=failure_message(decision))
-                return result
-            placements = self._placements(missing, decision, fleet, ledger, flavor.to_dict(), spec)
-            # Without the ledger nothing is claimed: a "what if" changes nothing.
-            result["changed"] = ledger is not None
-            if check_mode or ledger is None:
-                result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
-                result["timing"]["total_s"] = _since(started)
-                return result
-            if attempt == 1:
-                race_barrier.wait(race_barrier.BEFORE_CLAIM)
-            mark = time.perf_counter()
-            try:
-                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"])
-            except ClaimConflict as conflict:
-                timing["claim_s"] += _since(mark)
-                record("claim_conflict")
-                result.setdefault("conflicts", []).append(str(conflict))
-                if attempt == CLAIM_ATTEMPTS:
-                    result.update(failed=True, msg=f"no valid host: every claim lost a race ({conflict})")
-                    return result
-                continue
-            timing["claim_s"] += _since(mark)
-            record("claimed")
-            race_barrier.wait(race_barrier.AFTER_CLAIM)
-            result["placements"] = [
-                {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
-            ]
-            result["timing"]["total_s"] = _since(started)
-            return result
-        raise AssertionError("unreachable")
-
-    def _placements(self, names: list[str], decision: Decision, fleet: Fleet, ledger: Ledger | None,
-                    flavor: dict[str, Any], spec: RequestSpec) -> list[dict[str, Any]]:
-        """One dict per placed instance: where it goes, how the build reaches that hypervisor,
-        the alternates to retry on, each with the same, and what the instance records besides
-        its flavor: its project and its image's properties (canonical, as the engine read
-        them), which AggregateMultiTenancyIsolation and ImagePropertiesWeigher read back."""
-        wanted = {p.host for p in decision.placements}
-        for placement in decision.placements:
-            wanted.update(placement.alternates)
-        table = fleet.hosts
-        positions: dict[str, int] = {}
-        for position, host in enumerate(table.column("host")):
-            if host in wanted:
-                positions.setdefault(host, position)
-        uuids = {host: table.column("uuid")[position] for host, position in positions.items()}
-        uuids.update({p.host: p.uuid for p in decision.placements})
-        if fleet.uris or ledger is None:
-            targets = {}
-            for host, position in positions.items():
-                offered = {triple[1] for triple in table[position].supported_instances if len(triple) > 1}
-                targets[host] = {"host": host, "hypervisor_uuid": uuids[host], "uri": fleet.uris.get(host),
-                                 "domain_types": sorted(offered)}
-        else:
-            by_uuid = ledger.build_targets(uuid for uuid in uuids.values() if uuid)
-            targets = {host: by_uuid.get(uuid) or {"host": host, "hypervisor_uuid": uuid, "uri": None,
-                                                   "domain_types": []}
-                       for host, uuid in uuids.items()}
-        return [
-            {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
-             "uri": targets[p.host]["uri"], "domain_types": targets[p.host]["domain_types"],
-             "alternates": p.alternates, "targets": [targets[host] for host in p.alternates],
-             "flavor": flavor, "vcpus": flavor["vcpus"], "memory_mb": flavor["memory_mb"],
-             "project_id": spec.project_id, "image_properties": dict(spec.image_properties),
-             "generation": fleet.generations[positions[p.host]]}
-            for name, p in zip(names, decision.placements)
-        ]
-
-
-def _since(mark: float) -> float:
-    return round(time.perf_counter() - mark, 6)
+        return Schedule(args, names, flavor, ledger, task_vars, bool(self._task.check_mode), installed()).run()

@@ -10,7 +10,7 @@ description:
     (for example C(fleet.berth.yml)); other files are left to other plugins.
   - Each hypervisor listed there becomes a host in the group C(hypervisors). Its libvirt facts
     are gathered in parallel, each libvirt call under O(timeout), and stored in the one hostvar
-    C(berth_host_state) (fields below; the schema of Berth's DESIGN.md); every value that comes
+    C(berth_host_state) (the fields below); every value that comes
     from a hypervisor is marked unsafe, so it is never templated. C(berth_libvirt_uri) holds the
     URI the roles connect with (it never holds a password).
   - A hypervisor that does not answer is still listed, in the group C(down), with
@@ -61,7 +61,7 @@ description:
   - With O(gather_facts=false) no hypervisor is contacted. Each is listed with
     C(berth_libvirt_uri) and C(berth_hypervisor) only, at any fleet size in the time Ansible
     takes to add the hosts. That is all C(playbooks/gather.yml) (which then gathers each
-    hypervisor in its own task, over Ansible's forks) and the ledger-backed launch need.
+    hypervisor itself, many at once) and the ledger-backed launch need.
   - "C(berth_hypervisor), set in both modes: C(settings) (the source's allocation ratios and
     reserved amounts for the host), C(aggregates) ([{name, metadata}]), C(availability_zone),
     C(default_availability_zone), C(storage_pool), C(timeout), C(keepalive_interval) and
@@ -115,7 +115,7 @@ options:
       - Connect to every hypervisor while the inventory is built and put its facts in
         C(berth_host_state) (and the down ones in the group C(down)).
       - V(false) lists the hypervisors without connecting, for plays that need no live facts
-        (the tracker sync of C(playbooks/gather.yml) gathers each host in its own task; a launch
+        (the tracker sync of C(playbooks/gather.yml) gathers the hosts itself; a launch
         decides from the ledger). Constructable options that read C(berth_host_state) have
         nothing to read then.
     type: bool

@@ -1,4 +1,4 @@
-"""Hypervisor facts, gathered in parallel, turned into DESIGN.md's host state.
+"""Hypervisor facts, gathered in parallel, turned into host states (docs/docsite/rst/design.rst).
 
 Two steps, so that the inventory plugin can cache the first: ``fetch`` talks to the hypervisors
 (the only I/O) and returns their raw facts or why they did not answer; ``host_state`` and
@@ -28,7 +28,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_INTERVAL_S,
     Hypervisor,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.request import image_refusals, is_instance_volume
+from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    image_refusals,
+    is_instance_volume,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
@@ -344,7 +348,7 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
                aggregates: List[Mapping[str, Any]] = (),
                availability_zone: str = DEFAULT_AVAILABILITY_ZONE,
                gathered_at: Optional[float] = None) -> Dict[str, Any]:
-    """DESIGN.md's host state from one hypervisor's raw facts and its inventory settings."""
+    """The host state from one hypervisor's raw facts and its inventory settings."""
     effective = effective_settings(settings, list(aggregates))
     memory = facts["memory"]
     pool_name = facts["storage_pool"]
@@ -356,6 +360,8 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
                        if disk.get("pool") == pool_name)
     total_ram_mb = memory["total_mb"]
     total_disk_gb = pool["capacity_mb"] // 1024
+    free = free_amounts({**effective, "total_usable_ram_mb": total_ram_mb, "memory_mb_used": memory_used_mb,
+                         "total_usable_disk_gb": total_disk_gb, "disk_mb_used": disk_used_mb})
     known = [memory[key] for key in ("free_mb", "buffers_mb", "cached_mb")]
     builds: list[str] = []  # named as builds name their volumes (berth-<instance uuid>-...)
     others: list[str] = []
@@ -373,9 +379,9 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "vcpus_total": facts["vcpus_total"],
         "vcpus_used": sum(dom["vcpus"] for dom in domains),
         "total_usable_ram_mb": total_ram_mb,
-        "free_ram_mb": total_ram_mb - effective["reserved_host_memory_mb"] - memory_used_mb,
+        "free_ram_mb": free["free_ram_mb"],
         "total_usable_disk_gb": total_disk_gb,
-        "free_disk_mb": total_disk_gb * 1024 - effective["reserved_host_disk_mb"] - disk_used_mb,
+        "free_disk_mb": free["free_disk_mb"],
         "num_instances": len(domains),
         "num_io_ops": 0,
         "hypervisor_type": facts["hypervisor_type"],

@@ -1,7 +1,8 @@
-"""Everything Berth asks of a libvirt hypervisor.
+"""Everything Berth asks of a libvirt hypervisor, over one connection.
 
-This is the only Berth module that imports libvirt. Every call runs under a timeout: libvirt's
-Python binding has none of its own, and one hung hypervisor must not hang a whole run.
+This is the only Berth module that imports libvirt; reading its capabilities XML into facts is
+pure parsing and lives beside it, in host_capabilities.py. Every call runs under a timeout:
+libvirt's Python binding has none of its own, and one hung hypervisor must not hang a whole run.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import stat
 import struct
 import threading
 import uuid as uuidlib
-from urllib.parse import parse_qs, urlsplit
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
+from urllib.parse import parse_qs, urlsplit
 
+from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 
@@ -108,11 +110,23 @@ def call_with_timeout(host: str, timeout_s: float, func: Callable[..., Any], *ar
         name = getattr(func, "__name__", "call")
         raise HypervisorError(host, f"libvirt did not answer {name} within {timeout_s:g} s")
     if "error" in outcome:
-        error = outcome["error"]
-        if libvirt is not None and isinstance(error, libvirt.libvirtError):
-            raise HypervisorError(host, error.get_error_message() or str(error)) from error
-        raise error
+        _raise(host, outcome["error"])
     return outcome.get("value")
+
+
+def call_on_this_thread(host: str, func: Callable[..., Any], *args: Any) -> Any:
+    """One libvirt call without a timeout of its own, for a caller that bounds the whole session
+    itself (a thread per call costs more than the call on a fast hypervisor)."""
+    try:
+        return func(*args)
+    except BaseException as exc:
+        _raise(host, exc)
+
+
+def _raise(host: str, error: BaseException) -> NoReturn:
+    if libvirt is not None and isinstance(error, libvirt.libvirtError):
+        raise HypervisorError(host, error.get_error_message() or str(error)) from error
+    raise error
 
 
 class Hypervisor:
@@ -126,7 +140,8 @@ class Hypervisor:
     def __init__(self, host: str, uri: str, timeout_s: float = 10.0,
                  username: str | None = None, password: str | None = None,
                  keepalive_interval_s: int = KEEPALIVE_INTERVAL_S,
-                 keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None) -> None:
+                 keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None,
+                 bounded_by_caller: bool = False) -> None:
         require_libvirt()
         self.host = host
         self.uri = uri
@@ -138,6 +153,9 @@ class Hypervisor:
         self.keepalive = (keepalive_interval_s, keepalive_count)
         self.conn: Any = None
         self._daemon_pid: int | None = None  # found on first use; 0: none to look through
+        # The caller gives up on the whole session after its own deadline (the tracker sync's
+        # readers do): each call then runs on the caller's thread, without a timeout of its own.
+        self.bounded_by_caller = bounded_by_caller
 
     def __enter__(self) -> Hypervisor:
         libvirt.registerErrorHandler(_silence, None)
@@ -173,6 +191,8 @@ class Hypervisor:
             self.conn = None
 
     def _call(self, func: Callable[..., Any], *args: Any) -> Any:
+        if self.bounded_by_caller:
+            return call_on_this_thread(self.host, func, *args)
         return call_with_timeout(self.host, self.timeout_s, func, *args)
 
     def _optional(self, func: Callable[..., Any], *args: Any) -> Any:
@@ -202,14 +222,14 @@ class Hypervisor:
             raise HypervisorError(self.host, f"storage pool {pool_name!r} not found (pools: {known})")
         return {
             "nodename": self._call(conn.getHostname),
-            "uuid": caps.findtext("host/uuid") or "",
+            "uuid": host_capabilities.host_uuid(caps),
             "vcpus_total": int(info[2]),
             "hypervisor_type": self._call(conn.getType),
             "hypervisor_version": int(self._call(conn.getVersion)),
             "libvirt_version": int(self._call(conn.getLibVersion)),
-            "cpu_info": _cpu_info(caps, info),
-            "numa_topology": _numa_topology(caps),
-            "supported_instances": _supported_instances(caps),
+            "cpu_info": host_capabilities.cpu_info(caps, info),
+            "numa_topology": host_capabilities.numa_topology(caps),
+            "supported_instances": host_capabilities.supported_instances(caps),
             "memory": self._memory_stats(info),
             "cpu_times": self._cpu_times(),
             "pools": pools,
@@ -806,53 +826,3 @@ def _address_source_unusable(source: str, state: str, interfaces: list[dict[str,
 
 def _mib(kib: Any) -> int | None:
     return None if kib is None else int(kib) // _KIB_PER_MIB
-
-
-def _cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
-    """Model, vendor, features and topology from the capabilities, else from getInfo().
-
-    The test driver's capabilities carry no model or topology; getInfo() always has both.
-    """
-    cpu = caps.find("host/cpu")
-    topology = cpu.find("topology") if cpu is not None else None
-    if topology is not None:
-        layout = {key: int(value) for key, value in topology.attrib.items() if value.isdigit()}
-    else:
-        layout = {"sockets": int(info[5]), "cores": int(info[6]), "threads": int(info[7])}
-    features = [] if cpu is None else [f.get("name", "") for f in cpu.findall("feature")]
-    return {
-        "arch": (cpu.findtext("arch") if cpu is not None else "") or "",
-        "model": (cpu.findtext("model") if cpu is not None else "") or str(info[0]),
-        "vendor": (cpu.findtext("vendor") if cpu is not None else "") or "",
-        "features": sorted(features),
-        "topology": layout,
-        "mhz": int(info[3]),
-    }
-
-
-def _numa_topology(caps: ET.Element) -> dict[str, Any]:
-    """NUMA cells of the host: id, memory and CPU ids of each (empty where none are reported)."""
-    cells = []
-    for cell in caps.findall("host/topology/cells/cell"):
-        memory = cell.find("memory")
-        memory_kib = int(memory.text or 0) if memory is not None else 0
-        if memory is not None and memory.get("unit", "KiB") != "KiB":
-            memory_kib = 0  # libvirt always reports KiB; anything else is not trusted
-        cells.append({
-            "id": int(cell.get("id", "0")),
-            "memory_mb": memory_kib // _KIB_PER_MIB,
-            "cpus": sorted(int(cpu.get("id", "0")) for cpu in cell.findall("cpus/cpu")),
-        })
-    return {"cells": cells}
-
-
-def _supported_instances(caps: ET.Element) -> list[list[str]]:
-    """[arch, hypervisor type, vm mode] triples, as Nova reports them."""
-    triples = []
-    for guest in caps.findall("guest"):
-        arch = guest.find("arch")
-        if arch is None:
-            continue
-        for domain in arch.findall("domain"):
-            triples.append([arch.get("name", ""), domain.get("type", ""), guest.findtext("os_type") or ""])
-    return triples

@@ -12,8 +12,9 @@ description:
   - Returns the same host state as the C(berth.fleet.hypervisors) inventory plugin puts in
     C(berth_host_state) (see C(ansible-doc -t inventory berth.fleet.hypervisors) for every
     field), as the fact C(berth_host_state).
-  - Needs Python 3.9 or newer and the libvirt Python binding (C(python3-libvirt)) on the
-    hypervisor.
+  - Needs Python 3.9 or newer, the libvirt Python binding (C(python3-libvirt)) and PyYAML
+    (C(python3-yaml)) on the hypervisor; the module reads its options from this documentation
+    there, so that what it accepts is what is written here.
 options:
   name:
     description: The host's name in the host state; the inventory name is the usual choice.
@@ -95,11 +96,11 @@ ansible_facts:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, _load_params, missing_required_lib
 
+from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import documented_argument_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
-    DEFAULT_AVAILABILITY_ZONE,
     HOST_SETTINGS,
     fetch_one,
     host_aggregates,
@@ -134,22 +135,14 @@ def run_module(module: AnsibleModule) -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "str", "required": True},
-            "uri": {"type": "str", "default": "qemu:///system"},
-            "storage_pool": {"type": "str", "default": "default"},
-            "timeout": {"type": "float", "default": 10},
-            "cpu_allocation_ratio": {"type": "float"},
-            "ram_allocation_ratio": {"type": "float"},
-            "disk_allocation_ratio": {"type": "float"},
-            "reserved_host_memory_mb": {"type": "int"},
-            "reserved_host_disk_mb": {"type": "int"},
-            "aggregates": {"type": "list", "elements": "dict", "default": []},
-            "default_availability_zone": {"type": "str", "default": DEFAULT_AVAILABILITY_ZONE},
-        },
-        supports_check_mode=True,
-    )
+    try:
+        # The options as DOCUMENTATION states them, read here on the hypervisor.
+        argument_spec = documented_argument_spec(DOCUMENTATION)
+    except ImportError:
+        # Without PyYAML the options cannot be read: take whatever was passed, only to say why.
+        passed = {name: {"type": "raw"} for name in _load_params()}
+        AnsibleModule(argument_spec=passed).fail_json(msg=missing_required_lib("PyYAML"))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     try:
         module.exit_json(**run_module(module))
     except InputError as exc:

@@ -144,6 +144,16 @@ options:
     description: Seconds each libvirt call may take.
     type: float
     default: 30
+  from_vars:
+    description:
+      - Take each option this task does not set from the variable C(instance_<option>), else from
+        C(berth_<option>) (the operator's settings - C(berth_domain_type), C(berth_storage_pool),
+        C(berth_lease_seconds)...); O(boot) from C(berth_boot_kernel), C(berth_boot_initrd) and
+        C(berth_boot_cmdline). O(state), O(placements), O(name), O(uuid), O(host), O(uri), O(flavor),
+        O(domain_types) and O(targets) are never taken.
+      - How the role C(berth.fleet.instance) passes its variables through without naming each option.
+    type: bool
+    default: false
   ledger:
     description: Record the outcome in the ledger.
     type: bool

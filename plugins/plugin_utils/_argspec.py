@@ -4,9 +4,10 @@ says a module takes and what the action accepts cannot differ. Private to the co
 Berth's modules are action plugins (plugins/action/NAME.py) whose documentation lives in a
 module file of the same name (plugins/modules/NAME.py). ``module_argument_spec`` reads that
 file's DOCUMENTATION (with its berth.fleet doc fragments), as ansible-doc does, and turns each
-option into what Ansible's ArgumentSpecValidator takes: type, elements, required, default,
-choices, aliases and suboptions. It runs once per action, when the action plugin is imported
-(Ansible's main process imports it before forking the task's worker), so a task pays nothing.
+option into what Ansible's ArgumentSpecValidator takes with module_utils/_documented_spec.py's
+converter (which hypervisor_facts, a module that runs on the hypervisor, uses there). It runs
+once per action, when the action plugin is imported (Ansible's main process imports it before
+forking the task's worker), so a task pays nothing.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from __future__ import annotations
 import ast
 import importlib
 import os
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
-# Module documentation cannot say no_log (ansible-test's schema has no such key), so the options
-# that carry credentials are named here; each says "Never printed" in its description.
-NO_LOG_OPTIONS = frozenset({"ledger_url"})
+from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import argument_spec
+
 _COLLECTION = "berth.fleet"
-_COPIED = ("elements", "required", "default", "choices", "aliases")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
 
 
@@ -51,22 +50,6 @@ def fragment_documentation(name: str) -> dict[str, Any]:
         raise ValueError(f"doc fragment {name} is not one of {_COLLECTION}'s")
     fragment = importlib.import_module(f"ansible_collections.berth.fleet.plugins.doc_fragments.{short}")
     return yaml.load(fragment.ModuleDocFragment.DOCUMENTATION, Loader=_LOADER) or {}
-
-
-def argument_spec(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Documented options as an argument spec (suboptions included)."""
-    spec = {}
-    for name, option in options.items():
-        entry = {"type": option.get("type", "str")}
-        entry.update({key: option[key] for key in _COPIED if key in option})
-        if "choices" in entry:
-            entry["choices"] = list(entry["choices"])  # documentation may map each choice to its description
-        if name in NO_LOG_OPTIONS:
-            entry["no_log"] = True
-        if "suboptions" in option:
-            entry["options"] = argument_spec(option["suboptions"])
-        spec[name] = entry
-    return spec
 
 
 def module_argument_spec(action_path: str) -> dict[str, Any]:

@@ -25,11 +25,18 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     root_volume_name,
     seed_volume_name,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
+    AFTER_DEFINE,
+    AFTER_ROOT_VOLUME,
+    AFTER_SEED_VOLUME,
+    AFTER_START,
+    NO_HOOKS,
+    Hooks,
+)
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
 PLANNED_UUID = "00000000-0000-0000-0000-000000000000"
@@ -42,17 +49,6 @@ def mac_address(instance_uuid: str, index: int) -> str:
     """
     digest = hashlib.sha256(f"{instance_uuid}/{index}".encode()).digest()
     return "52:54:00:" + ":".join(f"{byte:02x}" for byte in digest[:3])
-
-
-def injected_fault(host: str, stage: str) -> None:
-    """Test-only: fail a build at ``stage`` on ``host`` when BERTH_TEST_FAULTS names them.
-
-    BERTH_TEST_FAULTS="hv1:volume,hv2:start" fails after hv1's volume is created and where hv2
-    would start the defined domain; "hv3:resize" fails a resize where the resized domain would
-    start on hv3 (berth.fleet.resize). Unset (always, outside Berth's tests) it does nothing.
-    """
-    if f"{host}:{stage}" in os.environ.get("BERTH_TEST_FAULTS", "").split(","):
-        raise HypervisorError(host, f"injected fault at {stage} (BERTH_TEST_FAULTS)")
 
 
 def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
@@ -230,9 +226,10 @@ class CleanupFailed(HypervisorError):
 
 
 def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
-         step: Any = quiet) -> None:
+         step: Any = quiet, hooks: Hooks = NO_HOOKS) -> None:
     """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
-    Each step done is told to ``step(what, detail=False)`` (see _progress.py)."""
+    Each step done is told to ``step(what, detail=False)`` (see _progress.py), and to ``hooks``
+    at its point (hooks.BUILD_POINTS)."""
     hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
@@ -244,20 +241,18 @@ def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any],
             hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
             session.uploaded(pool, planned["upload"]["name"])
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
-        race_barrier.wait(race_barrier.AFTER_ROOT_VOLUME)
         step("volume created", detail=True)
-        injected_fault(host, "volume")
+        hooks.reached(AFTER_ROOT_VOLUME, host=host, instance=uuid)
         if planned["seed"]:
             hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
-            race_barrier.wait(race_barrier.AFTER_SEED_VOLUME)
             step("seed written", detail=True)
+            hooks.reached(AFTER_SEED_VOLUME, host=host, instance=uuid)
         hv.define(planned["xml"])
-        race_barrier.wait(race_barrier.AFTER_DEFINE)
         step("defined", detail=True)
-        injected_fault(host, "start")
+        hooks.reached(AFTER_DEFINE, host=host, instance=uuid)
         hv.start(uuid, autostart)
-        race_barrier.wait(race_barrier.AFTER_START)
         step("started")
+        hooks.reached(AFTER_START, host=host, instance=uuid)
     except Exception as exc:
         # Nothing half made stays behind, whatever failed: no domain, no volume.
         try:

@@ -2,7 +2,9 @@
 and berth.fleet.resize share (a resize onto another host is a cold move that redefines the
 domain with the new size on the way). Private to the collection.
 
-Every step is told to ``step(what, detail=False)``, a progress callback (see _progress.py).
+Every step is told to ``step(what, detail=False)``, a progress callback (see _progress.py); the
+moment the domain runs on the destination, before the source's copy goes, to ``hooks``
+(hooks.AFTER_MOVE, with the source host).
 """
 
 from __future__ import annotations
@@ -14,24 +16,25 @@ from typing import Any, Callable
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
-from ansible_collections.berth.fleet.plugins.plugin_utils import race_barrier
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME, Ledger, run_owner
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import AFTER_MOVE, NO_HOOKS, Hooks
 
 Step = Callable[..., None]
 
 
 def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
-                    pool: str) -> tuple[list[str], list[str]]:
+                    pool: str, xml: str | None = None) -> tuple[list[str], list[str]]:
     """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
     Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
     touched, storage the move cannot carry (other pools, block or network disks, NVRAM
     outside the pool), a backing chain that leaves the pool, a volume that something else on
-    the source still uses, and a name the destination has."""
+    the source still uses, and a name the destination has. ``xml``: the domain's inactive
+    definition, as the caller read it (read here when not given)."""
     uuid, name = instance["uuid"], instance["name"]
-    xml = src.domain_xml(uuid, inactive=True)
+    xml = xml or src.domain_xml(uuid, inactive=True)
     if xml is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
     root = ET.fromstring(xml)
@@ -75,8 +78,10 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
 
 
 def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
-         address: str | None, disks: list[str], volumes: list[str], step: Step = quiet) -> dict[str, Any]:
-    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold."""
+         address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
+         hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
+    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold
+    (``xml``: its inactive definition, as the caller read it, for a cold move)."""
     domain = src.find_domain(uuid)
     if domain is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
@@ -101,12 +106,13 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
                     remove_moved(dst, uuid, pool, volumes)
                     live_refused = f"live migration failed: {exc}"
             if live_refused is None:
-                return {"mode": "live", **_clear_source(src, uuid, pool, volumes)}
+                return {"mode": "live", **_clear_source(src, uuid, pool, volumes, hooks)}
         if mode == "live":
             raise BerthError(f"cannot live-migrate {name}: {live_refused}")
     if live_refused:
         step(f"moving cold: {live_refused}")
-    return {"mode": "cold", "live_refused": live_refused, **cold_move(src, dst, uuid, pool, volumes, running, step)}
+    return {"mode": "cold", "live_refused": live_refused,
+            **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks, xml=xml)}
 
 
 def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
@@ -144,7 +150,8 @@ def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = 
 def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: list[str], running: bool,
               step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
               rewrite: Callable[[str], str] | None = None,
-              before_start: Callable[[Hypervisor], None] | None = None) -> dict[str, Any]:
+              before_start: Callable[[Hypervisor], None] | None = None,
+              hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
     """Stop the domain (``stop``: powered off by default), copy its volumes, define it on the
     destination (its XML passed through ``rewrite`` first, if given), call ``before_start`` with
     the destination, start it there if it ran, and remove it from the source. On any failure the
@@ -170,7 +177,7 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
             src.start(uuid, autostart)
             step(f"started again on {src.host}")
         raise
-    return {"restarted": running, **_clear_source(src, uuid, pool, volumes)}
+    return {"restarted": running, **_clear_source(src, uuid, pool, volumes, hooks)}
 
 
 def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
@@ -183,11 +190,12 @@ def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
         return False
 
 
-def _clear_source(src: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> dict[str, Any]:
+def _clear_source(src: Hypervisor, uuid: str, pool: str, volumes: list[str],
+                  hooks: Hooks = NO_HOOKS) -> dict[str, Any]:
     """Remove the source's copy once the domain runs on the destination. The move has happened
     whatever this does, so a failure (the source's daemon went away) is returned as
     ``source_left`` (why), never raised: the caller's ledger must follow the domain."""
-    race_barrier.wait(race_barrier.AFTER_MOVE)
+    hooks.reached(AFTER_MOVE, host=src.host, instance=uuid)
     try:
         remove_moved(src, uuid, pool, volumes)
     except HypervisorError as exc:

@@ -17,14 +17,19 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
-    DEFAULT_PROJECT_ID,
     Decision,
-    RequestSpec,
     needed_host_fields,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+    RequestSpec,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
     server_group_from_dict,

@@ -19,12 +19,18 @@ class BerthAction(ActionBase):
     TRANSFERS_FILES = False
     # Each action's own, derived from its module's DOCUMENTATION when the action is defined.
     ARGUMENT_SPEC: dict[str, Any] = {}
+    # With the task argument from_vars (actions that document it): the variable prefixes an
+    # option is looked up under, in order, and the options a task always sets itself.
+    VARIABLE_PREFIXES: tuple[str, ...] = ()
+    TASK_ONLY: frozenset[str] = frozenset({"from_vars"})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.ARGUMENT_SPEC = module_argument_spec(sys.modules[cls.__module__].__file__)
 
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
+        if self.VARIABLE_PREFIXES and self._task.args.get("from_vars"):
+            self._task.args = {**self._from_vars(task_vars or {}), **self._task.args}
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
         try:
@@ -38,6 +44,24 @@ class BerthAction(ActionBase):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _from_vars(self, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """Each option the task does not set, from the first variable of its name under
+        VARIABLE_PREFIXES (a launch's extra vars, -e flavor=m1.small; the operator's berth_*
+        settings, set once in the inventory). ``boot`` comes from berth_boot_kernel,
+        berth_boot_initrd and berth_boot_cmdline, the operator's settings of direct kernel boot."""
+        found = {}
+        for option in self.ARGUMENT_SPEC:
+            if option in self.TASK_ONLY:
+                continue
+            for prefix in self.VARIABLE_PREFIXES:
+                if f"{prefix}{option}" in task_vars:
+                    found[option] = self._templar.template(task_vars[f"{prefix}{option}"])
+                    break
+        if "boot" in self.ARGUMENT_SPEC and "boot" not in found and task_vars.get("berth_boot_kernel"):
+            found["boot"] = {part: self._templar.template(task_vars[f"berth_boot_{part}"])
+                             for part in ("kernel", "initrd", "cmdline") if f"berth_boot_{part}" in task_vars}
+        return found
 
 
 def inventory_host_states(task_vars: dict[str, Any], group: str,

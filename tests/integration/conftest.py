@@ -23,7 +23,8 @@ import fleet  # noqa: E402  (lab/fleet.py)
 
 
 def ansible_env() -> dict:
-    """The environment for a real ansible-playbook run of this checkout, JSON output."""
+    """The environment for a real ansible-playbook run of this checkout, JSON output; the test
+    hooks' plugin is loaded too, inert unless a test sets its variables (``hooks_env``)."""
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -31,6 +32,22 @@ def ansible_env() -> dict:
         ANSIBLE_STDOUT_CALLBACK="berth_test_json",
         PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
     )
+    return env
+
+
+def hooks_env(barrier: Path | None = None, point: str | None = None, parties: int = 1, timeout_s: float = 300,
+              faults: list[str] | tuple[str, ...] = (), unsafe_claims: bool = False) -> dict:
+    """The environment that makes callback_plugins/berth_test_hooks.py install test hooks in a
+    run: a barrier in directory ``barrier`` at ``point`` for ``parties`` runs (``timeout_s`` at
+    most), faults as "host:point" entries, and claims without their locks and re-check."""
+    env = {}
+    if barrier is not None:
+        env.update(BERTH_TEST_HOOKS_BARRIER_DIR=str(barrier), BERTH_TEST_HOOKS_BARRIER_POINT=point or "",
+                   BERTH_TEST_HOOKS_BARRIER_PARTIES=str(parties), BERTH_TEST_HOOKS_BARRIER_TIMEOUT_S=str(timeout_s))
+    if faults:
+        env["BERTH_TEST_HOOKS_FAULTS"] = ",".join(faults)
+    if unsafe_claims:
+        env["BERTH_TEST_HOOKS_UNSAFE_CLAIMS"] = "1"
     return env
 
 
@@ -185,9 +202,13 @@ def task_results(output: dict, name: str) -> list[dict]:
 
 
 def drift(output: dict) -> list[str]:
-    """The lines of gather.yml's drift report: each hypervisor's, then the missing ones'."""
-    return [line for task in ("Drift report", "Missing hypervisors") for result in task_results(output, task)
-            for line in result["msg"]]
+    """The lines of gather.yml's drift report: its summary and the hosts not in step as printed,
+    every hypervisor's own lines (the sync's findings, in step or not), then the missing ones'."""
+    printed = [line for result in task_results(output, "Drift report") for line in result["msg"]]
+    own = [line for result in task_results(output, "Sync the hypervisors into the ledger")
+           for lines in result.get("findings", {}).values() for line in lines]
+    missing = [line for result in task_results(output, "Missing hypervisors") for line in result["msg"]]
+    return printed + [line for line in own if line not in printed] + missing
 
 
 def fleet_snapshot(lab) -> dict:
@@ -304,7 +325,7 @@ def kill_tree(proc: subprocess.Popen) -> list[int]:
 
 
 def wait_at_barrier(proc: subprocess.Popen, barrier: Path, runs: int = 1, timeout_s: float = 180) -> None:
-    """Until ``runs`` runs have reached the test barrier in ``barrier`` (race_barrier.py)."""
+    """Until ``runs`` runs have reached the test barrier in ``barrier`` (``hooks_env``)."""
     deadline = time.monotonic() + timeout_s
     arrived = barrier / "arrived"
     while not arrived.exists() or len(os.listdir(arrived)) < runs:

@@ -3,11 +3,12 @@
 Eight separate ansible-playbook launch processes start together against the lab fleet, made
 small by per-host allocation ratios and reserved memory in a test inventory, and ask for more
 than it has room for. Each is held at a barrier between its decision and its claim (the
-test-only pause of plugins/plugin_utils/race_barrier.py), so all decide on the same state and
+test hooks' barrier at before-claim, callback_plugins/berth_test_hooks.py), so all decide on the same state and
 then claim at once. Afterwards the ledger (read with plain SQL, not Berth's code) and libvirt
 (read with virsh) must show no host above its limits, no hard server-group policy broken, and
 every instance either running where its claim says or its launch failed with no valid host.
-The same race with the claim's re-check switched off must break those rules. (A launch killed
+The same race with the claim's locks and re-check replaced by nothing (the test hooks' plugin
+replaces the ledger's claim guard in the run's process) must break those rules. (A launch killed
 after its claim, or at any later step of its build: test_leftovers.py.)
 """
 
@@ -20,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, failed_messages, rows, running_domains
+from conftest import REPO, failed_messages, hooks_env, rows, running_domains
 
 pytestmark = pytest.mark.integration
 
@@ -87,10 +88,7 @@ def race(lab, tmp_path: Path, ledger_url: str, unsafe: bool, launches: list | No
     assert synced["rc"] == 0, failed_messages(synced)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "before-claim",
-           "BERTH_TEST_BARRIER_PARTIES": str(len(launches)), "BERTH_TEST_BARRIER_TIMEOUT": "240"}
-    if unsafe:
-        env["BERTH_TEST_UNSAFE_CLAIMS"] = "1"
+    env = hooks_env(barrier, "before-claim", parties=len(launches), timeout_s=240, unsafe_claims=unsafe)
     procs = []
     for name, count, flavor, group in launches:
         extra = {"name": name, "count": count, "flavor": flavor, **({"server_group": group} if group else {})}

@@ -96,7 +96,7 @@ def read_pty_until(path: str, text: str, timeout_s: float) -> str:
 def test_uefi_guest_boots_its_nvram_is_a_pool_volume_that_migrates_live_and_cold_and_is_deleted(lab):
     extra = ("-e", json.dumps({"name": "efi", "firmware": "uefi", "force_hosts": ["hv1"]}))
     dry = assert_triplet_then_idempotent(lab, extra)
-    planned = ET.fromstring(task_result(dry, "Build instances on their hypervisors")["results"][0]["diff"]["after"])
+    planned = ET.fromstring(task_result(dry, "Launch the instances")["results"][0]["diff"]["after"])
     assert planned.find("os").get("firmware") == "efi"
 
     row = row_of(lab, "efi-1")
@@ -291,7 +291,7 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
     refused = lab.playbook("launch.yml", "-e", json.dumps({"name": "url", "count": 2, "image": wrong}),
                            "-e", f"berth_image_cache_dir={cache}")
     assert refused["rc"] != 0
-    assert task_result(refused, "Check the request before anything is claimed")["field"] == "image.checksum"
+    assert task_result(refused, "Launch the instances")["field"] == "image.checksum"
     assert checksum.split(":")[1] in " ".join(failed_messages(refused))
     assert fleet_snapshot(lab) == before  # no claim, no instance, no volume uploaded anywhere
     assert server.gets("cloud.qcow2") == 1 and not any(cache.iterdir())
@@ -299,7 +299,7 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
     refused_dry = lab.playbook("launch.yml", "-e", json.dumps({"name": "url", "count": 2, "image": wrong}),
                                "-e", f"berth_image_cache_dir={cache}", check=True)
     assert refused_dry["rc"] != 0
-    assert task_result(refused_dry, "Check the request before anything is claimed")["field"] == "image.checksum"
+    assert task_result(refused_dry, "Launch the instances")["field"] == "image.checksum"
     assert fleet_snapshot(lab) == before
     assert server.gets("cloud.qcow2") == 2 and not any(cache.iterdir())
 

@@ -85,9 +85,9 @@ def test_check_mode_plans_exactly_what_the_real_run_does_and_changes_nothing(lab
     dry = lab.playbook("launch.yml", *extra, "--diff", check=True)
     assert dry["rc"] == 0, failed_messages(dry)
     assert fleet_snapshot(lab) == before
-    planned = {p["name"]: p["host"] for p in task_result(dry, "Schedule the instances")["placements"]}
+    planned = {p["name"]: p["host"] for p in task_result(dry, "Launch the instances")["placements"]}
     assert sorted(planned) == ["pred-1", "pred-2", "pred-3"]
-    built = task_result(dry, "Build instances on their hypervisors")["results"]
+    built = task_result(dry, "Launch the instances")["results"]
     # --diff shows each domain's XML as it would be defined.
     for item in built:
         after = ET.fromstring(item["diff"]["after"])

@@ -36,7 +36,7 @@ def test_another_project_never_lands_on_a_tenants_hypervisor_and_instances_recor
         assert sorted(placed) == ["tb-1", "tb-2", "tb-3", "tb-4"]
         assert {row["host"] for row in placed.values()} <= {"hv1", "hv3"}
         assert {row["project_id"] for row in placed.values()} == {"team-b"}
-        plan = task_result(others, "Schedule the instances")
+        plan = task_result(others, "Launch the instances")
         assert ("hv2", "aggregate_tenant") in {(r["host"], r["reason"]) for r in plan["decision"]["rejections"]}
 
         # The tenant itself may use its hypervisor: with hv1 and hv3 ignored, team-a goes there.

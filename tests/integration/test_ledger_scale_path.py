@@ -85,7 +85,7 @@ def test_a_launch_places_claims_and_builds_from_the_ledger_alone(lab, tmp_path):
     request = json.dumps({"name": "led", "count": 3, "flavor": TINY, "server_group": None})
     launched = lab.finish(lab.start_playbook("launch.yml", "-e", request, inventory=bare))
     assert launched["rc"] == 0, failed_messages(launched) or launched["stderr"]
-    plan = task_result(launched, "Schedule the instances")
+    plan = task_result(launched, "Launch the instances")
     assert plan["decision"]["hosts_total"] == 3 and set(plan["timing"]) >= {"read_s", "decide_s", "claim_s"}
     instances = rows(url, "SELECT name, host, state, uuid FROM instances ORDER BY name")
     assert [(row["name"], row["state"]) for row in instances] == [
@@ -131,7 +131,7 @@ def test_a_hypervisor_not_synced_for_service_down_time_is_never_picked_and_the_f
     fresh = lab.finish(lab.start_playbook("launch.yml", "-e", json.dumps({"name": "old", "flavor": TINY}),
                                           inventory=bare))
     assert fresh["rc"] == 0, failed_messages(fresh)
-    plan = task_result(fresh, "Schedule the instances")
+    plan = task_result(fresh, "Launch the instances")
     assert [p["host"] for p in plan["placements"]] == ["hv3"]
     assert sorted((r["host"], r["reason"]) for r in plan["decision"]["rejections"]) == [
         ("hv1", "host_stale"), ("hv2", "host_stale")]

@@ -3,7 +3,7 @@ its build, on SQLite and on PostgreSQL, and the tracker sync (gather.yml) past t
 no claim without a live build and no volume or domain without an instance, says what it
 removed, and a relaunch of the same name succeeds; a second sync finds nothing to do.
 
-The launch is paused at the step by the test-only barrier (plugins/plugin_utils/race_barrier.py)
+The launch is paused at the step by the test hooks' barrier (callback_plugins/berth_test_hooks.py)
 and then killed with every process it started (conftest.kill_tree), as a crash would. The ledger
 is read with plain SQL and the hypervisors with virsh, not through Berth's code.
 """
@@ -20,6 +20,7 @@ from conftest import (
     changed_count,
     drift,
     failed_messages,
+    hooks_env,
     kill_tree,
     rows,
     wait_at_barrier,
@@ -40,9 +41,8 @@ def start_killable_launch(lab, tmp_path, inventory, name, step, extra=None):
     """A launch of ``name`` held at ``step`` of its build: returns the process and its barrier."""
     barrier = tmp_path / f"barrier-{name}"
     barrier.mkdir()
-    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": step,
-           # Never all there: each run waits until it is killed (or the timeout, if the test broke).
-           "BERTH_TEST_BARRIER_PARTIES": "99", "BERTH_TEST_BARRIER_TIMEOUT": "300"}
+    # Never all there: each run waits until it is killed (or the timeout, if the test broke).
+    env = hooks_env(barrier, step, parties=99, timeout_s=300)
     # berth_source=inventory: the launch syncs the ledger from the inventory's facts first, so a
     # fresh ledger needs no gather.yml run before it.
     request = {"name": name, "count": 1, "flavor": TINY, "user_data": "#cloud-config\nhostname: doomed\n",

@@ -15,7 +15,7 @@ import sqlite3
 import check
 import fleet
 import pytest
-from conftest import changed_count, drift, failed_messages, task_result
+from conftest import changed_count, drift, failed_messages, hooks_env, task_result
 
 pytestmark = pytest.mark.integration
 
@@ -341,10 +341,10 @@ def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     assert resized(shrink)["field"] == "flavor"
 
     # A fault where the resized domain would start, on its own host: the old size runs again.
-    failed = shaped.resize("rsz-1", LARGE, env={"BERTH_TEST_FAULTS": f"{target}:resize"}, ok=False)
+    failed = shaped.resize("rsz-1", LARGE, env=hooks_env(faults=[f"{target}:before-resize-start"]), ok=False)
     assert failed["rc"] != 0
     assert resized(failed)["msg"] == f"resize of rsz-1 failed and it has m1.medium again: {target}: injected fault " \
-                                     f"at resize (BERTH_TEST_FAULTS)"
+                                     f"at before-resize-start"
     assert_runs_as(shaped, "rsz-1", "m1.medium", target)
     assert root_capacity_gb(lab, target, row["uuid"]) == 40
 
@@ -353,10 +353,10 @@ def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     others = sorted(set(lab.hosts) - {target})
     shaped.reserve({target: totals_less(shaped, target, 6000), others[0]: totals_less(shaped, others[0], 1024)},
                    tmp_path / "narrow")
-    failed = shaped.resize("rsz-1", LARGE, env={"BERTH_TEST_FAULTS": f"{others[1]}:resize"}, ok=False)
+    failed = shaped.resize("rsz-1", LARGE, env=hooks_env(faults=[f"{others[1]}:before-resize-start"]), ok=False)
     assert failed["rc"] != 0
     assert resized(failed)["msg"] == (f"resize of rsz-1 onto {others[1]} failed, it stays on {target} with m1.medium: "
-                                      f"{others[1]}: injected fault at resize (BERTH_TEST_FAULTS)")
+                                      f"{others[1]}: injected fault at before-resize-start")
     assert_runs_as(shaped, "rsz-1", "m1.medium", target)
 
     deleted = shaped.run("delete.yml", "-e", "name=rsz")

@@ -7,7 +7,15 @@ import json
 import check
 import fleet
 import pytest
-from conftest import changed_count, drift, failed_messages, fleet_snapshot, task_result, wait_at_barrier
+from conftest import (
+    changed_count,
+    drift,
+    failed_messages,
+    fleet_snapshot,
+    hooks_env,
+    task_result,
+    wait_at_barrier,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -98,8 +106,7 @@ def test_a_move_whose_source_daemon_stops_before_its_copy_is_removed_follows_the
     uuid = next(r["uuid"] for r in lab.ledger_rows("instances") if r["name"] == f"{name}-1")
     barrier = tmp_path / "barrier"
     # Two parties: the move waits there until the test releases it.
-    env = {"BERTH_TEST_BARRIER_DIR": str(barrier), "BERTH_TEST_BARRIER_STAGE": "after-move",
-           "BERTH_TEST_BARRIER_PARTIES": "2", "BERTH_TEST_BARRIER_TIMEOUT": "120"}
+    env = hooks_env(barrier, "after-move", parties=2, timeout_s=120)
     proc = lab.start_playbook("migrate.yml", "-e", f"instance={name}-1", "-e", "to_host=hv2", "-e", f"mode={mode}",
                               env=env)
     wait_at_barrier(proc, barrier)

@@ -106,7 +106,7 @@ def test_the_launch_refuses_an_oversized_flavor_in_its_first_task(tmp_path, ledg
     assert output["rc"] != 0
     [failed] = [task for play in output["plays"] for task in play["tasks"]
                 if any(result.get("failed") for result in task["hosts"].values())]
-    assert failed["task"] == "Check the request before anything is claimed"
+    assert failed["task"] == "Launch the instances"
     result = failed["hosts"]["localhost"]
     assert result["field"] == "flavor.memory_mb"
     assert result["msg"] == "flavor.memory_mb: 1000000000000 is over the limit of 4194304 MiB (4 TiB)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fleet
 import pytest
-from conftest import failed_messages, task_result
+from conftest import failed_messages, hooks_env, task_result
 
 pytestmark = pytest.mark.integration
 
@@ -14,7 +14,7 @@ def planned(lab, name: str) -> dict:
     """The placement a dry run predicts for <name>-1: host and alternates."""
     dry = lab.playbook("launch.yml", "-e", f"name={name}", "-e", "count=1", check=True)
     assert dry["rc"] == 0, failed_messages(dry)
-    return task_result(dry, "Schedule the instances")["placements"][0]
+    return task_result(dry, "Launch the instances")["placements"][0]
 
 
 def hv_uuid(lab, host: str) -> str:
@@ -36,14 +36,15 @@ def claims_of(lab, instance_uuid: str) -> list[dict]:
     return [c for c in lab.ledger_rows("claims") if c["instance_uuid"] == instance_uuid]
 
 
-@pytest.mark.parametrize("stage", ["volume", "start"], ids=["after-volume-created", "start-refused-after-define"])
-def test_build_failing_on_its_host_lands_on_the_first_alternate(lab, stage):
-    name = f"retry{stage}"
+@pytest.mark.parametrize("point", ["after-root-volume", "after-define"],
+                         ids=["after-volume-created", "start-refused-after-define"])
+def test_build_failing_on_its_host_lands_on_the_first_alternate(lab, point):
+    name = f"retry{point.split('-')[-1]}"
     plan = planned(lab, name)
     failing, alternate = plan["host"], plan["alternates"][0]
 
     result = lab.playbook("launch.yml", "-e", f"name={name}", "-e", "count=1",
-                          env_extra={"BERTH_TEST_FAULTS": f"{failing}:{stage}"})
+                          env_extra=hooks_env(faults=[f"{failing}:{point}"]))
 
     assert result["rc"] == 0, failed_messages(result)
     row = landed(lab, name)
@@ -51,9 +52,9 @@ def test_build_failing_on_its_host_lands_on_the_first_alternate(lab, stage):
     assert lab.virsh(alternate, "domstate", row["uuid"]).strip() == "running"
     assert [c["hypervisor_uuid"] for c in claims_of(lab, row["uuid"])] == [hv_uuid(lab, alternate)]
     assert_nothing_of(lab, failing, row["uuid"])
-    build = task_result(result, "Build instances on their hypervisors")["results"][0]
+    build = task_result(result, "Launch the instances")["results"][0]
     assert build["host"] == alternate
-    assert build["failed_attempts"] == [f"{failing}: injected fault at {stage} (BERTH_TEST_FAULTS)"]
+    assert build["failed_attempts"] == [f"{failing}: injected fault at {point}"]
     assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0
 
 
@@ -79,18 +80,18 @@ def test_host_whose_daemon_stops_after_scheduling_is_skipped_and_clean_when_back
 
 def test_build_failing_everywhere_is_error_with_every_reason_and_leaves_nothing(lab):
     name = "retryall"
-    faults = ",".join(f"{host}:start" for host in lab.hosts)
+    faults = [f"{host}:after-define" for host in lab.hosts]
 
     result = lab.playbook("launch.yml", "-e", f"name={name}", "-e", "count=1",
-                          env_extra={"BERTH_TEST_FAULTS": faults})
+                          env_extra=hooks_env(faults=faults))
 
     assert result["rc"] != 0
     row = landed(lab, name)
     assert row["state"] == "ERROR"
     for host in lab.hosts:
-        assert f"{host}: injected fault at start" in row["failure_reason"]
+        assert f"{host}: injected fault at after-define" in row["failure_reason"]
         assert_nothing_of(lab, host, row["uuid"])
-    build = task_result(result, "Build instances on their hypervisors")["results"][0]
+    build = task_result(result, "Launch the instances")["results"][0]
     assert build["msg"].startswith(f"{name}-1: build failed on 3 host(s): ")
     assert claims_of(lab, row["uuid"]) == []
     assert lab.playbook("delete.yml", "-e", f"name={name}")["rc"] == 0

@@ -27,7 +27,7 @@ def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
         plan = lab.playbook("launch.yml", "-e", json.dumps(three), check=True)
         assert plan["rc"] == 0, failed_messages(plan)
         assert fleet_snapshot(lab) == before, "check mode must change nothing"
-        planned = {p["name"]: p["host"] for p in task_result(plan, "Schedule the instances")["placements"]}
+        planned = {p["name"]: p["host"] for p in task_result(plan, "Launch the instances")["placements"]}
 
         real = lab.playbook("launch.yml", "-e", json.dumps(three))
         assert real["rc"] == 0, failed_messages(real)

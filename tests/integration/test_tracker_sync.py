@@ -4,11 +4,16 @@ with its own ledger file so that the other tests' ledger is left alone."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 from conftest import changed_count, drift, failed_messages, task_results
+
+import fleet  # noqa: E402  (lab/fleet.py, on the path conftest gives)
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
@@ -40,8 +45,11 @@ def test_gather_records_inventories_and_orphans_idempotently_with_check_mode(lab
     try:
         first = lab.playbook("gather.yml", *use)
         assert first["rc"] == 0, failed_messages(first)
-        # Each hypervisor is its own task: each is new to this ledger.
-        assert changed_count(first) == len(lab.hosts)
+        # One task syncs the play's hypervisors: each is new to this ledger.
+        assert changed_count(first) == 1
+        [synced] = task_results(first, "Sync the hypervisors into the ledger")
+        assert synced["summary"]["changed"] == len(lab.hosts)
+        assert sorted(synced["findings"]) == sorted(lab.hosts)
         hypervisors = {row["name"]: row for row in sql(path, "SELECT * FROM hypervisors")}
         assert sorted(hypervisors) == sorted(lab.hosts)
         for host, row in hypervisors.items():
@@ -181,3 +189,40 @@ def test_server_group_module_check_mode_triplet_and_launch_by_group_name(lab, ow
     assert changed_count(lab.playbook(OPS, *use, *delete, check=True)) == 1
     assert changed_count(lab.playbook(OPS, *use, *delete)) == 1
     assert changed_count(lab.playbook(OPS, *use, *delete)) == 0
+
+
+def test_a_hypervisor_whose_daemon_hangs_is_down_within_its_timeout_while_the_others_sync(lab, tmp_path):
+    """hv3's libvirtd is stopped (SIGSTOP): its socket still takes the connection, then nothing
+    answers. The sync (which reads the hypervisors itself: the source does not gather) gives it
+    up after its deadline (twice the source's timeout) and marks it down with the reason; hv1
+    and hv2 are synced meanwhile."""
+    path = tmp_path / "ledger.sqlite3"
+    use = ("-e", f"berth_ledger_url=sqlite:///{path}")
+    inventory = Path(lab.inventory_copy(tmp_path, f"sqlite:///{path}"))
+    source = json.loads((inventory / "fleet.berth.yml").read_text())
+    (inventory / "fleet.berth.yml").write_text(json.dumps({**source, "timeout": 3, "gather_facts": False}) + "\n")
+    assert lab.finish(lab.start_playbook("gather.yml", *use, inventory=str(inventory)))["rc"] == 0
+    before = {row["name"]: row["synced_at"] for row in sql(path, "SELECT name, synced_at FROM hypervisors")}
+    pid = fleet.daemon_pid(lab.dir, "hv3")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        hung = lab.finish(lab.start_playbook("gather.yml", *use, inventory=str(inventory)))
+        took_s = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert hung["rc"] == 0, failed_messages(hung)
+    [synced] = task_results(hung, "Sync the hypervisors into the ledger")
+    # Given up after 2 x 3 s, not after libvirt's keepalive or a TCP timeout.
+    assert synced["summary"]["duration_s"] < 6 + 3, synced["summary"]
+    assert took_s < 60, took_s
+    assert synced["findings"]["hv3"] == ["hv3: did not answer (hv3: no answer within 6 s); its claims are kept"]
+    rows = {row["name"]: row for row in sql(path, "SELECT * FROM hypervisors")}
+    assert (rows["hv3"]["sync_status"], rows["hv3"]["down_reason"]) == ("down", "hv3: no answer within 6 s")
+    assert rows["hv3"]["synced_at"] == before["hv3"]
+    for host in ("hv1", "hv2"):
+        assert rows[host]["sync_status"] == "up" and rows[host]["synced_at"] > before[host]
+    # Back: the next sync finds it up again.
+    again = lab.finish(lab.start_playbook("gather.yml", *use, inventory=str(inventory)))
+    assert again["rc"] == 0 and sql(path, "SELECT sync_status FROM hypervisors WHERE name = 'hv3'") == [
+        {"sync_status": "up"}]

@@ -19,12 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_GALAXY = Path(sys.executable).with_name("ansible-galaxy")
 
 # Tracked, but for development only.
-NOT_SHIPPED = ("lab/", "scripts/", "benchmarks/", ".ci/", "requirements.txt", "pyproject.toml",
-               "ansible.cfg", "docs/requirements.txt")
+NOT_SHIPPED = ("lab/", "scripts/", "benchmarks/", "tests/", ".ci/", "requirements.txt",
+               "pyproject.toml", "ansible.cfg", ".ansible-lint", "docs/requirements.txt")
 SHIPPED = ("LICENSE", "README.md", "CHANGELOG.md", "changelogs/changelog.yaml",
            "changelogs/config.yaml", "meta/runtime.yml", "meta/execution-environment.yml",
            "meta/ee-requirements.txt", "bindep.txt", "docs/docsite/extra-docs.yml",
-           "docs/docsite/rst/concepts.rst", "docs/docsite/rst/install.rst",
+           "docs/docsite/rst/concepts.rst", "docs/docsite/rst/design.rst", "docs/docsite/rst/install.rst",
            "docs/docsite/rst/placement.rst", "docs/docsite/rst/operations.rst",
            "docs/docsite/rst/awx.rst", "plugins/modules/schedule.py",
            "plugins/inventory/hypervisors.py", "roles/instance/tasks/main.yml",
@@ -41,7 +41,8 @@ def built(tmp_path_factory):
     with tarfile.open(tarball) as archive:
         files = {member.name for member in archive.getmembers() if member.isfile()}
         manifest = json.load(archive.extractfile("MANIFEST.json"))
-    return {"files": files, "manifest": manifest, "galaxy": galaxy}
+        files_json = json.load(archive.extractfile("FILES.json"))
+    return {"files": files, "manifest": manifest, "files_json": files_json, "galaxy": galaxy}
 
 
 def _git_files() -> set[str]:
@@ -59,6 +60,13 @@ def test_nothing_git_ignores_is_shipped(built):
 
 def test_development_files_are_not_shipped(built):
     assert [name for name in sorted(built["files"]) if name.startswith(NOT_SHIPPED)] == []
+
+
+def test_neither_tests_nor_benchmarks_nor_wheels_are_shipped(built):
+    """Not a file of them, nor their folders (FILES.json lists directories too)."""
+    listed = [entry["name"] for entry in built["files_json"]["files"]]
+    assert [name for name in listed if name.split("/")[0] in ("tests", "benchmarks")] == []
+    assert [name for name in built["files"] if name.endswith(".whl")] == []
 
 
 def test_the_collection_is_shipped(built):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import registry
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import registry, request_spec
 
 REPO = Path(__file__).resolve().parents[2]
 DOCSITE = REPO / "docs" / "docsite"
@@ -37,7 +37,7 @@ def test_the_schedule_documentation_states_the_registry_default_filters():
     documentation = _generator()._documentation()
     (default_item,) = [item for item in documentation["options"]["enabled_filters"]["description"]
                        if item.startswith("Default ")]
-    assert re.findall(r"C\((\w+)\)", default_item) == registry.DEFAULT_FILTERS
+    assert re.findall(r"C\((\w+)\)", default_item) == request_spec.DEFAULT_FILTERS
 
 
 def test_every_guide_is_in_the_table_of_contents_under_its_label():

@@ -16,12 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    RequestSpec,
-    active_filters,
-    first_rejection,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import first_rejection
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import active_filters
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 
 # A host that still passes after this many instances is not limited by any filter (a flavor

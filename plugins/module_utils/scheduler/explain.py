@@ -1,10 +1,14 @@
+"""A decision's rejections in words: counted per reason and turned into text last, as
+kube-scheduler answers ("0/3 hosts are available for instance 2 of 3: 2 insufficient RAM
+(needs 4096 MB, most free 3500 MB), 1 down"), with the hosts that came closest to fitting."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import (
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    RequestSpec,
     affinity_network,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
@@ -21,8 +25,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_HOST_STALE,
     REASON_IGNORED,
     REASON_IMAGE_MISSING,
-    REASON_IMAGE_REFUSED,
     REASON_IMAGE_PROPERTIES,
+    REASON_IMAGE_REFUSED,
     REASON_INSUFFICIENT_DISK,
     REASON_INSUFFICIENT_RAM,
     REASON_INSUFFICIENT_VCPUS,
@@ -44,9 +48,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     format_number,
     reason_kind,
 )
-
-if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
 
 # How many rejected hosts a compact explanation names: those that came closest to fitting.
 CLOSEST_MISSES_SHOWN = 5

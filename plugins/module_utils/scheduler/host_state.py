@@ -31,7 +31,7 @@ FACT_FIELDS = frozenset({
     "cpu_info", "availability_zone", "metrics", "instances", "failed_builds", "host_ip",
 })
 
-# Today's Nova defaults (DESIGN.md "Scheduling semantics").
+# Today's Nova defaults.
 DEFAULT_RATIOS = {
     "cpu_allocation_ratio": 4.0,
     "ram_allocation_ratio": 1.0,
@@ -152,7 +152,7 @@ class HostState:
     # [arch, hypervisor type, vm mode] triples, as Nova's supported_instances.
     supported_instances: list[list[str]] = field(default_factory=list)
     cpu_info: dict[str, Any] = field(default_factory=dict)
-    # [{name, metadata}]: each aggregate keeps its own metadata (DESIGN.md "Vocabulary").
+    # [{name, metadata}]: each aggregate keeps its own metadata (group vars would flatten it).
     aggregates: list[dict[str, Any]] = field(default_factory=list)
     availability_zone: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)

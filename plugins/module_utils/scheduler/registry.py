@@ -1,3 +1,4 @@
+"""Every filter and weigher by name: the classes the driver runs for the names a request gives."""
 from __future__ import annotations
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
@@ -45,8 +46,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.hyp
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.image_properties import ImagePropertiesWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
-# so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file
-# and one line here.
+# so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file,
+# one line here and its name in request_spec.py (FILTER_NAMES or WEIGHER_MULTIPLIER_OPTIONS),
+# which the request, below the filters, checks its names against; the defaults are there too.
 FILTERS: dict[str, type[BaseHostFilter]] = {
     "ComputeFilter": ComputeFilter,
     "AvailabilityZoneFilter": AvailabilityZoneFilter,
@@ -93,14 +95,3 @@ WEIGHERS: dict[str, type[BaseWeigher]] = {
     "HypervisorVersionWeigher": HypervisorVersionWeigher,
     "ImagePropertiesWeigher": ImagePropertiesWeigher,
 }
-
-# DESIGN.md: Newton's default list with CoreFilter added (retries use alternates, so no
-# RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
-# its networks), which do nothing unless the launch names them; every weigher, with Nova's
-# default multipliers.
-DEFAULT_FILTERS = [
-    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
-    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
-]
-DEFAULT_WEIGHERS = list(WEIGHERS)

@@ -1,7 +1,7 @@
 """The engine's formulas, each written once, on plain numbers or NumPy arrays alike.
 
 A filter answers one host in ``host_passes`` (the plain path) and every candidate at once in
-``vector_rejects`` (fast.py); ``capacity.py`` asks ``host_passes`` again on a host with n
+``vector_rejects`` (vector.py); ``capacity.py`` asks ``host_passes`` again on a host with n
 instances consumed. All three reach the arithmetic through the functions below, called with a
 host's numbers or with arrays of every candidate's numbers, so a change to a rule is one change
 here, and both paths compute the same IEEE operations in the same order (which is what lets
@@ -13,7 +13,7 @@ argument (``~True`` is -2, and an array has no single truth value).
 
 The other two pieces of the shape: a filter's per-host inputs that are not plain HostState
 fields (an allocation ratio that aggregates may override, a limit) are declared once as
-filters.base.HostNumber, which gives one host's value and from which fast.py builds the
+filters.base.HostNumber, which gives one host's value and from which vector.py builds the
 column; and filters.resource.ResourceFilter turns one Fit into either a Rejection with its
 numbers (host_passes) or the masks of vector_rejects, so the RAM, vCPU and disk filters are a
 name, a resource and the fit function each.

@@ -44,7 +44,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     DEFAULT_LEASE_S,
-    UNSAFE_CLAIMS_ENV,
     ClaimConflict,
     ClaimLost,
     instance_flavor,
@@ -88,7 +87,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import c
 __all__ = [
     "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
     "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
-    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "UNSAFE_CLAIMS_ENV", "VOLUME", "ClaimConflict", "ClaimLost",
+    "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
     "metadata", "safe_url", "utcnow",
 ]
@@ -186,13 +185,10 @@ class Ledger:
         - reports what dead builds left on the answering hypervisors (``leftovers``, for the
           caller to remove and then ``forget_artefacts``) and their ``orphan_volumes``.
         ``dry_run`` works it all out and writes nothing (check mode); a SQLite ledger that does
-        not exist is created all the same (empty: the schema only), and ``ledger_created`` says
-        so (its URL, or None).
+        not exist is created all the same (empty: the schema only), and ``created`` says so.
         """
         with self._write(dry_run, create=True) as db:
-            report = tracker.sync(db, list(states), utcnow())
-        report["ledger_created"] = safe_url(self.url) if self.created else None
-        return report
+            return tracker.sync(db, list(states), utcnow())
 
     @database_errors
     def mark_missing(self, listed: Iterable[str], stale_after_s: float, dry_run: bool = False) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
 import uuid as uuidlib
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -20,10 +19,20 @@ from sqlalchemy import bindparam, case, delete, func, insert, select, text, upda
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError, LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID, RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    InputError,
+    LedgerError,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+    RequestSpec,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
@@ -48,10 +57,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 # The filters a claim re-checks: the resources. Group policy is re-checked by server_groups.violation.
 CLAIM_CHECK_FILTERS = ("RamFilter", "CoreFilter", "DiskFilter")
 DEFAULT_LEASE_S = 3600
-
-# TEST ONLY: set to 1 to switch off the claim's locks and re-check, so that the concurrency
-# test can show it catches the race they prevent. Never set it anywhere else.
-UNSAFE_CLAIMS_ENV = "BERTH_TEST_UNSAFE_CLAIMS"
 
 
 def instance_listing(db: Connection, names: Iterable[str] | None = None,
@@ -117,7 +122,7 @@ _INSERT_CLAIM = insert(claims).returning(claims.c.id)
 
 def refresh_usage(db: Connection, hv_uuids: Iterable[str]) -> None:
     """Re-sum the usage of these hypervisors from their claims and unmanaged usage, and move
-    their generation (DESIGN.md: it moves whenever capacity or usage does)."""
+    their generation (it moves whenever capacity or usage does)."""
     uuids = sorted(set(hv_uuids))
     if uuids:
         driver_execute(db, _REFRESH_USAGE, {"uuids": uuids})
@@ -143,26 +148,49 @@ def check_room(view: HostState, spec: RequestSpec, host: str) -> None:
             raise ClaimConflict(host, rejection.message())
 
 
+class ClaimGuard:
+    """What keeps concurrent claims from sharing out the same room: the chosen hypervisors'
+    rows locked, then each host's room and the group's hard policy re-checked under the locks.
+
+    ``claim`` reaches it through ``CLAIM_GUARD`` only so that Berth's concurrency test can
+    replace it, in its own ansible-playbook process, by one that checks nothing, and so prove
+    that the race is real without it (tests/integration/callback_plugins/berth_test_hooks.py).
+    Nothing in the collection replaces it, and no setting or environment variable does."""
+
+    def views(self, db: Connection, hv_uuids: Iterable[str]) -> dict[str, tuple[HostState, int]]:
+        return locked_views(db, hv_uuids)
+
+    def check_room(self, view: HostState, spec: RequestSpec, flavor: Flavor, host: str) -> None:
+        """Raise ClaimConflict unless ``view`` takes one more ``flavor``; then take it from
+        ``view``, so that the request's next instance on that host sees it gone."""
+        check_room(view, spec, host)
+        view.consume(flavor)
+
+    def check_group(self, db: Connection, group: Any, new_hosts: Sequence[str]) -> None:
+        _check_group(db, group, new_hosts)
+
+
+CLAIM_GUARD = ClaimGuard()
+
+
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
-    unsafe = os.environ.get(UNSAFE_CLAIMS_ENV) == "1"
+    guard = CLAIM_GUARD
     now = utcnow()
     spec = _one_of(flavor)
     try:
         group = server_groups.lock(db, server_group) if server_group else None
-        views = locked_views(db, [p["hypervisor_uuid"] for p in placements], lock=not unsafe)
+        views = guard.views(db, [p["hypervisor_uuid"] for p in placements])
         new, moved = [], []
         for placement in placements:
             hv_uuid = placement["hypervisor_uuid"]
             if hv_uuid not in views:
                 raise ClaimConflict(placement["host"], "not in the ledger (no facts synced)")
             view, generation = views[hv_uuid]
-            if not unsafe:
-                check_room(view, spec, placement["host"])
-                view.consume(flavor)
+            guard.check_room(view, spec, flavor, placement["host"])
             new.append({
                 "uuid": str(uuidlib.uuid4()), "name": placement["name"], "flavor_name": flavor.name,
                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
@@ -178,8 +206,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 instance["uuid"], instance["hypervisor_uuid"], flavor, owner, lease_s, now)).fetchall()[0][0]
             for instance in new]
         if group is not None:
-            if not unsafe:
-                _check_group(db, group, [p["host"] for p in placements])
+            guard.check_group(db, group, [p["host"] for p in placements])
             db.execute(insert(server_group_members),
                        [{"group_uuid": group.uuid, "instance_uuid": instance["uuid"]} for instance in new])
         refresh_usage(db, views)

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, select
 from sqlalchemy.engine import Connection
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import driver_execute
@@ -28,21 +29,22 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     hypervisor_networks,
     hypervisors,
     instances,
-    unmanaged_usage,
     iso,
+    unmanaged_usage,
 )
 
 H = hypervisors.c
 # The host-state fields every read gives, as SQL over one hypervisor row. The free amounts are
-# DESIGN.md's tracker view: total - reserved - (claims + unmanaged usage), so reserved memory
-# counts as used in the filters, as in Nova.
+# the tracker view (docs/docsite/rst/design.rst): total - reserved - used, where used is the
+# claims plus unmanaged usage, built from the definition host_facts computes them with too.
+_FREE = free_amounts(H)
 USAGE_COLUMNS = {
     "vcpus_total": H.vcpus_total,
     "vcpus_used": H.vcpus_used,
     "total_usable_ram_mb": H.total_usable_ram_mb,
-    "free_ram_mb": H.total_usable_ram_mb - H.reserved_host_memory_mb - H.memory_mb_used,
+    "free_ram_mb": _FREE["free_ram_mb"],
     "total_usable_disk_gb": H.total_usable_disk_gb,
-    "free_disk_mb": H.total_usable_disk_gb * 1024 - H.reserved_host_disk_mb - H.disk_mb_used,
+    "free_disk_mb": _FREE["free_disk_mb"],
     "num_instances": H.num_instances,
     "num_io_ops": H.num_io_ops,
     "cpu_allocation_ratio": H.cpu_allocation_ratio,
@@ -242,8 +244,8 @@ def locked_views(db: Connection, uuids: Iterable[str], lock: bool = True) -> dic
     """The hosts of ``uuids`` as the ledger alone sees them, for a claim's re-check (the numbers
     the resource filters read): each with its generation; their rows locked FOR UPDATE in UUID
     order (a no-op on SQLite, which holds the write lock already), so that concurrent claims on
-    PostgreSQL queue instead of deadlocking. Status and staleness are the scheduler's business,
-    not the claim's."""
+    PostgreSQL queue instead of deadlocking (``lock=False`` reads them without the lock). Status
+    and staleness are the scheduler's business, not the claim's."""
     query = _LOCKED_VIEWS_FOR_UPDATE if lock else _LOCKED_VIEWS
     views = {}
     rows = driver_execute(db, query, {"uuids": sorted(set(uuids))}).fetchall()

@@ -33,7 +33,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import DEFAULT_PROJECT_ID
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+)
 
 # Instance states, as Nova's vm_state names them.
 BUILDING = "BUILDING"
@@ -70,7 +72,7 @@ SOFT_AFFINITY = "soft-affinity"
 SOFT_ANTI_AFFINITY = "soft-anti-affinity"
 POLICIES = (AFFINITY, ANTI_AFFINITY, SOFT_AFFINITY, SOFT_ANTI_AFFINITY)
 
-# The host-state fields a sync copies onto the hypervisor row as they are (DESIGN.md's schema).
+# The host-state fields a sync copies onto the hypervisor row as they are (the host state of docs/docsite/rst/design.rst).
 CAPACITY_FIELDS = (
     "vcpus_total", "cpu_allocation_ratio", "total_usable_ram_mb", "reserved_host_memory_mb",
     "ram_allocation_ratio", "total_usable_disk_gb", "reserved_host_disk_mb", "disk_allocation_ratio",

@@ -14,6 +14,7 @@ Every step is a few statements for the whole batch, not a query per hypervisor.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
@@ -84,7 +85,7 @@ def _fact(state: Mapping[str, Any], name: str) -> Any:
 
 
 def _row_values(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The hypervisor row's columns from a host state (DESIGN.md's schema)."""
+    """The hypervisor row's columns from a host state (the host-state schema of docs/docsite/rst/design.rst)."""
     values = {"name": state["host"], "nodename": state.get("nodename") or state["host"]}
     for name in ("vcpus_total", "total_usable_ram_mb", "reserved_host_memory_mb", "total_usable_disk_gb",
                  "reserved_host_disk_mb"):
@@ -122,26 +123,37 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     down_uuids = set(db.execute(select(H.uuid).where(H.name.in_([state["host"] for state in down]))).scalars())
     # Every row this sync writes is locked at once, in UUID order, as claims lock them.
     locked = db.execute(
-        select(H.uuid, H.generation, H.sync_status, *(getattr(H, name) for name in _COMPARED))
+        select(H.uuid, H.generation, H.sync_status, H.uri,
+               *(getattr(H, name) for name in (*_COMPARED, *HOT_FACT_FIELDS)))
         .where(H.uuid.in_([*uuids, *down_uuids])).order_by(H.uuid).with_for_update()).mappings()
     current = {row["uuid"]: row for row in locked}
     changed = set(inserted)
-    updates = []
+    rewrites, unchanged = [], []
     for state in answering:
         values = _row_values(state)
         row = current[state["uuid"]]
         if any(row[name] != values[name] for name in _COMPARED) or row["sync_status"] != HV_UP:
             changed.add(state["uuid"])
-        updates.append({"key": state["uuid"], **values, "synced_at": now, "sync_status": HV_UP,
-                        "down_reason": None})
-    if updates:
-        columns = {name: bindparam(name) for name in updates[0] if name != "key"}
-        db.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), updates)
+        # The URI the hypervisor was reached at this time; a state without one keeps the last.
+        if state.get("uri"):
+            values["uri"] = state["uri"]
+        if state["uuid"] in changed or any(not _same(row[name], values[name]) for name in values):
+            rewrites.append({"key": state["uuid"], **values, "synced_at": now, "sync_status": HV_UP,
+                             "down_reason": None})
+        else:
+            unchanged.append(state["uuid"])
+    # Incremental: a hypervisor whose row would be written as it is only has its sync time
+    # moved, all of them in one statement; the others are written in one executemany per set of
+    # columns (a state without a URI keeps the last one).
+    if unchanged:
+        db.execute(update(HT).where(H.uuid.in_(bindparam("keys", expanding=True))).values(synced_at=now),
+                   {"keys": unchanged})
+    for with_uri in (True, False):
+        rows = [row for row in rewrites if ("uri" in row) is with_uri]
+        if rows:
+            columns = {name: bindparam(name) for name in rows[0] if name != "key"}
+            db.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(columns), rows)
     _write_facts(db, answering)
-    # The URI the hypervisor was reached at this time; a state without one keeps the last.
-    uris = [{"key": state["uuid"], "uri": state["uri"]} for state in answering if state.get("uri")]
-    if uris:
-        db.execute(update(HT).where(HT.c.uuid == bindparam("key")).values(uri=bindparam("uri")), uris)
     _replace_names(db, hypervisor_images, answering, "images", refusals="refused_images")
     _replace_names(db, hypervisor_networks, answering, "networks")
     orphans = _sync_unmanaged(db, answering, now, changed)
@@ -180,19 +192,33 @@ def _insert_new(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.
 
 
 def _write_facts(db: Connection, answering: Sequence[Mapping[str, Any]]) -> None:
-    """Each answering hypervisor's hypervisor_facts row, as this sync read it."""
+    """Each answering hypervisor's hypervisor_facts row, as this sync read it; a row that would
+    be written as it is stays untouched (an idle fleet's steady sync rewrites nothing here)."""
     if not answering:
         return
     rows = [{"key": state["uuid"], **_facts_values(state)} for state in answering]
-    have = set(db.execute(select(FT.c.hypervisor_uuid).where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows])))
-               .scalars())
-    if have:
+    names = [name for name in rows[0] if name != "key"]
+    have = {row.hypervisor_uuid: row._mapping for row in db.execute(
+        select(FT.c.hypervisor_uuid, *(FT.c[name] for name in names))
+        .where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows])))}
+    moved = [row for row in rows if row["key"] in have
+             and any(not _same(have[row["key"]][name], row[name]) for name in names)]
+    if moved:
         db.execute(update(FT).where(FT.c.hypervisor_uuid == bindparam("key"))
-                   .values({name: bindparam(name) for name in rows[0] if name != "key"}),
-                   [row for row in rows if row["key"] in have])
+                   .values({name: bindparam(name) for name in names}), moved)
     new = [{"hypervisor_uuid": row.pop("key"), **row} for row in rows if row["key"] not in have]
     if new:
         db.execute(insert(FT), new)
+
+
+def _same(stored: Any, value: Any) -> bool:
+    """Whether a column holds ``value`` already; JSON columns give back lists where the state
+    may hold tuples, so a value is compared as it would be stored too."""
+    if stored == value:
+        return True
+    if isinstance(value, (list, tuple, dict)):
+        return stored == json.loads(json.dumps(value))
+    return False
 
 
 def _replace_names(db: Connection, table: Any, answering: Sequence[Mapping[str, Any]], key: str,

@@ -6,9 +6,11 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
         HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
     )
 
 # One way a filter rejects, in its vectorised form: (reason, resource, requested, rejected
@@ -20,10 +22,10 @@ VectorReject = Tuple[str, Optional[str], Any, Any, Any]
 @dataclass(frozen=True)
 class HostNumber:
     """One of a filter's own per-host numbers (an allocation ratio, a limit), declared once and
-    read by both paths: ``value`` gives it for one host (host_passes), and the fast path builds
-    it for every host at once, once per request, with NumPy (fast.Columns).
+    read by both paths: ``value`` gives it for one host (host_passes), and the vectorised path builds
+    it for every host at once, once per request, with NumPy (vector.Columns).
 
-    The value is the host's HostState field `field` (one of fast.py's _NUMBER_COLUMNS), or
+    The value is the host's HostState field `field` (one of vector.py's _NUMBER_COLUMNS), or
     else the request's option `option` (a RequestSpec attribute); with `aggregate_key`, a host
     whose aggregates give that metadata key takes the smallest of their values instead
     (HostState.aggregate_number, an int with `integer`, as Nova casts its count limits).
@@ -48,7 +50,7 @@ class BaseHostFilter:
     A filter may record what it admitted against in host_state.limits, as Nova's do, so the
     claim can enforce the same oversubscription limits.
 
-    The fast path (fast.py) may use `vector_rejects` instead of calling host_passes per host:
+    The vectorised path (vector.py) may use `vector_rejects` instead of calling host_passes per host:
     it gets the candidates' numbers as arrays (HostState field names plus the filter's own
     `host_numbers`) and must reject exactly the hosts host_passes rejects, for the same
     reason; both reach their arithmetic through the same functions of rules.py. A filter
@@ -60,7 +62,7 @@ class BaseHostFilter:
     # checked for the first instance only, as in Nova.
     run_filter_once_per_request = False
     # Whether a host's answer can change because another host was chosen (affinity: once a
-    # group member lands somewhere, every other host is out). The fast path re-runs such
+    # group member lands somewhere, every other host is out). The vectorised path re-runs such
     # filters on every candidate; the others only on the host that was just consumed.
     depends_on_other_hosts = False
     # The filter's own per-host numbers: name -> HostNumber. host_passes reads one with

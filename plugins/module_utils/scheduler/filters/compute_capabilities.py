@@ -2,20 +2,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import FACT_FIELDS
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_CAPABILITIES,
     Rejection,
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
         HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
     )
 
 

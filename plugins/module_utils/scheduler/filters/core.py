@@ -14,7 +14,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
+    )
 
 
 class CoreFilter(ResourceFilter):

@@ -11,9 +11,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
         HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
     )
 
 

@@ -14,9 +14,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
         HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
     )
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.rules import Fit
 
@@ -25,7 +27,7 @@ class ResourceFilter(BaseHostFilter):
     """A filter whose whole rule is one rules.*_fit function.
 
     A subclass names its resource and says which fit applies (``fit``, on a HostState or on
-    the fast path's columns: both have the same attribute names), with its allocation ratio
+    the vectorised path's columns: both have the same attribute names), with its allocation ratio
     declared in ``host_numbers["allocation_ratio"]``; host_passes and vector_rejects below turn
     the same Fit into a Rejection or into masks.
     """

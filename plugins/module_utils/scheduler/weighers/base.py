@@ -10,9 +10,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
         HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
     )
 
 
@@ -42,7 +44,7 @@ def normalize(
 class BaseWeigher:
     """Scores a host; higher wins once normalised and multiplied.
 
-    The fast path (fast.py) may read `vector_raw` (the raw values of all candidates at once
+    The vectorised path (vector.py) may read `vector_raw` (the raw values of all candidates at once
     from their arrays) instead of calling raw_value per host; both must agree exactly.
     """
 

@@ -6,6 +6,7 @@ defaults are the engine's own."""
 from __future__ import annotations
 
 import ast
+import functools
 import dataclasses
 import importlib
 from pathlib import Path
@@ -15,13 +16,14 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
+from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import NO_LOG_OPTIONS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DRIVERS,
     ENGINES,
     EXPLAIN_MODES,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     DEFAULT_SERVICE_DOWN_TIME_S,
@@ -84,7 +86,7 @@ def test_no_log_options_are_those_the_documentation_says_are_never_printed():
     for name in ACTIONS:
         for option, doc in documentation(name)["options"].items():
             text = " ".join(doc["description"]) if isinstance(doc["description"], list) else doc["description"]
-            assert ("Never printed" in text) == (option in _argspec.NO_LOG_OPTIONS), (name, option)
+            assert ("Never printed" in text) == (option in NO_LOG_OPTIONS), (name, option)
 
 
 # ---- what each action reads from its arguments -------------------------------------------------
@@ -142,8 +144,14 @@ class _Reads(ast.NodeVisitor):
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
+    def _is_mapping(self, node):
+        """``args``, or an operation's ``self.args``."""
+        return (isinstance(node, ast.Name) and node.id == self.mapping) or (
+            self.mapping == "args" and isinstance(node, ast.Attribute) and node.attr == "args"
+            and isinstance(node.value, ast.Name) and node.value.id == "self")
+
     def visit_Subscript(self, node):
-        if isinstance(node.value, ast.Name) and node.value.id == self.mapping:
+        if self._is_mapping(node.value):
             # A name written out must be there; one looped over is mostly guarded by a .get().
             (self.strict if isinstance(node.slice, ast.Constant) else self.tolerant).update(self._names(node.slice))
         self.generic_visit(node)
@@ -153,11 +161,28 @@ class _Reads(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
                 and func.value.id == self.mapping and node.args:
             self.tolerant |= self._names(node.args[0])
+        # The task's own arguments before validation (self._task.args.get("from_vars")).
+        if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Attribute) \
+                and func.value.attr == "args" and node.args:
+            self.tolerant |= self._names(node.args[0])
         self.generic_visit(node)
 
 
 def _functions(tree):
-    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    """Functions by name, and classes (an operation given the action's arguments as ``args``)."""
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path):
+    tree = ast.parse(Path(path).read_text())
+    return tree, _functions(tree)
+
+
+def _helper_imports(tree):
+    return [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module.startswith((f"{COLLECTION}.plugin_utils.", f"{COLLECTION}.module_utils."))
+            for alias in node.names]
 
 
 def reads(name):
@@ -169,9 +194,7 @@ def reads(name):
     found = _Reads(module)
     found.visit(tree)
     strict, tolerant = set(found.strict), set(found.tolerant)
-    helpers = [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-               and node.module.startswith((f"{COLLECTION}.plugin_utils.", f"{COLLECTION}.module_utils."))
-               for alias in node.names]
+    helpers = _helper_imports(tree)
     seen = set()
     while helpers:
         module_name, function = helpers.pop()
@@ -179,16 +202,25 @@ def reads(name):
             continue
         seen.add((module_name, function))
         helper = importlib.import_module(module_name)
-        functions = _functions(ast.parse(Path(helper.__file__).read_text()))
-        if function not in functions or not functions[function].args.args:
+        helper_tree, functions = _parsed(helper.__file__)
+        if function not in functions:
             continue
-        parameters = [arg.arg for arg in functions[function].args.args]
+        if isinstance(functions[function], ast.ClassDef):
+            parameters = ["args"]  # an operation: its methods read the arguments as ``args``
+            helpers += _helper_imports(helper_tree)  # and hand them to the helpers its module imports
+        elif not functions[function].args.args:
+            continue
+        else:
+            parameters = [arg.arg for arg in functions[function].args.args]
         # A helper given the action's arguments takes them as ``args``, or as its first parameter.
         visitor = _Reads(helper, "args" if "args" in parameters else parameters[0])
         visitor.visit(functions[function])
         tolerant |= visitor.strict | visitor.tolerant
-        helpers += [(module_name, call.func.id) for call in ast.walk(functions[function])
-                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions]
+        imported = {name: module for module, name in _helper_imports(helper_tree)}
+        called = [call.func.id for call in ast.walk(functions[function])
+                  if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)]
+        helpers += [(module_name, name) for name in called if name in functions]
+        helpers += [(imported[name], name) for name in called if name in imported]
     return strict, strict | tolerant
 
 

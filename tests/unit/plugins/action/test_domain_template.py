@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.action.instance import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "instance" / "templates" / "domain.xml.j2"
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -18,8 +18,6 @@ POOL = "/var/lib/libvirt/images"
 
 
 def render(guest_options=None, seed=True, uefi_nvram=True, networks=None, metadata=None, guest=None):
-    action = ActionModule.__new__(ActionModule)
-    action._template_path, action._compiled = str(TEMPLATE), None
     guest = guest or guest_spec(guest_options or {})
     request = {
         "name": "web-1", "uuid": UUID, "metadata": metadata or {},
@@ -33,8 +31,7 @@ def render(guest_options=None, seed=True, uefi_nvram=True, networks=None, metada
         "seed": {"path": f"{POOL}/berth-{UUID}-seed.iso"} if seed else None,
         "nvram": {"path": f"{POOL}/berth-{UUID}-nvram.fd"} if guest["firmware"] == "uefi" and uefi_nvram else None,
     }
-    args = {"template": "domain.xml.j2", "domain_type": "qemu", "serial_log_dir": "/var/log/libvirt/qemu"}
-    return ET.fromstring(action._render(args, request, made))
+    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, made, "qemu", "/var/log/libvirt/qemu"))
 
 
 def test_bios_default_has_no_firmware_nvram_or_graphics_and_keeps_virtio():

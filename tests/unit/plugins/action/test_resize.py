@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from ansible_collections.berth.fleet.plugins.action.resize import (
-    destination,
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.resize import (
     refuse_shrinking,
     resized_domain_xml,
     root_volume,

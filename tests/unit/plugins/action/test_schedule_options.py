@@ -6,13 +6,21 @@ import re
 
 import pytest
 import yaml
+
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as CapacityAction
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS, WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+    FILTERS,
+    WEIGHERS,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
     failure_message,
@@ -20,6 +28,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     request_options,
     server_group_option,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import placement_rows
 
 FLAVOR = Flavor(name="small", vcpus=1, memory_mb=2048, root_gb=10)
 
@@ -164,7 +173,6 @@ def test_placements_carry_what_the_instance_records_project_and_canonical_image_
     decision = schedule(states, spec)
     assert decision.ok, decision.summary
     fleet = Fleet(HostTable.from_states(states), [None], {})
-    placements = ActionModule._placements(None, ["web-1"], decision, fleet, None,  # type: ignore[arg-type]
-                                          FLAVOR.to_dict(), spec)
+    placements = placement_rows(["web-1"], decision, fleet, None, FLAVOR.to_dict(), spec)
     assert (placements[0]["host"], placements[0]["project_id"], placements[0]["image_properties"]) == (
         "hv1", "team-a", {"hw_architecture": "x86_64", "os_distro": "debian"})

@@ -8,7 +8,6 @@ import pytest
 from sqlalchemy import text
 from test_ledger import TINY, domain, host, migrated_to, placement
 
-from ansible_collections.berth.fleet.plugins.action.tracker_sync import drift_report
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -19,6 +18,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import sort_out
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import host_lines
 
 U1, U2, U3 = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
               "33333333-3333-4333-8333-333333333333")
@@ -246,6 +246,13 @@ def leftover_group(outcome, present=True, **fields):
             "why": "web-1 is ERROR: build abandoned", "items": items, "outcome": outcome,
             "removed": items if outcome == "removed" else [], "error": "timeout" if outcome == "failed" else None,
             **fields}
+
+
+def drift_report(states, report, hypervisors):
+    """The drift report's lines, each about hv1 here."""
+    pairs = host_lines(states, report, hypervisors)
+    assert {host for host, _line in pairs} == {"hv1"}
+    return [line for _host, line in pairs]
 
 
 def test_the_drift_report_says_what_was_removed_kept_or_left_and_why():

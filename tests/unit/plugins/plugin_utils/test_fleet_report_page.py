@@ -12,8 +12,12 @@ import pytest
 
 from ansible_collections.berth.fleet.plugins.action.fleet_report import _checked_path
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.plugin_utils import _fleet_report as report
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 

@@ -15,19 +15,23 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+    Flavor,
+    HostState,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     BUILDING,
     ERROR,
-    ClaimConflict,
     MIGRATIONS_DIR,
     SCHEMA_REVISION,
+    ClaimConflict,
     Ledger,
     safe_url,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
 
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 

@@ -1,14 +1,18 @@
 """A SQLite ledger is created only by what writes it: the tracker sync (and a new server
-group); every reader, and a launch's schedule, on a path that does not exist is refused with
+group, or a launch on live inventory facts: open(create=True)); every reader, and a plain launch, on a path that does not exist is refused with
 "no ledger at PATH", and makes no file or directory."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as Capacity
+from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule as Schedule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 
 READERS = [
     pytest.param(lambda ledger: ledger.hypervisors(), id="hypervisors"),
@@ -38,7 +42,21 @@ def test_a_reader_is_refused_and_makes_nothing(missing, read):
     assert not missing["directory"].exists()
 
 
-def test_a_launch_schedules_on_no_ledger_and_is_refused(missing):
+def _launch(args: dict, check_mode: bool = False) -> dict:
+    """berth.fleet.schedule's action (the launch's first task) on ``args`` over its defaults."""
+    options = {name: spec.get("default") for name, spec in Schedule.ARGUMENT_SPEC.items()}
+    options.update(name="web", flavor="m1.tiny", **args)
+    action = SimpleNamespace(_task=SimpleNamespace(check_mode=check_mode))
+    return Schedule.run_berth(action, options, {})  # type: ignore[arg-type]
+
+
+def test_a_launch_on_no_ledger_is_refused(missing):
+    with pytest.raises(LedgerError, match=f"^no ledger at {missing['path']} "):
+        _launch({"ledger_url": missing["url"]})
+    assert not missing["directory"].exists()
+
+
+def test_capacity_on_no_ledger_is_refused(missing):
     """berth.fleet.capacity decides as a launch's schedule does: from the ledger's host table."""
     args = {name: spec.get("default") for name, spec in Capacity.ARGUMENT_SPEC.items()}
     args.update(flavor={"name": "m1.tiny", "vcpus": 1, "memory_mb": 512, "root_gb": 1},
@@ -48,23 +66,33 @@ def test_a_launch_schedules_on_no_ledger_and_is_refused(missing):
     assert not missing["directory"].exists()
 
 
+def _sync(ledger: Ledger, dry_run: bool = False) -> dict:
+    """The tracker sync (gather.yml's task) of libvirt's built-in test hypervisor."""
+    target = Target.from_hostvars("hv1", {"berth_libvirt_uri": "test:///default", "berth_hypervisor": {
+        "storage_pool": "default-pool", "settings": {}, "aggregates": [], "availability_zone": "nova",
+        "keepalive_interval": 5, "keepalive_count": 3, "timeout": 5.0}})
+    return Sync(SyncRequest(targets=(target,), dry_run=dry_run), ledger).run()
+
+
 def test_the_tracker_sync_creates_a_new_ledger_and_says_so(missing):
     first = Ledger(missing["url"]).open()
-    report = first.tracker_sync([])
+    result = _sync(first)
     first.close()
-    assert report["ledger_created"] == missing["url"]
+    assert result["ledger_created"] == missing["url"]
+    assert result["drift"][0] == f"created a new ledger: {missing['url']}"
     assert missing["path"].is_file()
     # Now it exists: readers read it, and the next sync creates nothing.
     again = Ledger(missing["url"]).open()
-    assert again.hypervisors() == []
-    assert again.tracker_sync([])["ledger_created"] is None
+    assert [row["host"] for row in again.hypervisors()] == ["hv1"]
+    second = _sync(again)
+    assert second["ledger_created"] is None and second["drift"][0].startswith("synced 1 hypervisor(s)")
     again.close()
 
 
 def test_the_tracker_sync_in_check_mode_still_creates_the_empty_ledger(missing):
     """A dry run needs the schema to work out its answer; it writes nothing else."""
     ledger = Ledger(missing["url"]).open()
-    assert ledger.tracker_sync([], dry_run=True)["ledger_created"] == missing["url"]
+    assert _sync(ledger, dry_run=True)["ledger_created"] == missing["url"]
     assert ledger.hypervisors() == []
     ledger.close()
 

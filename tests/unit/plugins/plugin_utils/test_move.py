@@ -12,6 +12,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import Hypervis
 from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
 ROOT = root_volume_name(UUID)
@@ -85,8 +86,17 @@ def test_a_live_move_with_both_hosts_up_leaves_nothing_on_the_source(monkeypatch
         self.domains.discard(uuid)
 
     monkeypatch.setattr(FakeHypervisor, "live_migrate", live_migrate, raising=False)
-    assert _move.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT]) == {"mode": "live"}
+    told = []
+
+    class Recorder(hooks.Hooks):
+        def reached(self, point, host=None, instance=None):
+            # The point comes once the domain runs on the destination, with the source's copy still there.
+            told.append((point, host, instance, set(dst.domains), set(src.volumes)))
+
+    moved = _move.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT], hooks=Recorder())
+    assert moved == {"mode": "live"}
     assert src.domains == set() and src.volumes == set() and dst.domains == {UUID}
+    assert told == [(hooks.AFTER_MOVE, "hv1", UUID, {UUID}, {ROOT})]
 
 
 def test_the_ledger_follows_the_domain_and_records_what_the_source_kept(ledger):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
     HostState,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 
 
 def make_host(host: str = "hv1", **overrides: Any) -> HostState:

@@ -11,9 +11,11 @@ import random
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
-    DEFAULT_FILTERS,
     FILTERS,
     WEIGHERS,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_FILTERS,
 )
 
 ZONES = ["az1", "az2"]

@@ -3,18 +3,19 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     Decision,
     Placement,
-    RequestSpec,
     schedule,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     SchedulerInputError,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_FILTERS,
     DEFAULT_WEIGHERS,
+    RequestSpec,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -10,9 +11,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.comp
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.core import CoreFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.disk import DiskFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.ram import RamFilter
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import FILTERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_FILTERS,
-    FILTERS,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
 

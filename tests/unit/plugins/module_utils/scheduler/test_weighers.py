@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import (
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_WEIGHERS,
-    WEIGHERS,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,

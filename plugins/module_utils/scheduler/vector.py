@@ -2,7 +2,7 @@
 
 Controller only (NumPy is a controller dependency; driver.py falls back to the plain path
 without it). It gives exactly the plain path's decisions, weights, alternates and
-explanations (tests/unit/plugins/module_utils/scheduler/test_fast_equivalence.py checks it on
+explanations (tests/unit/plugins/module_utils/scheduler/test_vector_equivalence.py checks it on
 random scenarios), because it leans on three facts of Nova's algorithm:
 
 - Only the chosen host changes between the instances of a request (its usage is consumed, its
@@ -28,10 +28,9 @@ try:
 except ImportError:  # the driver then takes the plain path (see driver._backend)
     np = None
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import (
     Backend,
     Ranked,
-    RequestSpec,
     first_rejection,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.explain import (
@@ -45,6 +44,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     SHORTFALL_REASONS,
     Rejection,

@@ -5,11 +5,9 @@ import random
 
 import numpy as np
 import pytest
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import fast
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
-    RequestSpec,
-    schedule,
-)
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     SchedulerInputError,
 )
@@ -19,6 +17,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
     FILTERS,
     WEIGHERS,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 
 from .scenarios import random_fleet, random_request
 
@@ -119,7 +118,7 @@ def test_request_constant_columns_match_the_per_host_rules():
                                   "weight_multipliers": {"ram_weight_multiplier": 2.5}})
     filters = [FILTERS[name]() for name in sorted(FILTERS)]
     weighers = [WEIGHERS[name]() for name in sorted(WEIGHERS)]
-    backend = fast.VectorBackend(HostTable.of(hosts), spec, filters, weighers)
+    backend = vector.VectorBackend(HostTable.of(hosts), spec, filters, weighers)
 
     def same(array, expected):
         expected = np.array(expected, dtype=np.float64)

@@ -1,0 +1,26 @@
+"""berth.fleet.server: named instances present, running, stopped or absent (controller side).
+An adapter: the work is plugins/plugin_utils/operations/server.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import installed
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server import Server
+
+
+class ActionModule(BerthAction):
+    _supports_check_mode = True
+    _supports_diff = True
+    # from_vars: a launch's extra vars by the option's name, then the operator's berth_* settings.
+    VARIABLE_PREFIXES = ("", "berth_")
+    TASK_ONLY = frozenset({"from_vars", "state", "template", "timeout", "shutdown_timeout"})
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        template_path = self._find_needle("templates", args["template"]) if args["template"] else DEFAULT_TEMPLATE
+        ledger = Ledger(args["ledger_url"]).open()
+        return Server(args, ledger, task_vars, template_path, bool(self._task.check_mode), bool(self._task.diff),
+                      installed()).run()

@@ -1,0 +1,1 @@
+"""Berth's operations: each verb in one place, given its ports (ledger, hypervisor sessions, hooks)."""

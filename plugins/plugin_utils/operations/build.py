@@ -1,0 +1,351 @@
+"""Building and removing placed instances' domains on their hypervisors, with retries on the
+alternates: what berth.fleet.instance, berth.fleet.server and playbooks/launch.yml do after the
+schedule. Private to the collection.
+
+Given berth.fleet.instance's validated options, the opened ledger (or None), the path of the
+domain template, and the hooks port. Each hypervisor is opened once per operation
+(``HostSession``), and its pool and networks read once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+
+from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    boot_spec,
+    check_image_source,
+    dns_label,
+    image_spec,
+    metadata_spec,
+    network_specs,
+    resolve_flavor,
+    user_data_spec,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
+    PLANNED_UUID,
+    CleanupFailed,
+    HostSession,
+    domain_type,
+    mac_address,
+    make,
+    plan,
+    remove_instance,
+    remove_recorded,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    ACTIVE,
+    ClaimConflict,
+    ClaimLost,
+    Ledger,
+    run_owner,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
+
+# The domain template of the role berth.fleet.instance: the one every build renders unless a
+# task names another.
+DEFAULT_TEMPLATE = os.path.join(COLLECTION_ROOT, "roles", "instance", "templates", "domain.xml.j2")
+
+
+class Build:
+    """Build (state=active) or remove (state=absent) the instances of ``args["placements"]``, or
+    the one instance ``args["name"]`` on ``args["host"]``. ``run()`` returns the task's result."""
+
+    def __init__(self, args: Mapping[str, Any], ledger: Ledger | None, template_path: str, check_mode: bool,
+                 diff: bool, hooks: Hooks = NO_HOOKS, checked: Mapping[str, Any] | None = None) -> None:
+        self.args = dict(args)
+        self.check_mode, self.diff, self.hooks = check_mode, diff, hooks
+        self._opened_ledger = ledger
+        self.template = DomainTemplate(template_path)  # compiled once, shared by the operation's instances
+        self._image: dict[str, Any] | None = None
+        self._guest: dict[str, Any] = {}
+        self._sessions: dict[str, HostSession] = {}
+        self._sessions_lock = threading.Lock()
+        self._progress = Progress()
+        # A launch's request, checked once already (operations/launch.check_request): its image
+        # (an image by URL fetched) and guest hardware are not checked again.
+        self._checked = checked
+
+    def _ledger(self, args: Mapping[str, Any], reading: bool = False) -> Ledger | None:
+        """The ledger: None without it, and in check mode unless ``reading`` (nothing is
+        written then). SQLAlchemy's engine is thread-safe, each call has its own session."""
+        if not args["ledger"] or (self.check_mode and not reading):
+            return None
+        return self._opened_ledger
+
+    def _session(self, host: str, uri: str, timeout_s: float) -> HostSession:
+        """The task's one session with ``host``: one connection, one read of its pool."""
+        with self._sessions_lock:
+            if host not in self._sessions:
+                self._sessions[host] = HostSession(host, uri, timeout_s)
+            return self._sessions[host]
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        try:
+            if args["state"] == "active":
+                # One image and one guest hardware for every instance of the task: checked (and the
+                # image fetched by URL) once, before any build starts.
+                if self._checked is not None:
+                    self._image, self._guest = self._checked["image"], self._checked["guest"]
+                else:
+                    self._image = fetch_image(image_spec(args["image"]), args)
+                    self._guest = guest_spec(args, (self._image or {}).get("properties"))
+            if args["placements"] is not None:
+                return self._many(args)
+            for key in ("name", "host", "uri"):
+                if not args[key]:
+                    raise InputError(key, f"{key} is required (or placements, a list of instances)")
+            return self._one(args)
+        finally:
+            for session in self._sessions.values():
+                session.close()
+
+    def _many(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Build (or remove) several instances: hosts in parallel, each host's instances in turn.
+
+        QEMU start-up dominates a build, and hypervisors do not wait for each other; one host's
+        builds stay in order so that its daemon is not asked for everything at once.
+        """
+        by_host: dict[str, list[int]] = {}
+        for index, placement in enumerate(args["placements"]):
+            by_host.setdefault(str(placement.get("host")), []).append(index)
+        results: list[dict[str, Any]] = [{} for _placement in args["placements"]]
+        self._ledger(args)
+        fields = ("name", "uuid", "host", "uri", "flavor", "domain_types", "targets")
+
+        def work(indices: list[int]) -> None:
+            for index in indices:
+                placement = args["placements"][index]
+                one = {**args, **{key: placement.get(key) for key in fields if key in placement}}
+                try:
+                    result = self._one(one)
+                except Exception as exc:  # reported per instance; the others go on
+                    result = {"failed": True, "msg": str(exc) or type(exc).__name__}
+                result.update(item={"name": one["name"], "host": one["host"]})
+                results[index] = result
+                if result.get("failed"):
+                    self._progress.step(one["name"], one["host"], f"FAILED: {result['msg']}")
+
+        with ThreadPoolExecutor(max_workers=max(1, len(by_host))) as pool:
+            list(pool.map(work, by_host.values()))
+        failed = [r for r in results if r.get("failed")]
+        outcome: dict[str, Any] = {"changed": any(r.get("changed") for r in results), "results": results}
+        if failed:
+            outcome.update(failed=True, msg=f"{len(failed)} of {len(results)} instance(s) failed: "
+                           + "; ".join(r["msg"] for r in failed))
+        return outcome
+
+    def _one(self, args: dict[str, Any]) -> dict[str, Any]:
+        dns_label("name", args["name"])
+        if not args["uuid"] and not (self.check_mode and args["state"] == "active"):
+            raise InputError("uuid", "uuid is required (the instance's UUID from the ledger)")
+        if args["state"] == "absent":
+            return self._absent(args)
+        return self._active(args)
+
+    # ---- state=active ------------------------------------------------------------------------
+
+    def _request(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Every input checked before anything is touched."""
+        if not args["flavor"]:
+            raise InputError("flavor", "flavor is required with state=active")
+        request = {
+            "name": args["name"],
+            "uuid": args["uuid"] or PLANNED_UUID,
+            "flavor": resolve_flavor(args["flavor"], {}),
+            "image": self._image,
+            "guest": self._guest,
+            "networks": network_specs(args["networks"]),
+            "metadata": metadata_spec(args["metadata"]),
+            "user_data": user_data_spec(args["user_data"]),
+            "boot": boot_spec(args["boot"]),
+            "pool": args["storage_pool"],
+        }
+        check_image_source(request["image"])
+        return request
+
+    @staticmethod
+    def _targets(args: dict[str, Any]) -> list[dict[str, Any]]:
+        """The placed host, then its alternates as the schedule gave them (each with the URI of
+        its last sync and the domain types it offers), up to max_attempts hosts."""
+        if args["max_attempts"] < 1:
+            raise InputError("max_attempts", f"max_attempts must be at least 1, got {args['max_attempts']}")
+        targets = [{"host": args["host"], "uri": args["uri"], "hypervisor_uuid": None,
+                    "domain_types": args.get("domain_types") or []}]
+        targets += [target for target in args.get("targets") or [] if target.get("uri") and target.get("hypervisor_uuid")]
+        return targets[:args["max_attempts"]]
+
+    def _active(self, args: dict[str, Any]) -> dict[str, Any]:
+        request = self._request(args)
+        ledger = self._ledger(args)
+        targets = self._targets(args)
+        if ledger is None:
+            # Without the ledger (and in check mode) there is no claim to move: no retry elsewhere.
+            targets = targets[:1]
+        reasons: list[str] = []
+        for attempt, target in enumerate(targets):
+            if attempt:
+                try:
+                    ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
+                                           args["lease_seconds"])
+                except ClaimConflict as conflict:
+                    reasons.append(str(conflict))
+                    continue
+            on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
+            step = self._progress.of(args["name"], target["host"])
+            try:
+                result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request,
+                                     step)
+            except CleanupFailed as exc:
+                if ledger is None:
+                    raise
+                # What it made there may even run (a start whose answer was lost): built again
+                # elsewhere, the instance could run twice. Its claim and lease stay on that host,
+                # and the first sync after the lease settles it, as for a run that died there.
+                step(f"FAILED, not tried elsewhere: {exc}")
+                raise BerthError(f"{args['name']}: {exc}. Not tried on another host, so that it never runs twice: "
+                                 f"it stays BUILDING on {target['host']}, and the first gather.yml that reaches "
+                                 f"{target['host']} after its lease finishes it if its domain runs there, else "
+                                 f"removes what it left and marks it ERROR") from exc
+            except Exception as exc:
+                reasons.append(str(exc) if isinstance(exc, HypervisorError) else f"{target['host']}: {exc}")
+                if ledger is not None and attempt + 1 < len(targets):
+                    step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
+                if ledger is None:
+                    raise
+                # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
+                # claim back when it claims the next host, mark_error when none is left.
+                continue
+            if ledger is not None:
+                # The instance as the ledger now has it: a play's closing table shows it.
+                try:
+                    result["instance"] = (ledger.mark_active(args["uuid"]) if result["changed"]
+                                          else ledger.instances([args["name"]])[0])
+                except ClaimLost as lost:
+                    # The lease ran out before the build ended and a sync gave the claim back:
+                    # the instance is ERROR already, and what was built takes room nobody counts.
+                    remove_instance(self._session(target["host"], target["uri"], args["timeout"]).hv,
+                                    args["uuid"], args["storage_pool"])
+                    raise BerthError(f"{args['name']}: {lost}; what was built on {target['host']} is removed "
+                                     f"(give launches a longer berth_lease_seconds)") from lost
+            result.update(host=target["host"], failed_attempts=reasons)
+            return result
+        reason = f"build failed on {len(reasons)} host(s): " + "; ".join(reasons)
+        # The claim is already back; the instance stays, in ERROR, with every reason.
+        ledger.mark_error(args["uuid"], reason)
+        raise BerthError(f"{args['name']}: {reason}")
+
+    def _build(self, session: HostSession, args: dict[str, Any], request: dict[str, Any],
+               step: Any) -> dict[str, Any]:
+        uuid, host = request["uuid"], session.host
+        current = session.hv.find_domain(uuid) if args["uuid"] else None
+        if current is not None and current["state"] == "running":
+            step("running already", detail=True)
+            return {"changed": False, "domain": current}
+        planned = plan(session, request,
+                       lambda made: self.template.render(request, made, args["domain_type"], args["serial_log_dir"]))
+        result: dict[str, Any] = {"changed": True}
+        if self.diff:
+            result["diff"] = {
+                "before": (session.hv.domain_xml(uuid) if args["uuid"] else None) or "",
+                "after": planned["xml"],
+                "before_header": f"{args['name']} on {host} (libvirt)",
+                "after_header": f"{args['name']} on {host} (planned)",
+            }
+        if self.check_mode:
+            result["msg"] = f"would build {args['name']} on {host}"
+            if planned["upload"]:
+                result["msg"] += f", uploading image {planned['upload']['name']} there first"
+            return result
+        ledger = self._ledger(args)
+        if ledger is not None:
+            # Before anything is made: a run that dies from here on leaves nothing unknown.
+            ledger.record_artefacts(uuid, host, planned["artefacts"], run_owner())
+        make(session, request, planned, args["autostart"], step, self.hooks)
+        result.update(state=ACTIVE, domain=session.hv.find_domain(uuid))
+        return result
+
+    # ---- state=absent ------------------------------------------------------------------------
+
+    def _absent(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The instance's domain and volumes on its host, then whatever the ledger recorded of
+        its builds anywhere (a failed attempt elsewhere, an earlier instance of its name that a
+        relaunch replaced), then its ledger rows."""
+        hv = self._session(args["host"], args["uri"], args["timeout"]).hv
+        ledger = self._ledger(args, reading=True)
+        recorded = ledger.artefacts(args["uuid"], args["name"]) if ledger else []
+        if self.check_mode:
+            present = hv.find_domain(args["uuid"]) is not None
+            known = bool(ledger and ledger.instances([args["name"]]))
+            return {"changed": present or known or bool(recorded),
+                    "msg": f"would delete {args['name']} from {args['host']}"
+                           + (f" and {len(recorded)} recorded artefact(s) of its builds" if recorded else "")}
+        removed = remove_instance(hv, args["uuid"], args["storage_pool"])
+        by_build: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for item in recorded:
+            by_build.setdefault((item["host"], item["instance_uuid"]), []).append(item)
+        for (host, instance_uuid), items in sorted(by_build.items()):
+            session = self._session(host, items[0]["uri"], args["timeout"])
+            removed = bool(remove_recorded(session.hv, instance_uuid, items, spare_running=False)[0]) or removed
+        forgotten = ledger.delete_instance(args["uuid"], [item["id"] for item in recorded]) if ledger else False
+        return {"changed": removed or forgotten or bool(recorded)}
+
+
+class DomainTemplate:
+    """The domain template (the role's, or one a task names), read and compiled once, rendered
+    for each build with every value escaped by Jinja2's autoescape."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._compiled: Any = None
+        self._lock = threading.Lock()
+
+    def _template(self) -> Any:
+        with self._lock:
+            if self._compiled is None:
+                environment = SandboxedEnvironment(
+                    autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                    keep_trailing_newline=True,
+                )
+                try:
+                    with open(self.path, encoding="utf-8") as handle:
+                        self._compiled = environment.from_string(handle.read())
+                except TemplateError as exc:
+                    raise InputError("template", f"template {self.path} does not compile: {exc}") from exc
+            return self._compiled
+
+    def render(self, request: Mapping[str, Any], made: Mapping[str, Any], domain_type: str,
+               serial_log_dir: str) -> str:
+        interfaces = [
+            {**net, "mac": mac_address(request["uuid"], index)} for index, net in enumerate(request["networks"])
+        ]
+        try:
+            rendered = self._template().render(
+                instance={"name": request["name"], "uuid": request["uuid"], "metadata": request["metadata"]},
+                flavor=request["flavor"].to_dict(),
+                domain_type=domain_type,
+                boot=request["boot"],
+                disk=made["disk"],
+                seed=made["seed"],
+                nvram=made["nvram"],
+                guest=request["guest"],
+                interfaces=interfaces,
+                serial_log=os.path.join(serial_log_dir, f"{request['name']}.serial.log"),
+            )
+            ET.fromstring(rendered)
+        except (TemplateError, ET.ParseError) as exc:
+            raise InputError("template", f"template {os.path.basename(self.path)} did not give valid domain XML: "
+                                         f"{exc}") from exc
+        return rendered

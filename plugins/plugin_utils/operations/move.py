@@ -1,0 +1,173 @@
+"""Moving an instance to another hypervisor: the one move path of a migration (live or cold),
+a drain's moves and a resize onto another host. It owns the destination search (a resize
+prefers the instance's own host) and reads the domain's definition once. Private to the
+collection."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils import _move
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+    build_target,
+    failure_message,
+    move_request,
+    read_fleet,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
+    ACTIVE,
+    STOPPED,
+    ClaimConflict,
+    Ledger,
+    instance_flavor,
+    run_owner,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
+
+# A paused domain would need a live migration that keeps it paused; resume it first.
+MOVABLE_STATES = (ACTIVE, STOPPED)
+
+
+def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: str) -> dict[str, Any]:
+    """The ledger's row of the instance ``name``, in one of ``states``, with its host's URI."""
+    rows = ledger.instances([name])
+    if not rows:
+        raise InputError("name", f"no instance named {name} in the ledger")
+    instance = rows[0]
+    if instance["state"] not in states:
+        raise InputError("name", f"{name} is {instance['state']}, only {' and '.join(states)} instances {verb}")
+    return instance
+
+
+def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
+                new_flavor: Flavor | None = None) -> dict[str, Any]:
+    """Where a move goes, decided on the ledger's host states with their claims as usage (a
+    drain moves instances one after the other: each move took its claim along):
+
+    - a resize (``new_flavor``) stays on the instance's own host where the new flavor passes
+      every filter there with the instance's own claim given back (Nova's
+      allow_resize_to_same_host, preferred here: nothing moves);
+    - a migration to a named host (``args["to_host"]``) goes there, checked;
+    - else the scheduler picks among the other hosts (never the source).
+
+    Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``."""
+    source, name = instance["host"], instance["name"]
+    flavor = new_flavor or instance_flavor(instance)
+    spec = move_request(instance, flavor, args["service_down_time"], [source])
+    fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
+    names = list(fleet.hosts.column("host"))
+    why_not = None
+    if new_flavor is not None:
+        if source in names:
+            here = fleet.hosts[names.index(source)].copy()
+            for claim in ledger.claims(instance["uuid"]):
+                if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
+                    here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
+            decision = schedule([here], move_request(instance, flavor, args["service_down_time"]))
+            if decision.ok:
+                return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
+                        "why": f"{source} still has room for it (its own host is preferred)"}
+            rejections = decision.rejections or []
+            why_not = rejections[0].message() if rejections else decision.summary
+        else:
+            why_not = "not among the ledger's hypervisors"
+    named = args.get("to_host")
+    if named:
+        if named == source:
+            raise InputError("to_host", f"{name} already runs on {source}: name another host")
+        if named not in names:
+            raise InputError("to_host", f"unknown host {named} (hypervisors: {', '.join(sorted(names))})")
+        state = fleet.hosts[names.index(named)]
+        if not state.service_up:
+            raise BerthError(f"{named} does not answer: {state.down_reason or 'down'}")
+        return {**build_target(fleet, ledger, state), "why": "named by to_host"}
+    decision = schedule(fleet.hosts, spec)
+    if not decision.ok:
+        if new_flavor is not None:
+            raise BerthError(f"cannot resize {name} to {new_flavor.name}: its host {source} has no room ({why_not}), "
+                             f"and elsewhere {failure_message(decision)}")
+        raise BerthError(f"cannot migrate {name}: {failure_message(decision)}")
+    chosen = fleet.hosts[names.index(decision.placements[0].host)]
+    why = f"chosen by the scheduler: {decision.summary}"
+    if why_not is not None:
+        why = f"{source} has no room ({why_not}); {why}"
+    return {**build_target(fleet, ledger, chosen), "why": why}
+
+
+def connections(args: Mapping[str, Any]) -> dict[str, float]:
+    """The libvirt call and transfer timeouts of a move's connections."""
+    return {"timeout_s": args["timeout"], "transfer_timeout_s": args["transfer_timeout"]}
+
+
+class Move:
+    """One instance's domain and volumes onto ``target``: the destination claimed first (for
+    ``new_flavor``, a resize's, where given), then moved - live where ``args["mode"]`` and both
+    hosts allow, else cold; a resize always cold, its definition rewritten on the way by
+    ``rewrite`` - then the source's claim released once the domain is gone from it. Any failure
+    leaves the domain on the source (started again if it ran) and gives the destination back."""
+
+    def __init__(self, args: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
+                 target: Mapping[str, Any], hooks: Hooks = NO_HOOKS, new_flavor: Flavor | None = None,
+                 rewrite: Callable[[str], str] | None = None, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
+                 before_start: Callable[[Hypervisor], None] | None = None) -> None:
+        self.args, self.ledger, self.instance, self.target, self.hooks = args, ledger, dict(instance), target, hooks
+        self.new_flavor, self.rewrite, self.stop, self.before_start = new_flavor, rewrite, stop, before_start
+        self.step = Progress().of(instance["name"], instance["host"])
+        self.xml: str | None = None
+        self.disks: list[str] = []
+        self.volumes: list[str] = []
+
+    def plan(self, src: Hypervisor, dst: Hypervisor, xml: str | None = None) -> None:
+        """Read the domain once (or take ``xml``, the caller's read) and find what moves with it;
+        refuses, before anything is claimed, what the move cannot carry."""
+        uuid = self.instance["uuid"]
+        self.xml = xml or src.domain_xml(uuid, inactive=True)
+        if self.xml is None:
+            raise HypervisorError(src.host, f"domain {uuid} of {self.instance['name']} is not there, "
+                                            f"though the ledger says so")
+        self.disks, self.volumes = _move.movable_volumes(src, dst, self.instance, self.args["storage_pool"], self.xml)
+
+    def run(self, src: Hypervisor, dst: Hypervisor, address: str | None = None) -> dict[str, Any]:
+        """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
+        has it after, and ``warnings``."""
+        instance, target, pool, step = self.instance, self.target, self.args["storage_pool"], self.step
+        name, uuid = instance["name"], instance["uuid"]
+        lease = {"lease_s": self.args["lease_seconds"]} if "lease_seconds" in self.args else {}
+        try:
+            claim = self.ledger.claim_move(uuid, target["hypervisor_uuid"], run_owner(), flavor=self.new_flavor, **lease)
+        except ClaimConflict as conflict:
+            purpose = f"to resize {name}" if self.new_flavor else f"for {name}"
+            raise BerthError(f"cannot claim {target['host']} {purpose}: {conflict.reason}") from conflict
+        step(f"claimed {target['host']} ({target['why']})" if self.new_flavor is None
+             else f"claimed {target['host']} for {self.new_flavor.name}")
+        try:
+            if self.new_flavor is None:
+                moved = _move.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
+                                   step, self.hooks, xml=self.xml)
+            else:
+                running = src.domain_state(uuid) not in OFF_STATES
+                _move.ensure_base_images(src, dst, pool, self.volumes, step)
+                moved = _move.cold_move(src, dst, uuid, pool, self.volumes, running, step, stop=self.stop,
+                                        rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
+                                        xml=self.xml)
+        except Exception as exc:
+            # The domain runs on the source again: the destination's claim goes back.
+            self.ledger.release_claim(claim["id"])
+            if self.new_flavor is None:
+                step(f"FAILED, stays here: {exc}")
+                raise
+            step(f"FAILED: {exc}; stays here with {instance['flavor']}")
+            raise BerthError(f"resize of {name} onto {dst.host} failed, it stays on {src.host} with "
+                             f"{instance['flavor']}: {exc}") from exc
+        # The source is released only now that the domain runs on the destination.
+        moved_instance, warnings = _move.finish(self.ledger, instance, claim["id"], moved, pool, self.volumes,
+                                                self.new_flavor)
+        step(f"moved to {target['host']} ({moved['mode']})" if self.new_flavor is None
+             else f"moved to {dst.host} with {self.new_flavor.name}")
+        return {**moved, "instance": moved_instance, "warnings": warnings}

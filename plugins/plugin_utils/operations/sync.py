@@ -1,0 +1,432 @@
+"""The tracker sync (Nova's ResourceTracker update) of many hypervisors from one controller.
+
+``Sync`` reads the hypervisors of one validated ``SyncRequest`` on a bounded pool of threads and
+writes them into the ledger as they come, a batch per transaction (the ledger's tracker step is
+a few set-based statements per batch, not a query per hypervisor). A hypervisor that does not
+answer within its deadline is marked down with the reason; its thread is given up and another
+takes its place, so it delays nobody else. Then it removes what dead builds left on the
+hypervisors (the ledger says which) and words the drift report.
+
+Ports: the ledger, a way to open a session on a hypervisor (``open_session(target,
+bounded_by_caller)``: a context manager giving a libvirt_host.Hypervisor), and hooks (none are
+called yet).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
+    down_state,
+    fetch_from,
+    host_state,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_recorded
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url
+
+# What became of each group of leftovers (report.leftovers[].outcome).
+REMOVED, WOULD_REMOVE, KEPT, RUNNING, FAILED = "removed", "would remove", "kept", "running", "failed"
+# A hypervisor's whole reading (connection and every call, each under its own timeout) is given
+# up after this many times its timeout, as the inventory plugin's fetch does.
+READ_DEADLINE_TIMEOUTS = 2
+# gather warns once its duration reaches this share of service_down_time: the interval between
+# syncs plus a sync's duration must stay below service_down_time, or hosts turn stale in between.
+FRESHNESS_WARNING_SHARE = 0.5
+# The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
+_REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
+                 "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states")
+
+SessionOpener = Callable[["Target", bool], ContextManager[Hypervisor]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One hypervisor to sync, as the berth.fleet.hypervisors inventory source lists it."""
+
+    host: str
+    uri: str
+    storage_pool: str
+    timeout_s: float
+    settings: Mapping[str, Any]
+    aggregates: tuple[Mapping[str, Any], ...]
+    availability_zone: str
+    keepalive: Mapping[str, Any]
+    # The live facts the inventory plugin gathered (gather_facts: true), used as they are.
+    host_state: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_hostvars(cls, host: str, variables: Mapping[str, Any]) -> Target:
+        uri = variables.get("berth_libvirt_uri")
+        hypervisor = variables.get("berth_hypervisor")
+        if not uri or not isinstance(hypervisor, Mapping):
+            raise InputError("hosts", f"host {host} has no berth_libvirt_uri and berth_hypervisor: "
+                                      f"it does not come from a berth.fleet.hypervisors inventory source")
+        return cls(host=host, uri=str(uri), storage_pool=hypervisor["storage_pool"],
+                   timeout_s=float(hypervisor["timeout"]), settings=hypervisor["settings"],
+                   aggregates=tuple(hypervisor["aggregates"]), availability_zone=hypervisor["availability_zone"],
+                   keepalive={"keepalive_interval": hypervisor["keepalive_interval"],
+                              "keepalive_count": hypervisor["keepalive_count"]},
+                   host_state=variables.get("berth_host_state") or None)
+
+    @property
+    def deadline_s(self) -> float:
+        return READ_DEADLINE_TIMEOUTS * self.timeout_s
+
+
+def open_hypervisor(target: Target, bounded_by_caller: bool) -> ContextManager[Hypervisor]:
+    """The production session port: a libvirt connection with the target's timeout and keepalive.
+    ``bounded_by_caller``: the caller gives the whole session up after the target's deadline, so
+    no call needs a timeout (and a thread) of its own."""
+    return Hypervisor(target.host, target.uri, target.timeout_s,
+                      keepalive_interval_s=target.keepalive["keepalive_interval"],
+                      keepalive_count=target.keepalive["keepalive_count"], bounded_by_caller=bounded_by_caller)
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """What one sync does: the hypervisors, how many are read at once, how many are written per
+    transaction, and what to do with dead builds' leftovers."""
+
+    targets: tuple[Target, ...]
+    workers: int = 20
+    batch_size: int = 500
+    keep_leftovers: bool = False
+    service_down_time_s: int = 600
+    dry_run: bool = False
+    names: tuple[str, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "batch_size", "service_down_time_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                option = "service_down_time" if name == "service_down_time_s" else name
+                raise InputError(option, f"{option} must be a whole number of at least 1, got {value!r}")
+        names = tuple(target.host for target in self.targets)
+        if len(set(names)) != len(names):
+            raise InputError("hosts", "a hypervisor is listed twice: "
+                                      + ", ".join(sorted({name for name in names if names.count(name) > 1})))
+        object.__setattr__(self, "names", names)
+
+
+class Sync:
+    """The tracker sync of one request (see the module's docstring); ``run()`` returns the result."""
+
+    def __init__(self, request: SyncRequest, ledger: Ledger, open_session: SessionOpener = open_hypervisor,
+                 hooks: Any = None) -> None:
+        self.request = request
+        self.ledger = ledger
+        self.open_session = open_session
+        self.hooks = hooks  # the lead wires hooks into every operation; the sync calls none yet
+
+    def run(self) -> dict[str, Any]:
+        """Sync every target. Returns {changed, report, drift, findings, summary, warnings}:
+        ``findings`` is each host's lines (its ledger view, then each finding about it), ``drift``
+        the play's summary (counts, then the lines of every host that is not in step)."""
+        started = time.monotonic()
+        report: dict[str, Any] = {name: [] for name in _REPORT_LISTS}
+        findings: dict[str, list[str]] = {}
+        changed = False
+        reader = _BoundedReader(self._read, self.request.workers)
+        for states in reader.batches(self.request.targets, self.request.batch_size):
+            batch = self.ledger.tracker_sync(states, dry_run=self.request.dry_run)
+            changed = batch.pop("changed") or changed
+            changed = self._reclaim(batch) or changed
+            for name in _REPORT_LISTS:
+                report[name] += batch.get(name, [])
+            uuids = [state["uuid"] for state in states if state.get("uuid")]
+            rows = {row["uuid"]: row for row in self.ledger.hypervisors(uuids)} if uuids else {}
+            for host, line in host_lines(states, batch, rows):
+                findings.setdefault(host, []).append(line)
+        duration_s = time.monotonic() - started
+        # In the inventory's order, not the order the hypervisors happened to answer in.
+        order = {host: index for index, host in enumerate(self.request.names)}
+        findings = dict(sorted(findings.items(), key=lambda item: order.get(item[0], len(order))))
+        summary = self._summary(report, findings, duration_s)
+        # The first sync of a SQLite ledger made its file: say where, so a path nobody meant
+        # (a typo in ledger_url) shows at once.
+        created = safe_url(self.ledger.url) if self.ledger.created else None
+        return {"changed": changed, "report": report, "findings": findings, "summary": summary,
+                "ledger_created": created,
+                "drift": [*([f"created a new ledger: {created}"] if created else []), summary["line"],
+                          *not_in_step(findings, self.request.names)],
+                "warnings": self._freshness_warnings(duration_s)}
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def _read(self, target: Target) -> dict[str, Any]:
+        """One hypervisor's host state, down with the reason if it did not answer."""
+        where = (target.settings, list(target.aggregates), target.availability_zone)
+        if target.host_state:
+            return {**target.host_state, "uri": target.uri}
+        gathered_at = time.time()
+        try:
+            # The reader gives this hypervisor up after its deadline (see _BoundedReader).
+            with self.open_session(target, True) as hv:
+                outcome = fetch_from(hv, target.storage_pool, gathered_at)
+        except HypervisorError as exc:
+            return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
+        state = host_state(target.host, outcome["facts"], *where, gathered_at)
+        return {**state, "uri": target.uri} if state["service_up"] else state
+
+    # ---- the dead builds' leftovers ------------------------------------------------------------
+
+    def _reclaim(self, batch: dict[str, Any]) -> bool:
+        """Remove what dead builds left - the ledger said which -, then have the ledger forget what
+        is gone. Sets each group's ``outcome`` (and ``removed``, ``error``); returns whether
+        anything changed (or would, in check mode).
+
+        A hypervisor is connected to again only when there is something to remove from it, so a
+        sync keeps no connection open while it writes. A run that dies in between leaves the
+        rows: the next sync removes what is still there and forgets the rest. A guest that runs
+        is never stopped here (delete.yml does that)."""
+        keep, check = self.request.keep_leftovers, self.request.dry_run
+        targets = {target.host: target for target in self.request.targets}
+        gone: list[int] = []
+        for group in batch["leftovers"]:
+            group.update(removed=[], error=None)
+            if keep or check or group["running"]:
+                group["outcome"] = RUNNING if group["running"] else KEPT if keep else WOULD_REMOVE
+                continue
+            try:
+                # On the sync's own thread: each call under the hypervisor's timeout.
+                with self.open_session(targets[group["host"]], False) as hv:
+                    removed, running = remove_recorded(hv, group["instance_uuid"], group["items"],
+                                                       spare_running=True)
+            except HypervisorError as exc:
+                group.update(outcome=FAILED, error=str(exc))
+                continue
+            group.update(outcome=RUNNING if running else REMOVED, removed=removed)
+            if not running:
+                gone += [item["id"] for item in group["items"]]
+        if gone:
+            self.ledger.forget_artefacts(gone)
+        return any(group["outcome"] in (REMOVED, WOULD_REMOVE) for group in batch["leftovers"])
+
+    # ---- what the play prints --------------------------------------------------------------------
+
+    def _summary(self, report: Mapping[str, Any], findings: Mapping[str, list[str]],
+                 duration_s: float) -> dict[str, Any]:
+        synced = len(self.request.targets)
+        written = sum(1 for entry in report["hypervisors"] if entry["changed"])
+        down = synced - len(report["hypervisors"])
+        drifting = sum(1 for lines in findings.values() if not _in_step(lines))
+        per_1000_s = duration_s * 1000 / synced if synced else 0.0
+        line = (f"synced {synced} hypervisor(s) in {duration_s:.1f} s ({per_1000_s:.1f} s per 1,000, "
+                f"{self.request.workers} reading at once): {written} changed, "
+                f"{len(report['hypervisors']) - written} unchanged, {down} down; "
+                f"{synced - drifting} in step, {drifting} with findings (listed below; every host's lines "
+                f"are in the result's findings)")
+        return {"line": line, "hypervisors": synced, "changed": written, "down": down, "with_findings": drifting,
+                "duration_s": round(duration_s, 3), "per_1000_s": round(per_1000_s, 3),
+                "workers": self.request.workers, "batch_size": self.request.batch_size}
+
+    def _freshness_warnings(self, duration_s: float) -> list[str]:
+        limit_s = self.request.service_down_time_s
+        if duration_s < FRESHNESS_WARNING_SHARE * limit_s:
+            return []
+        return [f"this sync took {duration_s:.0f} s, {duration_s / limit_s:.0%} of service_down_time "
+                f"({limit_s} s): a hypervisor counts as down unless the interval between syncs plus their "
+                f"duration stays below service_down_time, so sync every {max(limit_s - duration_s, 0):.0f} s "
+                f"or less, or slice the fleet (AWX job slicing, --limit), or raise berth_service_down_time"]
+
+
+class _BoundedReader:
+    """Reads targets on at most ``workers`` threads and hands their states over in batches, as
+    they come. A target not read within its deadline is reported down at once; its thread is
+    left to finish on its own (a libvirt call cannot be cancelled) and a new thread takes its
+    place, so one hung hypervisor holds no one else up."""
+
+    def __init__(self, read: Callable[[Target], dict[str, Any]], workers: int) -> None:
+        self._read = read
+        self._workers = workers
+        self._changed = threading.Condition()
+        self._pending: collections.deque[Target] = collections.deque()
+        self._running: dict[str, tuple[float, Target]] = {}  # host: (deadline on the monotonic clock, target)
+        self._given_up: set[str] = set()
+        self._done: list[dict[str, Any]] = []
+        self._error: BaseException | None = None
+
+    def batches(self, targets: Sequence[Target], batch_size: int) -> Iterator[list[dict[str, Any]]]:
+        self._pending.extend(targets)
+        for _worker in range(min(self._workers, len(targets))):
+            self._start_worker()
+        handed = 0
+        try:
+            while handed < len(targets):
+                with self._changed:
+                    while True:
+                        if self._error is not None:
+                            raise self._error
+                        self._give_up_late()
+                        if len(self._done) >= min(batch_size, len(targets) - handed):
+                            break
+                        deadlines = [deadline for deadline, _target in self._running.values()]
+                        self._changed.wait(max(0.0, min(deadlines) - time.monotonic()) if deadlines else None)
+                    batch, self._done = self._done[:batch_size], self._done[batch_size:]
+                handed += len(batch)
+                yield batch
+        finally:
+            with self._changed:
+                self._pending.clear()  # a failed write stops the reading too
+
+    def _start_worker(self) -> None:
+        threading.Thread(target=self._work, name="berth-sync-reader", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                if not self._pending or self._error is not None:
+                    return
+                target = self._pending.popleft()
+                self._running[target.host] = (time.monotonic() + target.deadline_s, target)
+            try:
+                state = self._read(target)
+            except BaseException as exc:  # a bug, not a hypervisor's failure: the run stops with it
+                with self._changed:
+                    self._error = exc
+                    self._changed.notify_all()
+                return
+            with self._changed:
+                if target.host in self._given_up:
+                    return  # reported down already; another thread took this one's place
+                del self._running[target.host]
+                self._done.append(state)
+                self._changed.notify_all()
+
+    def _give_up_late(self) -> None:
+        now = time.monotonic()
+        for host, (deadline, target) in list(self._running.items()):
+            if deadline > now:
+                continue
+            del self._running[host]
+            self._given_up.add(host)
+            reason = f"{host}: no answer within {target.deadline_s:g} s"
+            self._done.append(down_state(host, target.settings, reason, list(target.aggregates),
+                                         target.availability_zone, time.time()))
+            self._start_worker()
+
+
+# ---- the drift report ---------------------------------------------------------------------------
+
+def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
+               hypervisors: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(host, line) pairs: one per hypervisor (the ledger's view beside the hypervisor's own),
+    then each finding, with the hypervisor it is about."""
+    lines = []
+    for state in states:
+        row = hypervisors.get(state.get("uuid") or "")
+        if not state.get("service_up") or row is None:
+            lines.append((state["host"], f"{state['host']}: did not answer ({state.get('down_reason') or 'no facts'}); "
+                                         f"its claims are kept"))
+            continue
+        usage = row["usage"]
+        hv_free_mb = state.get("hv_memory_free_mb")
+        flags = []
+        if row["disabled"]:
+            flags.append(f"disabled: {row['disabled_reason']}")
+        if state.get("free_ram_mb") != usage["free_ram_mb"]:
+            flags.append(f"hypervisor counts free RAM {state.get('free_ram_mb')} MB")
+        if state.get("vcpus_used") != usage["vcpus_used"]:
+            flags.append(f"hypervisor counts {state.get('vcpus_used')} vCPUs used")
+        if row["unmanaged"]:
+            flags.append("orphans: " + ", ".join(u["name"] for u in row["unmanaged"]))
+        lines.append((row["host"],
+                      f"{row['host']}: generation {row['generation']}, ledger free RAM {usage['free_ram_mb']} MB, "
+                      f"{usage['vcpus_used']}/{usage['vcpus_total']} vCPUs used, {usage['num_instances']} instance(s)"
+                      + (f", host memory free {hv_free_mb} MB" if hv_free_mb is not None else "")
+                      + ("; DRIFT " + "; ".join(flags) if flags else IN_STEP)))
+    for entry in report["missing_instances"]:
+        lines.append((entry["host"], f"{entry['name']}: {entry['state']} in the ledger but no domain on "
+                                     f"{entry['host']} (missing since {entry['missing_since']})"))
+    for entry in report["found_again"]:
+        lines.append((entry["host"], f"{entry['name']}: found again on {entry['host']}"))
+    for entry in report.get("power_states", []):
+        lines.append((entry["host"], f"{entry['name']}: {entry['was']} in the ledger but its domain is "
+                                     f"{entry['domain_state']} on {entry['host']}: now {entry['now']} (the ledger "
+                                     f"follows the domain's power state)"))
+    for entry in report["released_claims"]:
+        found = f"its domain is {entry['domain_state']}" if entry.get("domain_state") else "no domain"
+        instance = entry.get("instance_name") or entry["instance_uuid"]
+        lines.append((entry["host"], f"claim {entry['id']} of instance {instance} ({entry['instance_uuid']}) on "
+                                     f"{entry['host']} released: lease of {entry['owner']} expired at "
+                                     f"{entry['lease_expires_at']}, {found}"))
+    down_hosts = {entry["uuid"]: entry["host"] for entry in report.get("down", [])}
+    for entry in report["kept_expired_claims"]:
+        host = entry["host"] or down_hosts.get(entry["hypervisor_uuid"], entry["hypervisor_uuid"])
+        lines.append((host, f"claim {entry['id']} of instance {entry['instance_uuid']} on {host} kept although "
+                            f"its lease expired: {entry['why']}"))
+    for entry in report.get("finished_builds", []):
+        lines.append((entry["host"], f"{entry['instance_name']}: build finished by this sync: its domain is "
+                                     f"{entry['domain_state']} on {entry['host']} though {entry['owner']} never said "
+                                     f"so before its lease expired at {entry['lease_expires_at']}; ACTIVE"))
+    lines += [(group["host"], _leftover_line(group)) for group in report.get("leftovers", [])]
+    for entry in report.get("orphan_volumes", []):
+        lines.append((entry["host"], f"{entry['host']}: orphan volume {entry['pool']}/{entry['name']}: named as Berth "
+                                     f"names a build's volume, but no instance holds a claim here and this ledger "
+                                     f"recorded no build of it; left alone (another ledger's, or older than Berth's "
+                                     f"records: virsh vol-delete removes it)"))
+    return lines
+
+
+IN_STEP = "; in step"
+
+
+def _in_step(lines: Sequence[str]) -> bool:
+    return len(lines) == 1 and lines[0].endswith(IN_STEP)
+
+
+def not_in_step(findings: Mapping[str, list[str]], order: Sequence[str]) -> list[str]:
+    """The lines of every host with something to say, in the inventory's order."""
+    return [line for host in order for line in findings.get(host, []) if not _in_step(findings[host])]
+
+
+def _artefact(item: Mapping[str, Any]) -> str:
+    return f"domain {item['name']}" if item["kind"] == "domain" else f"volume {item['pool']}/{item['name']}"
+
+
+def _leftover_line(group: Mapping[str, Any]) -> str:
+    """One line per dead build's leftovers on the hypervisor: what was (or would be) removed, or
+    why not, and what became of its instance."""
+    where, why = group["host"], group["why"]
+    outcome = group.get("outcome", WOULD_REMOVE)
+    there = [item for item in group["items"] if item["present"] is not False]
+    if outcome == REMOVED:
+        if not group["removed"]:
+            return (f"{where}: forgot the records of {len(group['items'])} artefact(s) of a build of "
+                    f"{group['instance_name']}, already gone ({why})")
+        return f"{where}: removed what a dead build left: {', '.join(map(_artefact, group['removed']))} ({why})"
+    listed = ", ".join(map(_artefact, there)) or f"nothing left ({len(group['items'])} record(s) to forget)"
+    if outcome == WOULD_REMOVE:
+        return f"{where}: would remove what a dead build left: {listed} ({why})"
+    if outcome == KEPT:
+        return (f"{where}: kept for inspection (berth_keep_leftovers): what a dead build left: {listed} ({why}); "
+                f"a gather without berth_keep_leftovers removes it, and so does delete.yml with instance "
+                f"{group['instance_name']}")
+    if outcome == RUNNING:
+        return (f"{where}: left alone, its domain runs: what a dead build of {group['instance_name']} left: {listed} "
+                f"({why}); delete.yml of {group['instance_name']} removes it")
+    return (f"{where}: could not remove what a dead build left: {listed} ({why}): {group['error']}; the next "
+            f"sync tries again")
+
+
+# ---- hypervisors no inventory lists ---------------------------------------------------------------
+
+def mark_missing(ledger: Ledger, listed: Sequence[str], service_down_time_s: int,
+                 dry_run: bool) -> dict[str, Any]:
+    """The other step of a sync, once per run: the ledger's hypervisors that the inventory does
+    not list (``listed``: all its names) and that nothing synced for ``service_down_time_s``
+    are marked missing, never retired. Returns {changed, report, drift}."""
+    report = ledger.mark_missing(listed, service_down_time_s, dry_run=dry_run)
+    lines = [f"{entry['host']}: MISSING: in no inventory and not synced since {entry['last_synced_at']}; its "
+             f"claims are kept until an operator retires it (berth.fleet.hypervisor state=retired)"
+             for entry in report["missing"]]
+    lines += [f"{entry['host']}: not in this inventory, synced elsewhere at {entry['last_synced_at']}; left as it was"
+              for entry in report["synced_elsewhere"]]
+    return {"changed": report["changed"], "report": report,
+            "drift": lines or ["every hypervisor of the ledger is in this inventory"]}

@@ -1,0 +1,155 @@
+"""The tracker sync operation (operations/sync.py) over libvirt test-driver hypervisors opened in
+this process, into SQLite and PostgreSQL ledgers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import event
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
+    Sync,
+    SyncRequest,
+    Target,
+    open_hypervisor,
+)
+
+SETTINGS = {"storage_pool": "default", "settings": {}, "aggregates": [], "availability_zone": "nova",
+            "keepalive_interval": 5, "keepalive_count": 3}
+
+
+def node(number: int) -> str:
+    """A test-driver hypervisor with 2 x ``number`` CPUs and one domain Berth did not make."""
+    return (f"<node><cpu><mhz>2400</mhz><model>Haswell</model><active>{2 * number}</active><max>{2 * number}</max>"
+            f"<nodes>1</nodes><sockets>1</sockets><cores>{number}</cores><threads>2</threads></cpu>"
+            f"<memory>{8 * 1024 * 1024}</memory>"
+            "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>"
+            f"<name>orphan{number}</name><uuid>00000000-0000-0000-0000-{number:012d}</uuid>"
+            "<memory unit='MiB'>512</memory><vcpu>1</vcpu><os><type>hvm</type></os>"
+            "<test:runstate>1</test:runstate></domain>"
+            "<pool type='dir'><name>default</name><target><path>/p</path></target></pool></node>")
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """Targets of seven test-driver hypervisors, as gather.yml builds them from the inventory."""
+    targets = []
+    for number in range(1, 8):
+        path = tmp_path / f"hv{number}.xml"
+        path.write_text(node(number))
+        targets.append(Target.from_hostvars(f"hv{number}", {"berth_libvirt_uri": f"test://{path}",
+                                                            "berth_hypervisor": {**SETTINGS, "timeout": 5.0}}))
+    return tuple(targets)
+
+
+def statements(ledger) -> list[str]:
+    """The writing statements the ledger runs from now on."""
+    seen: list[str] = []
+
+    @event.listens_for(ledger.engine, "before_cursor_execute")
+    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            seen.append(" ".join(statement.split()))
+
+    return seen
+
+
+def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_sync_time(ledger, fleet):
+    request = SyncRequest(targets=fleet, workers=2, batch_size=3)
+    first = Sync(request, ledger).run()
+    assert first["changed"] and first["summary"]["changed"] == 7 and first["summary"]["down"] == 0
+    generations = {row["host"]: row["generation"] for row in ledger.hypervisors()}
+    assert sorted(generations) == sorted(target.host for target in fleet)
+    assert {row["host"]: row["inventories"]["VCPU"]["total"] for row in ledger.hypervisors()} == {
+        f"hv{number}": 2 * number for number in range(1, 8)}
+    # Every host's own lines are in the result; the play's summary lists those with findings.
+    assert sorted(first["findings"]) == sorted(generations)
+    assert all("orphans: orphan" in lines[0] for lines in first["findings"].values())
+    # The summary line first, after a line naming the SQLite ledger this first sync created.
+    created = [f"created a new ledger: {first['ledger_created']}"] if first["ledger_created"] else []
+    assert first["drift"][:len(created)] == created
+    assert first["drift"][len(created)].startswith("synced 7 hypervisor(s) in ")
+
+    written = statements(ledger)
+    steady = Sync(request, ledger).run()
+    assert not steady["changed"] and steady["summary"]["changed"] == 0
+    assert {row["host"]: row["generation"] for row in ledger.hypervisors()} == generations
+    # Three batches: each moves its hosts' sync time in one statement, and writes nothing else.
+    assert len(written) == 3 and all(sql.startswith("UPDATE hypervisors SET synced_at=") for sql in written), written
+
+
+def test_check_mode_works_it_out_and_writes_nothing(ledger, fleet):
+    dry = Sync(SyncRequest(targets=fleet, dry_run=True), ledger).run()
+    assert dry["changed"] and dry["summary"]["changed"] == 7
+    assert ledger.hypervisors() == []
+
+
+class Hung:
+    """A session whose connection never answers until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def __enter__(self):
+        self.release.wait(30)
+        raise AssertionError("a hung hypervisor's session was waited for")
+
+    def __exit__(self, *_exc):
+        return False
+
+
+def test_a_hypervisor_that_does_not_answer_is_down_within_its_deadline_and_holds_up_no_one(ledger, fleet):
+    release = threading.Event()
+    hung = Target(**{**fleet[0].__dict__, "timeout_s": 0.5})
+
+    def open_session(target, bounded_by_caller):
+        return Hung(release) if target.host == hung.host else open_hypervisor(target, bounded_by_caller)
+
+    started = time.monotonic()
+    try:
+        # One worker: the hung hypervisor's thread is given up and another reads the rest.
+        result = Sync(SyncRequest(targets=(hung, *fleet[1:]), workers=1, batch_size=2, service_down_time_s=2),
+                      ledger, open_session).run()
+    finally:
+        release.set()
+    took_s = time.monotonic() - started
+    assert took_s < hung.deadline_s + 2, took_s
+    assert result["findings"]["hv1"] == ["hv1: did not answer (hv1: no answer within 1 s); its claims are kept"]
+    assert result["summary"]["down"] == 1
+    assert sorted(row["host"] for row in ledger.hypervisors()) == [f"hv{number}" for number in range(2, 8)]
+    # It took half of service_down_time: the sync says the fleet goes stale at this pace.
+    [warning] = result["warnings"]
+    assert "of service_down_time (2 s)" in warning
+
+
+def test_a_hypervisor_the_ledger_knows_is_marked_down_with_the_reason(ledger, fleet, tmp_path):
+    Sync(SyncRequest(targets=fleet), ledger).run()
+    gone = Target(**{**fleet[2].__dict__, "uri": f"test://{tmp_path}/nowhere.xml"})
+    result = Sync(SyncRequest(targets=(gone,)), ledger).run()
+    [down] = result["report"]["down"]
+    assert (down["host"], down["changed"]) == ("hv3", True)
+    [row] = [row for row in ledger.hypervisors() if row["host"] == "hv3"]
+    assert row["sync_status"] == "down" and "nowhere.xml" in row["down_reason"]
+
+
+@pytest.mark.parametrize("field, value, option", [("workers", 0, "workers"), ("batch_size", -1, "batch_size"),
+                                                  ("service_down_time_s", True, "service_down_time")],
+                         ids=["no-workers", "negative-batch", "bool"])
+def test_a_request_names_the_option_it_refuses(fleet, field, value, option):
+    with pytest.raises(InputError) as refused:
+        SyncRequest(targets=fleet, **{field: value})
+    assert refused.value.field == option
+
+
+def test_a_host_listed_twice_or_without_the_inventory_s_variables_is_refused(fleet):
+    with pytest.raises(InputError, match="listed twice: hv1"):
+        SyncRequest(targets=(fleet[0], fleet[0]))
+    with pytest.raises(InputError, match="does not come from a berth.fleet.hypervisors inventory source"):
+        Target.from_hostvars("web1", {"ansible_host": "web1"})
+
+
+def test_hooks_are_accepted(ledger, fleet):
+    assert Sync(SyncRequest(targets=fleet[:1]), ledger, hooks=object()).run()["summary"]["hypervisors"] == 1
