@@ -7,6 +7,7 @@ the docs site's build lying about), so galaxy.yml's build_ignore is tried on rea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -71,6 +72,32 @@ def test_neither_tests_nor_benchmarks_nor_wheels_are_shipped(built):
 
 def test_the_collection_is_shipped(built):
     assert [name for name in SHIPPED if name not in built["files"]] == []
+
+
+def test_no_made_up_address_in_the_metadata(built):
+    """Every link Galaxy shows is a real one, or absent (the project has no public home yet)."""
+    info = built["manifest"]["collection_info"]
+    links = {key: info.get(key) for key in ("repository", "documentation", "homepage", "issues")}
+    assert [value for value in links.values() if value and (".invalid" in value or "example." in value)] == []
+
+
+def test_nothing_of_the_checkout_but_the_collection(built):
+    """No tests, no build output, no wheel, no caches or virtualenvs, even if they lie about."""
+    listed = [entry["name"] for entry in built["files_json"]["files"]]
+    assert [name for name in listed if name.split("/")[0] in ("tests", ".cache", ".venv", "dist", "build")
+            or name.endswith((".whl", ".tar.gz", ".pyc"))] == []
+
+
+def test_a_design_document_plugins_cite_is_shipped(built):
+    """A plugin's documentation or comment that names a page of docs/ sends the reader to a
+    page the installed collection has."""
+    cited = set()
+    for name in built["files"]:
+        if name.startswith("plugins/") and name.endswith(".py"):
+            text = (REPO / name).read_text()
+            cited.update(re.findall(r"docs/docsite/rst/[\w.-]+\.rst", text))
+            assert "DESIGN.md" not in text, name
+    assert cited and sorted(cited - built["files"]) == []
 
 
 def test_manifest_carries_galaxy_yml(built):

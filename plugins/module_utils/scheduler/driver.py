@@ -216,7 +216,8 @@ def _backend(hosts: Sequence[HostState], spec: RequestSpec,
             # NumPy is a controller dependency; without it the plain path decides the same.
             if spec.engine == "vectorized":
                 raise SchedulerInputError(
-                    "engine", "engine 'vectorized' needs NumPy, which is not installed") from None
+                    "engine", "engine 'vectorized' needs the Python package numpy, which the controller's "
+                              "Python cannot import: pip install 'numpy', or choose engine 'auto' or 'plain'") from None
         else:
             return vector.VectorBackend(hosts, spec, filters, weighers)
     return PlainBackend(hosts, spec, filters, weighers)

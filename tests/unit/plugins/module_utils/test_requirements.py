@@ -75,6 +75,31 @@ def test_a_missing_library_is_named_by_its_package(blocked_env, library, code, p
     assert "secret" not in run.stdout
 
 
+@pytest.mark.parametrize(("engine", "answer"), [("auto", "PLACED hv1"), ("plain", "PLACED hv1"),
+                                                 ("vectorized", "pip install 'numpy'")])
+def test_without_numpy_the_plain_engine_decides_and_vectorized_names_the_package(blocked_env, engine, answer):
+    """NumPy only speeds decisions up: without it the plain path decides the same, and only an
+    explicit engine=vectorized fails, naming the package."""
+    script = textwrap.dedent(f"""
+        from {PREFIX}.module_utils.scheduler.driver import schedule
+        from {PREFIX}.module_utils.scheduler.errors import SchedulerInputError
+        from {PREFIX}.module_utils.scheduler.host_state import Flavor, HostState
+        from {PREFIX}.module_utils.scheduler.request_spec import RequestSpec
+        host = HostState.from_dict({{"host": "hv1", "vcpus_total": 4, "vcpus_used": 0, "total_usable_ram_mb": 8192,
+                                     "free_ram_mb": 8192, "total_usable_disk_gb": 100, "free_disk_mb": 102400}})
+        spec = RequestSpec(flavor=Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1), count=1,
+                           engine={engine!r})
+        try:
+            print("PLACED", schedule([host], spec).placements[0].host)
+        except SchedulerInputError as error:
+            print(error)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], env=blocked_env("numpy"),
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert answer in run.stdout
+
+
 def test_a_playbook_without_sqlalchemy_says_which_package(blocked_env, tmp_path):
     """Not Ansible's "Unexpected Exception, this is probably a bug: No module named ...": the
     run stops where the first ledger task is loaded, naming the package."""
