@@ -239,6 +239,27 @@ class Hypervisor:
             "domains": self.facts_domains(),
         }
 
+    def readiness(self) -> dict[str, Any]:
+        """What Berth needs of a hypervisor, as libvirt reports it (berth.fleet.hypervisor_check
+        judges it): its libvirt version, driver and guest domain types, and every storage pool
+        and network with whether it is active and autostarted."""
+        conn = self.conn
+        caps = ET.fromstring(self._call(conn.getCapabilities))
+        pools = [{"name": pool.name(), "active": bool(self._call(pool.isActive)),
+                  "autostart": bool(self._call(pool.autostart)),
+                  "capacity_mb": self._call(pool.info)[1] // _BYTES_PER_MIB}
+                 for pool in self._call(conn.listAllStoragePools, 0)]
+        networks = [{"name": network.name(), "active": bool(self._call(network.isActive)),
+                     "autostart": bool(self._call(network.autostart))}
+                    for network in self._call(conn.listAllNetworks, 0)]
+        return {
+            "libvirt_version": int(self._call(conn.getLibVersion)),
+            "hypervisor_type": self._call(conn.getType),
+            "domain_types": sorted({triple[1] for triple in host_capabilities.supported_instances(caps)}),
+            "pools": sorted(pools, key=lambda pool: pool["name"]),
+            "networks": sorted(networks, key=lambda network: network["name"]),
+        }
+
     def facts_domains(self) -> list[dict[str, Any]]:
         """Every domain of the host, as facts() reports them."""
         # Sorted, so that two gatherings of the same host compare equal.

@@ -1,0 +1,24 @@
+"""berth.fleet.hypervisor_check: a hypervisor's prerequisites checked through libvirt (controller
+side); the work is operations/check.py's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.check import check_hypervisor
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Target
+
+
+class ActionModule(BerthAction):
+    _supports_check_mode = True
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        host = task_vars["inventory_hostname"]
+        result = check_hypervisor(Target.from_hostvars(host, task_vars), args["networks"])
+        lines = [check["detail"] for check in result["checks"]] if result["ready"] else result["missing"]
+        result.update(changed=False, summary=f"{host}: {'ready' if result['ready'] else 'MISSING'}: "
+                                             + "; ".join(lines))
+        if not result["ready"]:
+            result.update(failed=True, msg=f"{host} lacks what Berth needs: " + "; ".join(result["missing"]))
+        return result
