@@ -132,4 +132,3 @@ def _connection_advice(uri: str, error: str) -> str:
         where = ("libvirtd (or virtqemud) running, and this user's right to manage it (the libvirt group, or a "
                  "polkit rule for org.libvirt.unix.manage)")
     return f"cannot connect: {error}; check {where}: see {GUIDE}"
-

@@ -75,8 +75,8 @@ def test_a_missing_library_is_named_by_its_package(blocked_env, library, code, p
     assert "secret" not in run.stdout
 
 
-@pytest.mark.parametrize(("engine", "answer"), [("auto", "PLACED hv1"), ("plain", "PLACED hv1"),
-                                                 ("vectorized", "pip install 'numpy'")])
+@pytest.mark.parametrize(("engine", "answer"), [
+    ("auto", "PLACED hv1"), ("plain", "PLACED hv1"), ("vectorized", "pip install 'numpy'")])
 def test_without_numpy_the_plain_engine_decides_and_vectorized_names_the_package(blocked_env, engine, answer):
     """NumPy only speeds decisions up: without it the plain path decides the same, and only an
     explicit engine=vectorized fails, naming the package."""
