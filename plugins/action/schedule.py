@@ -18,8 +18,5 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         names = instance_names(args["name"], args["count"])
         flavor = flavor_option(args)
-        # On live inventory facts a launch syncs them into the ledger first, a tracker sync of its
-        # own, so it may start a SQLite ledger; one that decides from the ledger needs gather.yml's.
-        syncs = args.get("hosts") is None and args["source"] == "inventory"
-        ledger = Ledger(args["ledger_url"]).open(create=syncs) if args["ledger"] else None
+        ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
         return Schedule(args, names, flavor, ledger, task_vars, bool(self._task.check_mode), installed()).run()

@@ -87,6 +87,11 @@ def test_a_check_mode_launch_from_the_installed_collection(lab, installed, tmp_p
 
     checked = run("berth.fleet.check")
     assert checked["rc"] == 0, failed_messages(checked)
+    # No ledger yet: a launch, which decides from the ledger's last sync, is refused and makes none.
+    early = run("berth.fleet.launch", "--check", "-e", "name=inst", "-e", "flavor=m1.tiny")
+    assert early["rc"] != 0
+    assert failed_messages(early)[0].startswith(f"no ledger at {tmp_path / 'ledger.sqlite3'} ")
+    assert not (tmp_path / "ledger.sqlite3").exists()
     synced = run("berth.fleet.gather")
     assert synced["rc"] == 0, failed_messages(synced)
     # The first sync made the ledger, and said so.

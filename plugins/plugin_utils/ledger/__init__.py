@@ -98,7 +98,7 @@ class Ledger:
 
     A SQLite ledger whose file does not exist is made only by a writer that may start one: the
     tracker sync (``tracker_sync``, ``sync_hypervisors``, ``mark_missing``), an adoption (which
-    syncs its hypervisor), ``create_server_group``, or ``open(create=True)`` (a launch on live
+    syncs its hypervisor), ``create_server_group``, or ``start_if_missing`` (a launch on live
     inventory facts, which syncs them first).
     Anything else on it fails with "no ledger at PATH", and makes no file or directory.
     """
@@ -117,6 +117,12 @@ class Ledger:
         path = sqlite_file(self.url)
         if path is None or path.exists() or create:
             self._connect(create)
+        return self
+
+    def start_if_missing(self) -> Ledger:
+        """For a writer that may start a ledger before it reads (a launch on live inventory facts,
+        which syncs them first): a SQLite ledger that does not exist is created now."""
+        self._opened(create=True)
         return self
 
     def _connect(self, create: bool) -> None:

@@ -70,6 +70,11 @@ class Schedule:
         args, names, ledger, check_mode = self.args, self.names, self.ledger, self.check_mode
         flavor = self.flavor
         started = time.perf_counter()
+        if ledger is not None and args.get("hosts") is None and args.get("source") == "inventory":
+            # On live inventory facts a launch syncs them into the ledger first, a tracker sync
+            # of its own, so it may start a SQLite ledger; one that decides from the ledger's
+            # last sync needs gather.yml's (anything else: "no ledger at PATH").
+            ledger.start_if_missing()
         group = ledger_group(args["server_group"], ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.

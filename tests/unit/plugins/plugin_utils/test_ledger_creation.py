@@ -1,5 +1,5 @@
 """A SQLite ledger is created only by what writes it: the tracker sync (and a new server
-group, or a launch on live inventory facts: open(create=True)); every reader, and a plain launch, on a path that does not exist is refused with
+group, or a launch on live inventory facts, which syncs them first); every reader, and a plain launch, on a path that does not exist is refused with
 "no ledger at PATH", and makes no file or directory."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as Capacity
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule as Schedule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import fetch_one, host_state
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 
@@ -54,6 +55,30 @@ def test_a_launch_on_no_ledger_is_refused(missing):
     with pytest.raises(LedgerError, match=f"^no ledger at {missing['path']} "):
         _launch({"ledger_url": missing["url"]})
     assert not missing["directory"].exists()
+
+
+def _inventory_vars() -> dict:
+    """A play's variables with one hypervisor of a berth.fleet.hypervisors source whose facts
+    were gathered (libvirt's built-in test hypervisor)."""
+    outcome = fetch_one("hv1", "test:///default", "default-pool", 5.0)
+    # The test hypervisor's own domains take all its memory: overcommit it for one more.
+    state = host_state("hv1", outcome["facts"], {"ram_allocation_ratio": 16.0}, [], "nova", outcome["gathered_at"])
+    return {"groups": {"hypervisors": ["hv1"]},
+            "hostvars": {"hv1": {"berth_host_state": state, "berth_libvirt_uri": "test:///default"}}}
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
+def test_a_launch_on_live_inventory_facts_starts_the_ledger(missing, check_mode):
+    """It syncs the facts into the ledger first (in a real run), as the tracker sync would."""
+    options = {name: spec.get("default") for name, spec in Schedule.ARGUMENT_SPEC.items()}
+    options.update(name="web", flavor="m1.tiny", source="inventory", ledger_url=missing["url"])
+    action = SimpleNamespace(_task=SimpleNamespace(check_mode=check_mode))
+    result = Schedule.run_berth(action, options, _inventory_vars())  # type: ignore[arg-type]
+    assert [placement["host"] for placement in result["placements"]] == ["hv1"], (result.get("msg"), result.get("summary"))
+    assert missing["path"].is_file()
+    ledger = Ledger(missing["url"]).open()
+    assert [row["host"] for row in ledger.hypervisors()] == ([] if check_mode else ["hv1"])
+    ledger.close()
 
 
 def test_capacity_on_no_ledger_is_refused(missing):
@@ -109,3 +134,9 @@ def test_open_with_create_makes_it_at_once(missing):
     ledger = Ledger(missing["url"]).open(create=True)
     assert ledger.created and missing["path"].is_file()
     ledger.close()
+
+
+def test_start_if_missing_makes_it_once(missing):
+    ledger = Ledger(missing["url"]).open().start_if_missing()
+    assert ledger.created and missing["path"].is_file()
+    assert not Ledger(missing["url"]).open().start_if_missing().created
