@@ -26,23 +26,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
-    REASON_AFFINITY,
-    REASON_AGGREGATE_EXTRA_SPECS,
-    REASON_AGGREGATE_IMAGE_PROPERTIES,
-    REASON_AGGREGATE_TENANT,
-    REASON_AGGREGATE_TYPE,
-    REASON_ANTI_AFFINITY,
-    REASON_CAPABILITIES,
-    REASON_DIFFERENT_HOST,
-    REASON_IMAGE_PROPERTIES,
-    REASON_ISOLATED,
-    REASON_NETWORK_MISSING,
-    REASON_NOT_NEAR,
-    REASON_QUERY,
-    REASON_SAME_HOST,
-    REASON_WRONG_ZONE,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import REQUEST_REASONS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_PROJECT_ID,
     RequestSpec,
@@ -192,16 +176,6 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
 # run brings its own) and the image volume (a move carries its disks, it needs no image there).
 NOT_RECORDED = ("force_hosts", "force_nodes", "ignore_hosts", "retry_hosts", "explain", "engine",
                 "service_down_time", "image_volume")
-# The reasons a host is turned down for by what the instance asked for, not by its room or state:
-# what a move's explanation names as its recorded constraints.
-RECORDED_CONSTRAINT_REASONS = (
-    REASON_WRONG_ZONE, REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_SAME_HOST, REASON_DIFFERENT_HOST,
-    REASON_QUERY, REASON_NOT_NEAR, REASON_CAPABILITIES, REASON_AGGREGATE_EXTRA_SPECS, REASON_IMAGE_PROPERTIES,
-    REASON_AGGREGATE_TYPE, REASON_AGGREGATE_IMAGE_PROPERTIES, REASON_AGGREGATE_TENANT, REASON_NETWORK_MISSING,
-    REASON_ISOLATED,
-)
-
-
 def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor: Flavor) -> dict[str, Any]:
     """What an instance records of the request it was launched with (the ledger's
     instances.request), as Nova keeps the boot's RequestSpec: its flavor (with extra specs), the
@@ -243,7 +217,7 @@ def recorded_constraints(decision: Decision) -> str | None:
     explanation words it ('2 not in availability zone az1, 1 with different_host instances'),
     or None when nothing it asked for removed a host."""
     removed = [f"{item['count']} {item['phrase']}" for item in decision.reasons
-               if item["reason"] in RECORDED_CONSTRAINT_REASONS]
+               if item["reason"] in REQUEST_REASONS]
     return ", ".join(removed) or None
 
 
