@@ -375,13 +375,15 @@ class Ledger:
             return claims.adopt_instance(db, host, domain_uuid, name, flavor, owner, dry_run)
 
     @database_errors
-    def mark_active(self, instance_uuid: str) -> dict[str, Any]:
+    def mark_active(self, instance_uuid: str, built: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The domain runs: the instance is ACTIVE and its claim no longer needs a lease; what its
         build recorded on that hypervisor is the instance's own from now on, and that
         hypervisor's failed builds are forgiven (a build succeeded there). Returns the
-        instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile."""
+        instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile.
+        ``built``: what the build defined the domain from (operations/build.build_record), kept
+        in the instance's request as ``build``: every move defines the domain again from it."""
         with self._write() as db:
-            return claims.mark_active(db, instance_uuid)
+            return claims.mark_active(db, instance_uuid, built)
 
     @database_errors
     def build_failed(self, instance_uuid: str) -> int:

@@ -398,7 +398,7 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
             state=ERROR, failure_reason=reason, updated_at=now))
 
 
-def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
+def mark_active(db: Connection, instance_uuid: str, built: Mapping[str, Any] | None = None) -> dict[str, Any]:
     instance = find_instance(db, instance_uuid)
     held = db.execute(update(claims).where(claims.c.instance_uuid == instance_uuid,
                                            claims.c.hypervisor_uuid == instance["hypervisor_uuid"])
@@ -408,7 +408,9 @@ def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
         # without a claim would take room nobody counts.
         raise ClaimLost(f"instance {instance['name']} no longer holds its claim on {instance['host']} "
                         f"({instance['failure_reason'] or 'released'}); its build is given up")
-    active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
+    active: dict[str, Any] = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
+    if built is not None:
+        active["request"] = {**(instance["request"] or {}), "build": dict(built)}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
     # A build that succeeded there: as Nova's compute manager does, its failed builds are forgiven.
     db.execute(update(hypervisors).where(hypervisors.c.uuid == instance["hypervisor_uuid"],
