@@ -73,7 +73,7 @@ def run_move(moving, how: str, host: str) -> dict:
         run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor",
                    {"host": host, "state": "disabled", "reason": "resize elsewhere"})
         try:
-            return play("resize.yml", {"instance": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
+            return play("resize.yml", {"name": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
         finally:
             run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor", {"host": host, "state": "enabled"})
     return play("migrate.yml", {"instance": "trust-1", "mode": how})
