@@ -567,11 +567,14 @@ class Hypervisor:
         caps = ET.fromstring(self._call(self.conn.getCapabilities))
         return caps.find("host/migration_features/live") is not None
 
-    def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None) -> None:
+    def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None,
+                     definition: str | None = None) -> None:
         """Live migration, peer to peer, copying the non-shared disks; the target's volumes exist.
 
         ``address``: where the source's QEMU reaches the target's for memory and disks; by default
         libvirt uses the target's hostname, which must then resolve from the source.
+        ``definition``: the domain XML the target runs and keeps (libvirt refuses one whose
+        devices differ from the running domain's); None carries the source's.
         """
         dom = self._call(self.conn.lookupByUUIDString, uuid)
         flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER | libvirt.VIR_MIGRATE_PERSIST_DEST
@@ -580,6 +583,9 @@ class Hypervisor:
         if address:
             uri = f"tcp://{address}"
             params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
+        if definition is not None:
+            params[libvirt.VIR_MIGRATE_PARAM_DEST_XML] = definition
+            params[libvirt.VIR_MIGRATE_PARAM_PERSIST_XML] = definition
         call_with_timeout(self.host, self.transfer_timeout_s, dom.migrateToURI3, target.uri, params, flags)
 
     def delete_volume(self, pool_name: str, name: str) -> bool:

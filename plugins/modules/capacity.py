@@ -179,6 +179,10 @@ hosts:
     limited_by: {description: The filter that stops one more (or rejects the host outright)., type: str}
     reason: {description: 'Why one more does not fit, with the numbers.', type: str}
     rejection: {description: 'The same as data (filter, reason, requested, used, limit, free).', type: dict}
+    failed_builds:
+      description: Builds that failed on it since its last successful one, which
+        C(BuildFailureWeigher) weighs it down by (counted in the ledger by every build).
+      type: int
 summary:
   description: One line, e.g. C(14 more m1.small fit on 3 hosts).
   returned: always

@@ -9,6 +9,7 @@ moment the domain runs on the destination, before the source's copy goes, to ``h
 
 from __future__ import annotations
 
+import collections
 import os
 import xml.etree.ElementTree as ET
 from typing import Any, Callable
@@ -79,9 +80,10 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
 
 def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
          address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
-         hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
-    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold
-    (``xml``: its inactive definition, as the caller read it, for a cold move)."""
+         hooks: Hooks = NO_HOOKS, definition: str | None = None) -> dict[str, Any]:
+    """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold.
+    ``definition``: the domain XML the destination defines (see cold_move); None carries the
+    source's."""
     domain = src.find_domain(uuid)
     if domain is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
@@ -99,8 +101,9 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
                     # resumes; copied first, it is a pool volume that a failed move's cleanup
                     # finds like the disks. The source's file stays behind: removed below.)
                     _copy(src, dst, pool, volume, empty=volume in disks)
+                _check_copies(dst, pool, volumes)
                 step(f"migrating live to {dst.host}")
-                src.live_migrate(uuid, dst, address)
+                src.live_migrate(uuid, dst, address, definition)
             except HypervisorError as exc:
                 if not _moved_anyway(src, dst, uuid):
                     remove_moved(dst, uuid, pool, volumes)
@@ -112,7 +115,7 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
     if live_refused:
         step(f"moving cold: {live_refused}")
     return {"mode": "cold", "live_refused": live_refused,
-            **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks, xml=xml)}
+            **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks, definition=definition)}
 
 
 def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
@@ -151,20 +154,26 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
               step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
               rewrite: Callable[[str], str] | None = None,
               before_start: Callable[[Hypervisor], None] | None = None,
-              hooks: Hooks = NO_HOOKS, xml: str | None = None) -> dict[str, Any]:
-    """Stop the domain (``stop``: powered off by default), copy its volumes, define it on the
-    destination (its XML passed through ``rewrite`` first, if given), call ``before_start`` with
-    the destination, start it there if it ran, and remove it from the source. On any failure the
-    destination is cleaned up and the domain started again on the source, if it ran."""
-    xml = src.domain_xml(uuid, inactive=True)
+              hooks: Hooks = NO_HOOKS, definition: str | None = None) -> dict[str, Any]:
+    """Stop the domain (``stop``: powered off by default), copy its volumes and check the copies
+    as images, define it on the destination, call ``before_start`` with the destination, start it
+    there if it ran, and remove it from the source. On any failure the destination is cleaned up
+    and the domain started again on the source, if it ran.
+
+    The destination defines ``definition`` as it is (what Berth would define there); without it,
+    the source's own definition is carried (the operator's opt-in), its disks pointed at the
+    destination's pool and passed through ``rewrite`` if given."""
     autostart = src.autostart(uuid)
     try:
         stop(src, uuid)
         for name in volumes:
             step(f"copying volume {name} to {dst.host}")
             src.copy_volume_to(dst, pool, name)
-        moved = _repoint_disks(xml, src.pool_path(pool), dst.pool_path(pool))
-        dst.define(rewrite(moved) if rewrite else moved)
+        _check_copies(dst, pool, volumes)
+        if definition is None:
+            carried = _repoint_disks(src.domain_xml(uuid, inactive=True), src.pool_path(pool), dst.pool_path(pool))
+            definition = rewrite(carried) if rewrite else carried
+        dst.define(definition)
         step(f"defined on {dst.host}", detail=True)
         if before_start is not None:
             before_start(dst)
@@ -178,6 +187,67 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
             step(f"started again on {src.host}")
         raise
     return {"restarted": running, **_clear_source(src, uuid, pool, volumes, hooks)}
+
+
+def _check_copies(dst: Hypervisor, pool: str, volumes: list[str]) -> None:
+    """Each copied volume checked on the destination as a launch checks an image there (a file of
+    the pool, its backing chain in the pool) before any domain uses it."""
+    for name in volumes:
+        pool_image(dst, pool, name, dst.host)
+
+
+# What libvirt adds to every definition by itself, each harmless: buses and their controllers,
+# the memory balloon, a video card and its audio, PS/2 or USB input without a host source.
+_LIBVIRT_ADDED = ("controller", "memballoon", "video", "audio", "input")
+
+
+def foreign_parts(actual_xml: str, expected_xml: str) -> list[str]:
+    """What the domain ``actual_xml`` (as a hypervisor gives it) has that Berth's own definition
+    of it (``expected_xml``, from its record) does not, each named: a device Berth did not put
+    there (a host directory, a host device, a serial port writing to a file...) and every element
+    of another namespace (QEMU's own arguments). Empty when the domain is as Berth defined it."""
+    actual, expected = ET.fromstring(actual_xml), ET.fromstring(expected_xml)
+    found = [f"{_qualified(child.tag)} (arguments or settings passed to QEMU as they are)"
+             for child in actual if child.tag.startswith("{")]
+    wanted = collections.Counter(_device_key(device) for device in _devices(expected))
+    for device in _devices(actual):
+        key = _device_key(device)
+        if wanted[key]:
+            wanted[key] -= 1
+        elif device.tag not in _LIBVIRT_ADDED or device.find("source") is not None:
+            found.append(_described(device))
+    return found
+
+
+def _devices(root: ET.Element) -> list[ET.Element]:
+    devices = root.find("devices")
+    return [device for device in devices if device.tag != "emulator"] if devices is not None else []
+
+
+def _device_key(device: ET.Element) -> tuple[Any, ...]:
+    """A device's identity, without what libvirt adds when it defines one (addresses, aliases,
+    models and drivers it fills in): its kind and type, and every host resource it names."""
+    sources = tuple(sorted(item for element in device.iter() if element.tag in ("source", "log", "listen")
+                           for item in element.attrib.items() if item[0] not in ("mode", "append", "type")))
+    target = device.find("target")
+    mac = device.find("mac")
+    return (device.tag, device.get("type"), device.get("device"), sources,
+            None if target is None else (target.get("dev"), target.get("port"), target.get("name")),
+            None if mac is None else mac.get("address"))
+
+
+def _described(device: ET.Element) -> str:
+    """A device as an operator finds it in ``virsh dumpxml``: its element, type and host sources."""
+    kind = " ".join(filter(None, (device.tag, device.get("type") and f"type={device.get('type')}",
+                                  device.get("device") and f"device={device.get('device')}")))
+    named = [f"{key}={value}" for element in device.iter() if element.tag in ("source", "log")
+             for key, value in element.attrib.items()]
+    return f"{kind} ({', '.join(named)})" if named else kind
+
+
+def _qualified(tag: str) -> str:
+    namespace, _brace, local = tag[1:].partition("}")
+    return f"{local} of namespace {namespace}"
 
 
 def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:

@@ -17,6 +17,8 @@ from conftest import changed_count, drift, failed_messages, task_result
 pytestmark = pytest.mark.integration
 
 BERTH = "{urn:berth:instance:1}"
+# The operator's opt-in to carry the source's definition (an adopted domain has no build record).
+CARRY = ("-e", "carry_definition=true")
 
 
 def handmade_domain(lab, host: str, name: str, memory_mib: int = 96, transient: bool = False) -> str:
@@ -145,10 +147,18 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab, tmp_pa
             lab.virsh("hv3", "undefine", other_uuid)
             lab.virsh("hv3", "vol-delete", "--pool", "default", "other.qcow2")
 
+        # Berth has no build record of a domain it adopted, so it cannot define it again: a move is
+        # refused unless the operator carries the source's definition for it.
+        refused = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")
+        assert refused["rc"] != 0
+        assert "legacy has no build record (adopted, or launched before Berth kept them)" in \
+            " ".join(failed_messages(refused))
+        assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == adopted_rows
+
         # A volume of the same name on the destination is someone else's: the move is refused.
         lab.virsh("hv1", "vol-create-as", "default", "Legacy_DB.qcow2", "1M")
         try:
-            clash = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv1")
+            clash = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv1", *CARRY)
             assert clash["rc"] != 0
             assert "hv1 already has a volume Legacy_DB.qcow2 in storage pool default" in \
                 " ".join(failed_messages(clash))
@@ -163,7 +173,7 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab, tmp_pa
                         "child.qcow2"], cwd=pool, check=True)
         try:
             lab.virsh("hv2", "pool-refresh", "default")
-            used = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")
+            used = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3", *CARRY)
             assert used["rc"] != 0
             assert "volume Legacy_DB.qcow2 on hv2 is also used by volume child.qcow2" in " ".join(failed_messages(used))
         finally:
@@ -174,7 +184,7 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab, tmp_pa
         outside.write_bytes(bytes(1024 * 1024))
         lab.virsh("hv2", "attach-disk", "Legacy_DB", str(outside), "vdb", "--config")
         try:
-            stuck = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3", check=True)
+            stuck = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3", *CARRY, check=True)
             assert stuck["rc"] != 0
             assert f"legacy has storage a move cannot carry, only volumes of storage pool default move: disk vdb " \
                    f"({outside})" in " ".join(failed_messages(stuck))
@@ -182,8 +192,8 @@ def test_a_handmade_domain_is_adopted_once_and_stops_being_an_orphan(lab, tmp_pa
             lab.virsh("hv2", "detach-disk", "Legacy_DB", "vdb", "--config")
         assert (lab.ledger_rows("instances"), lab.ledger_rows("claims")) == adopted_rows
 
-        # An adopted instance moves like any other, its own disk with it.
-        moved = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3")
+        # With the operator's opt-in, an adopted instance moves like any other, its own disk with it.
+        moved = lab.playbook("migrate.yml", "-e", "instance=legacy", "-e", "to_host=hv3", *CARRY)
         assert moved["rc"] == 0, failed_messages(moved)
         assert task_result(moved, "Migrate the instance")["mode"] == "live"  # the disk copied by QEMU
         [instance] = [row for row in lab.ledger_rows("instances") if row["uuid"] == domain_uuid]

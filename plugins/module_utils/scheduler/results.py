@@ -52,6 +52,15 @@ NOT_NOW_REASONS = frozenset({
     # Like a host down, a metric missing is a gap in the facts the next sync may fill.
     REASON_HOST_STALE, REASON_METRICS_MISSING,
 })
+# The reasons that come from what the instance asked for (its zone, group, hints, flavor's extra
+# specs, image, project, networks), not from the host's room or state: what a move's
+# explanation names as the constraints its launch recorded.
+REQUEST_REASONS = frozenset({
+    REASON_WRONG_ZONE, REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_SAME_HOST, REASON_DIFFERENT_HOST,
+    REASON_QUERY, REASON_NOT_NEAR, REASON_CAPABILITIES, REASON_AGGREGATE_EXTRA_SPECS, REASON_IMAGE_PROPERTIES,
+    REASON_AGGREGATE_TYPE, REASON_AGGREGATE_IMAGE_PROPERTIES, REASON_AGGREGATE_TENANT, REASON_NETWORK_MISSING,
+    REASON_ISOLATED,
+})
 # Resource shortfalls, the ones a "closest miss" is measured on.
 SHORTFALL_REASONS = frozenset({
     REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,

@@ -27,9 +27,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     image_spec,
     metadata_spec,
     network_specs,
+    nvram_volume_name,
     resolve_flavor,
+    root_volume_name,
+    seed_volume_name,
     user_data_spec,
+    volume_instance_uuid,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     PLANNED_UUID,
     CleanupFailed,
@@ -211,6 +216,7 @@ class Build:
             except CleanupFailed as exc:
                 if ledger is None:
                     raise
+                ledger.build_failed(args["uuid"])
                 # What it made there may even run (a start whose answer was lost): built again
                 # elsewhere, the instance could run twice. Its claim and lease stay on that host,
                 # and the first sync after the lease settles it, as for a run that died there.
@@ -225,14 +231,18 @@ class Build:
                     step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
                 if ledger is None:
                     raise
+                if not isinstance(exc, InputError):
+                    # The host's failure, counted there as Nova's compute manager counts it (a
+                    # request that no host could build, such as a template error, is not).
+                    ledger.build_failed(args["uuid"])
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
                 # claim back when it claims the next host, mark_error when none is left.
                 continue
             if ledger is not None:
                 # The instance as the ledger now has it: a play's closing table shows it.
                 try:
-                    result["instance"] = (ledger.mark_active(args["uuid"]) if result["changed"]
-                                          else ledger.instances([args["name"]])[0])
+                    result["instance"] = (ledger.mark_active(args["uuid"], build_record(request, args))
+                                          if result["changed"] else ledger.instances([args["name"]])[0])
                 except ClaimLost as lost:
                     # The lease ran out before the build ended and a sync gave the claim back:
                     # the instance is ERROR already, and what was built takes room nobody counts.
@@ -301,6 +311,49 @@ class Build:
             removed = bool(remove_recorded(session.hv, instance_uuid, items, spare_running=False)[0]) or removed
         forgotten = ledger.delete_instance(args["uuid"], [item["id"] for item in recorded]) if ledger else False
         return {"changed": removed or forgotten or bool(recorded)}
+
+
+# The guest options build_record keeps: guest_spec's inputs, which give its full answer again.
+GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "graphics")
+
+
+def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+    """What the instance's domain was defined from, beside its flavor (the ledger keeps it with
+    the instance's request as ``build``): every move defines the domain on the destination
+    from this, through the same template, never from the source's definition."""
+    guest = request["guest"]
+    return {"metadata": dict(request["metadata"]), "networks": [dict(net) for net in request["networks"]],
+            "boot": dict(request["boot"]), "guest": {key: guest[key] for key in GUEST_OPTIONS},
+            "seed": request["user_data"] is not None, "domain_type": args["domain_type"] or ""}
+
+
+def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: DomainTemplate, pool_path: str,
+                        offered_types: list[str], serial_log_dir: str) -> str:
+    """The domain XML Berth defines for ``instance`` (a ledger row) with ``flavor`` where its
+    volumes are in ``pool_path``: rendered from its build record, each part checked again as a
+    launch checks it (a ledger row is not trusted), through ``template``. The serial log
+    directory and the template are the caller's (operator's) settings, never the record's.
+    InputError where the instance has no build record (adopted, or launched before Berth kept
+    them)."""
+    built = (instance.get("request") or {}).get("build")
+    if not isinstance(built, Mapping):
+        raise InputError("carry_definition", f"{instance['name']} has no build record (adopted, or launched before "
+                                             f"Berth kept them): Berth cannot define it again from what it knows")
+    uuid = instance["uuid"]
+    if not isinstance(uuid, str) or volume_instance_uuid(root_volume_name(uuid)) != uuid:
+        raise InputError("uuid", f"{instance['name']}'s UUID in the ledger is not a UUID: {uuid!r}")
+    guest = guest_spec(built.get("guest") or {})
+    request = {"name": dns_label("name", instance["name"]), "uuid": uuid, "flavor": flavor, "guest": guest,
+               "networks": network_specs(built.get("networks")), "metadata": metadata_spec(built.get("metadata")),
+               "boot": boot_spec(built.get("boot"))}
+    made = {"disk": {"path": os.path.join(pool_path, root_volume_name(uuid))},
+            "seed": {"path": os.path.join(pool_path, seed_volume_name(uuid))} if built.get("seed") is True else None,
+            "nvram": ({"path": os.path.join(pool_path, nvram_volume_name(uuid))} if guest["firmware"] == "uefi"
+                      else None)}
+    requested_type = built.get("domain_type") or ""
+    if requested_type not in ("", "kvm", "qemu"):
+        raise InputError("domain_type", f"{instance['name']}'s recorded domain_type {requested_type!r} is not kvm or qemu")
+    return template.render(request, made, domain_type(requested_type, offered_types), serial_log_dir)
 
 
 class DomainTemplate:

@@ -12,11 +12,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
+from ansible_collections.berth.fleet.plugins.plugin_utils._move import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     build_target,
     failure_message,
     move_request,
     read_fleet,
+    recorded_constraints,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
@@ -27,6 +29,11 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     instance_flavor,
     run_owner,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
+    DEFAULT_TEMPLATE,
+    DomainTemplate,
+    recorded_definition,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 
@@ -56,10 +63,20 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     - a migration to a named host (``args["to_host"]``) goes there, checked;
     - else the scheduler picks among the other hosts (never the source).
 
-    Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``."""
+    Every search uses the request the instance recorded at launch (its zone, server group,
+    hints...: _placement.move_request), with the source ignored and the group as the move's
+    claim will check it (without the moving instance).
+
+    Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``, and
+    ``warnings`` (an instance without a recorded request moves without its constraints)."""
     source, name = instance["host"], instance["name"]
     flavor = new_flavor or instance_flavor(instance)
-    spec = move_request(instance, flavor, args["service_down_time"], [source])
+    group = ledger.moving_member_group(instance["uuid"])
+    spec = move_request(instance, flavor, args["service_down_time"], [source], group)
+    warnings = [] if instance.get("request") else [
+        f"{name} has no recorded launch request (launched before Berth recorded them, or adopted): it moves "
+        f"with its flavor, project and image properties only - the availability zone and scheduler hints "
+        f"it was launched with are not known; its server group, if any, still holds"]
     fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
     names = list(fleet.hosts.column("host"))
     why_not = None
@@ -69,10 +86,10 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             for claim in ledger.claims(instance["uuid"]):
                 if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
                     here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, args["service_down_time"]))
+            decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group))
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
-                        "why": f"{source} still has room for it (its own host is preferred)"}
+                        "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
             rejections = decision.rejections or []
             why_not = rejections[0].message() if rejections else decision.summary
         else:
@@ -86,7 +103,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         state = fleet.hosts[names.index(named)]
         if not state.service_up:
             raise BerthError(f"{named} does not answer: {state.down_reason or 'down'}")
-        return {**build_target(fleet, ledger, state), "why": "named by to_host"}
+        return {**build_target(fleet, ledger, state), "why": "named by to_host", "warnings": warnings}
     decision = schedule(fleet.hosts, spec)
     if not decision.ok:
         if new_flavor is not None:
@@ -95,9 +112,12 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         raise BerthError(f"cannot migrate {name}: {failure_message(decision)}")
     chosen = fleet.hosts[names.index(decision.placements[0].host)]
     why = f"chosen by the scheduler: {decision.summary}"
+    constrained = recorded_constraints(decision)
+    if constrained:
+        why += f"; its launch's request turned down {constrained}"
     if why_not is not None:
         why = f"{source} has no room ({why_not}); {why}"
-    return {**build_target(fleet, ledger, chosen), "why": why}
+    return {**build_target(fleet, ledger, chosen), "why": why, "warnings": warnings}
 
 
 def connections(args: Mapping[str, Any]) -> dict[str, float]:
@@ -120,18 +140,40 @@ class Move:
         self.new_flavor, self.rewrite, self.stop, self.before_start = new_flavor, rewrite, stop, before_start
         self.step = Progress().of(instance["name"], instance["host"])
         self.xml: str | None = None
+        self.definition: str | None = None  # what the destination defines; None: the source's, carried
         self.disks: list[str] = []
         self.volumes: list[str] = []
 
     def plan(self, src: Hypervisor, dst: Hypervisor, xml: str | None = None) -> None:
         """Read the domain once (or take ``xml``, the caller's read) and find what moves with it;
-        refuses, before anything is claimed, what the move cannot carry."""
-        uuid = self.instance["uuid"]
+        refuses, before anything is claimed, what the move cannot carry.
+
+        The destination gets what Berth would define there: the instance's definition rendered
+        again from its build record (``definition``), never the source's. Unless the operator
+        opts in (``carry_definition``), a source domain with anything Berth did not put there
+        (a device, QEMU arguments) is refused naming it: the hypervisor it runs on is not
+        trusted to say what the destination defines."""
+        instance, args, pool = self.instance, self.args, self.args["storage_pool"]
+        uuid = instance["uuid"]
         self.xml = xml or src.domain_xml(uuid, inactive=True)
         if self.xml is None:
-            raise HypervisorError(src.host, f"domain {uuid} of {self.instance['name']} is not there, "
+            raise HypervisorError(src.host, f"domain {uuid} of {instance['name']} is not there, "
                                             f"though the ledger says so")
-        self.disks, self.volumes = _move.movable_volumes(src, dst, self.instance, self.args["storage_pool"], self.xml)
+        if not args.get("carry_definition"):
+            template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
+            offered = list(self.target.get("domain_types") or [])
+            expected = recorded_definition(instance, instance_flavor(instance), template, src.pool_path(pool), offered,
+                                           args["serial_log_dir"])
+            foreign = foreign_parts(self.xml, expected)
+            if foreign:
+                raise InputError("carry_definition", (
+                    f"{instance['name']}'s domain on {src.host} has what Berth did not define there: "
+                    f"{'; '.join(foreign)}. A move defines on {self.target['host']} what Berth would define, so "
+                    f"this would be lost; set carry_definition=true for this move to carry the source's "
+                    f"definition as it is (only if you trust {src.host})"))
+            self.definition = recorded_definition(instance, self.new_flavor or instance_flavor(instance), template,
+                                                  dst.pool_path(pool), offered, args["serial_log_dir"])
+        self.disks, self.volumes = _move.movable_volumes(src, dst, instance, pool, self.xml)
 
     def run(self, src: Hypervisor, dst: Hypervisor, address: str | None = None) -> dict[str, Any]:
         """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
@@ -149,13 +191,13 @@ class Move:
         try:
             if self.new_flavor is None:
                 moved = _move.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
-                                   step, self.hooks, xml=self.xml)
+                                   step, self.hooks, definition=self.definition)
             else:
                 running = src.domain_state(uuid) not in OFF_STATES
                 _move.ensure_base_images(src, dst, pool, self.volumes, step)
                 moved = _move.cold_move(src, dst, uuid, pool, self.volumes, running, step, stop=self.stop,
                                         rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
-                                        xml=self.xml)
+                                        definition=self.definition)
         except Exception as exc:
             # The domain runs on the source again: the destination's claim goes back.
             self.ledger.release_claim(claim["id"])
