@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.berth.fleet.plugins.action.hypervisor_check import ActionModule as HypervisorCheck
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.check import (
     check_hypervisor,
     judge,
@@ -89,3 +91,9 @@ def test_a_refused_connection_is_the_one_finding_with_where_to_look(tmp_path):
     (missing,) = result["missing"]
     assert missing.startswith("connection: cannot connect: ")
     assert "libvirt group, or a polkit rule for org.libvirt.unix.manage" in missing
+
+
+def test_the_action_on_a_host_that_is_no_hypervisor_says_where_to_run_it():
+    with pytest.raises(BerthError, match="^host localhost has no berth_libvirt_uri .*run berth.fleet.hypervisor_check "
+                                         "on the hypervisors' group$"):
+        HypervisorCheck.run_berth(None, {"networks": []}, {"inventory_hostname": "localhost"})  # type: ignore[arg-type]
