@@ -207,7 +207,8 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_
     if not recorded:
         recorded = {"project_id": instance.get("project_id") or DEFAULT_PROJECT_ID,
                     "image_properties": dict(instance.get("image_properties") or {})}
-    options = {key: value for key, value in recorded.items() if key not in ("flavor", "server_group")}
+    # Not request options: the flavor and group (above) and the build record (what the domain was defined from).
+    options = {key: value for key, value in recorded.items() if key not in ("flavor", "server_group", "build")}
     return RequestSpec(flavor=flavor, count=1, ignore_hosts=list(ignore_hosts), service_down_time=service_down_time_s,
                        server_group=group, **options)
 

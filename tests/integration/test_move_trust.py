@@ -98,7 +98,7 @@ def test_a_source_domain_with_a_device_berth_did_not_put_there_is_refused_naming
         lab.virsh(host, "define", definition)
     assert output["rc"] != 0
     said = json.dumps(output)
-    assert "has what Berth did not define there" in said and HOSTILE[kind][1] in said
+    assert "has what Berth did not define there" in said and HOSTILE[kind][1] in said, failed_messages(output)
     assert "carry_definition=true" in said
     # Nothing changed: same host, one claim there, running, nowhere else.
     after = placed(moving)

@@ -101,7 +101,9 @@ def test_a_moves_destination_is_the_engines_choice_for_the_recorded_request(tmp_
             names = [f"l{number}-{index}" for index in range(1, args["count"] + 1)]
             result = Schedule(args, names, flavor_option(args), ledger, {}, False).run()
             for placement in result["placements"]:
-                ledger.mark_active(placement["uuid"])
+                # Built: the instance's request now also holds what its domain was defined from.
+                ledger.mark_active(placement["uuid"], {"networks": [], "metadata": {}, "boot": {}, "guest": {},
+                                                       "seed": False, "domain_type": ""})
                 asked[placement["name"]] = given
                 launched.append(placement["uuid"])
         assert asked, "every launch of this scenario failed: the table tests nothing"
