@@ -49,6 +49,13 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks impor
 CLAIM_ATTEMPTS = 5
 
 
+def syncs_first(args: Mapping[str, Any]) -> bool:
+    """A launch on live inventory facts syncs them into the ledger first, a tracker sync of its
+    own, so it may start a SQLite ledger; one that decides from the ledger's last sync needs
+    gather.yml's (anything else on a missing ledger: "no ledger at PATH")."""
+    return args.get("hosts") is None and args.get("source") == "inventory"
+
+
 class Schedule:
     """Place the instances ``names`` (those not ACTIVE or BUILDING already) and claim them.
 
@@ -71,10 +78,7 @@ class Schedule:
         args, names, ledger, check_mode = self.args, self.names, self.ledger, self.check_mode
         flavor = self.flavor
         started = time.perf_counter()
-        if ledger is not None and args.get("hosts") is None and args.get("source") == "inventory":
-            # On live inventory facts a launch syncs them into the ledger first, a tracker sync
-            # of its own, so it may start a SQLite ledger; one that decides from the ledger's
-            # last sync needs gather.yml's (anything else: "no ledger at PATH").
+        if ledger is not None and syncs_first(args):
             ledger.start_if_missing()
         group = ledger_group(args["server_group"], ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}

@@ -14,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import BUILD_SPEC, Launch, half_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.power import Power
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import syncs_first
 
 # The instance's fields a result and a diff show.
 SHOWN = ("name", "uuid", "host", "state", "vcpus", "memory_mb")
@@ -37,6 +38,8 @@ class Server:
         else:
             names = instance_names(args["name"], args["count"])
         check_shutdown_timeout(args["shutdown_timeout"])
+        if args["state"] != "absent" and syncs_first(args):
+            self.ledger.start_if_missing()  # before the first read: this launch may start it
         before = self._rows(names)
         if args["state"] == "absent":
             result = self._absent(before)
