@@ -227,9 +227,13 @@ def _devices(root: ET.Element) -> list[ET.Element]:
 def _device_key(device: ET.Element) -> tuple[Any, ...]:
     """A device's identity, without what libvirt adds when it defines one (addresses, aliases,
     models and drivers it fills in): its kind and type, and every host resource it names."""
+    target = device.find("target")
     sources = tuple(sorted(item for element in device.iter() if element.tag in ("source", "log", "listen")
                            for item in element.attrib.items() if item[0] not in ("mode", "append", "type")))
-    target = device.find("target")
+    if device.tag == "console" and target is not None and target.get("type") == "serial":
+        # The console of a serial port is that port seen again: libvirt copies the port's source
+        # and log into it, and refuses one that differs. The serial port itself is compared.
+        sources = ()
     mac = device.find("mac")
     return (device.tag, device.get("type"), device.get("device"), sources,
             None if target is None else (target.get("dev"), target.get("port"), target.get("name")),

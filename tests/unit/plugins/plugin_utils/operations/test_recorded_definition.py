@@ -86,6 +86,8 @@ HOSTILE = {
 
 
 def as_libvirt_gives_it(xml, extra_devices="", top=""):
+    # libvirt shows the serial port's log again in the console that mirrors it.
+    xml = xml.replace("<console type='pty'>", f"<console type='pty'><log file='{LOGS}/web-1.serial.log' append='on'/>")
     devices_end = xml.index("</devices>")
     xml = xml[:devices_end] + LIBVIRT_ADDS + extra_devices + xml[devices_end:]
     return xml.replace("</domain>", top + "</domain>")
