@@ -154,8 +154,8 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         images = [spec.image_volume] if spec.image_volume else []
         table, generations = ledger.host_table(needed_host_fields(spec), images, spec.requested_networks)
         if not len(table):
-            raise InputError("source", "the ledger knows no hypervisor yet: run playbooks/gather.yml (the tracker "
-                                       "sync) first, or give hosts, or source=inventory")
+            raise InputError("source", f"{ledger.label} knows no hypervisor yet: run playbooks/gather.yml (the "
+                                       f"tracker sync) into it first, or give hosts, or source=inventory")
         return Fleet(table, generations, {})
     if args.get("hosts") is not None:
         states, uris = [dict(state) for state in args["hosts"]], {}

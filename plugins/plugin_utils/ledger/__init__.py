@@ -97,6 +97,12 @@ class Ledger:
         self.engine: Any = None
         self._reader: Any = None
 
+    @property
+    def label(self) -> str:
+        """How messages name this ledger: "the ledger at URL", never with its password (a reader
+        with two ledgers, or an inventory that names one, sees which was opened)."""
+        return f"the ledger at {safe_url(self.url)}"
+
     def open(self) -> Ledger:
         self.engine = open_engine(self.url)
         self._reader = reader(self.engine)
