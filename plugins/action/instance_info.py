@@ -20,7 +20,7 @@ class ActionModule(BerthAction):
         for row in instances:
             row["age_s"] = int((now - dt.datetime.fromisoformat(row["created_at"])).total_seconds())
             row["address"] = inventory_address(hostvars, row["name"])
-        return {"changed": False, "instances": instances}
+        return {"changed": False, "instances": instances, "ledger": ledger.shown_url}
 
 
 def inventory_address(hostvars: Any, name: str) -> Any:

@@ -32,7 +32,7 @@ class ActionModule(BerthAction):
             rows = [row for row in ledger.artefacts() if not name or name in (row["host"], row["instance_name"])]
         else:
             rows = ledger.server_groups(name)
-        return {"changed": False, what: rows}
+        return {"changed": False, what: rows, "ledger": ledger.shown_url}
 
     @staticmethod
     def _decisions(ledger: Ledger, name: str | None, instance: str | None, limit: int) -> list[dict[str, Any]]:

@@ -43,4 +43,8 @@ instances:
   returned: always
   type: list
   elements: dict
+ledger:
+  description: The ledger read, its URL without a password.
+  returned: always
+  type: str
 """

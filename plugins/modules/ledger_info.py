@@ -126,4 +126,8 @@ artefacts:
   returned: when what=artefacts
   type: list
   elements: dict
+ledger:
+  description: The ledger read, its URL without a password.
+  returned: always
+  type: str
 """
