@@ -71,13 +71,20 @@ _STRUCTURED_TYPES = ("dict", "list", "raw")
 def decode_json_options(args: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """``args`` with each dict, list or structured raw option that is given as a JSON string (an
     AWX survey passes text only: ``{"type": "user"}``, ``[{"type": "user"}]``) decoded, so that
-    it behaves as the dict or list; other values unchanged. A string that does not start with
-    ``{`` or ``[`` is left to the option itself: a flavor or image name, ``hv1,hv2`` for a list."""
+    it behaves as the dict or list; a blank string is no value at all (an optional survey answer
+    left empty), so the option's default applies; other values unchanged. A string that does not
+    start with ``{`` or ``[`` is left to the option itself: a flavor or image name, ``hv1,hv2`` for
+    a list."""
     decoded = dict(args)
     for option, value in args.items():
         entry = spec.get(option)
         if entry is None or entry["type"] not in _STRUCTURED_TYPES or option in TEXT_OPTIONS \
-                or not isinstance(value, str) or not value.lstrip().startswith(("{", "[")):
+                or not isinstance(value, str):
+            continue
+        if not value.strip():
+            del decoded[option]
+            continue
+        if not value.lstrip().startswith(("{", "[")):
             continue
         try:
             decoded[option] = json.loads(value)

@@ -113,7 +113,7 @@ def ledger_group(server_group: Any, ledger: Any) -> dict[str, Any] | None:
                                          "without it pass the group as a dict")
     group = ledger.scheduler_group(server_group)
     if group is None:
-        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+        raise InputError("server_group", f"no server group named {server_group!r} in {ledger.label}: create it "
                                          f"with berth.fleet.server_group first")
     return group
 

@@ -98,6 +98,13 @@ def test_other_strings_are_left_to_the_option(option, text):
     assert decode_json_options({option: text}, spec) == {option: text}
 
 
+@pytest.mark.parametrize("option", ["networks", "metadata", "server_group", "scheduler_hints", "flavor", "force_hosts"])
+def test_a_blank_string_is_no_value_so_the_default_applies(option):
+    # An optional survey answer left empty.
+    spec = importlib.import_module(f"{COLLECTION}.action.server").ActionModule.ARGUMENT_SPEC
+    assert decode_json_options({option: "  ", "user_data": ""}, spec) == {"user_data": ""}
+
+
 @pytest.mark.parametrize("option, text", [
     ("networks", '[{"type": "user"}'),
     ("metadata", "{team: blue}"),
