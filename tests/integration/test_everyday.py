@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import fleet
 import pytest
-from conftest import failed_messages, task_result
+from conftest import REPO, ansible_env, failed_messages, task_result
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +41,7 @@ def quiet(output: dict) -> None:
 
 def test_the_everyday_commands_print_what_the_ledger_holds(clean_lab):
     lab = clean_lab
+    quiet(lab.gather())
     # The options as an AWX survey passes them: text. The lab's network, so that guests get addresses.
     launch = lab.playbook("launch.yml", "-e", "server_name=day", "-e", "count=3", "-e", json.dumps({
         "networks": json.dumps([{"type": "network", "name": fleet.NETWORK_NAME}]),
@@ -92,6 +94,13 @@ def test_the_everyday_commands_print_what_the_ledger_holds(clean_lab):
         assert f"{host['host']}: once {host['fits']} more are placed: " in " ".join(lines)
     assert lines[0].startswith(f"{answer['total']} more m1.small fit on 3 hosts (usage from the ledger at "
                                f"{fleet.ledger_url(lab.dir)})")
+
+    # Ad hoc, with the lab's inventory: its ledger (berth_ledger_url), not the default one.
+    adhoc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible"), "-i", lab.inventory, "localhost", "-m",
+                            "berth.fleet.capacity", "-a", "flavor=m1.small"], cwd=REPO, env=ansible_env(),
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert adhoc.returncode == 0 and "WARNING" not in adhoc.stdout + adhoc.stderr, adhoc.stdout + adhoc.stderr
+    assert f"ledger: {fleet.ledger_url(lab.dir)}" in adhoc.stdout and f"summary: {answer['total']} more" in adhoc.stdout
 
     # explain.yml: the launch's decision, for day-2 alone.
     why = lab.playbook("explain.yml", "-e", "instance=day-2")
