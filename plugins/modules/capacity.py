@@ -182,8 +182,8 @@ hosts:
     limited_by: {description: The filter that stops one more (or rejects the host outright)., type: str}
     reason:
       description:
-        - Why one more does not fit, with the numbers - of the host once the O(hosts[].fits) instances are placed
-          on it, which the text says first (C(once 7 more are placed - insufficient vCPUs...)).
+        - Why one more does not fit, with the numbers - of the host once the instances that fit are placed
+          on it (RV(hosts[].fits)), which the text says first (C(once 7 more are placed - insufficient vCPUs...)).
       type: str
     rejection: {description: 'The same as data (filter, reason, requested, used, limit, free).', type: dict}
     vcpus_used: {description: 'vCPUs used now, as C(CoreFilter) counts them (before the instances counted here).', type: float}

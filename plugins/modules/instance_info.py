@@ -9,7 +9,7 @@ short_description: List the instances in Berth's ledger
 version_added: 0.1.0
 description:
   - Reads the ledger; changes nothing. Contacts no hypervisor.
-  - Each instance's C(address) is the one the M(berth.fleet.instances) inventory found for it (its
+  - Each instance's C(address) is the one the P(berth.fleet.instances#inventory) inventory found for it (its
     C(ansible_host)) when a source of that inventory is among the play's inventories, else null.
 options:
   name:

@@ -96,11 +96,13 @@ claims:
   type: list
   elements: dict
 decisions:
-  description: Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed,
-    claim_conflict or no_valid_host -, summary, choice, alternates, request - with the C(names) of the
-    instances it placed -, host_states, decision - each placement with its weighers' parts and its
-    runners-up with theirs -, and C(explanation) - the same in lines of text: the request, the hosts each
-    filter removed, each instance's host and weight by weigher beside the runners-up').
+  description:
+    - Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed, claim_conflict or
+      no_valid_host -, summary, choice, alternates, request - with the C(names) of the instances it placed -,
+      host_states, decision - each placement with its weighers' parts and its runners-up with theirs -, and
+      C(explanation)).
+    - C(explanation) is the same in lines of text - the request, the hosts each filter removed, each
+      instance's host and weight by weigher beside the runners-up.
   returned: when what=decisions
   type: list
   elements: dict
