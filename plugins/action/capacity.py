@@ -37,6 +37,8 @@ class ActionModule(BerthAction):
         spec = RequestSpec(flavor=flavor, count=1, **options)
         fleet = read_fleet(args, task_vars, spec, ledger, sync=False)
         answer = capacity(fleet.hosts, spec)
+        for host, failed_builds in zip(answer["hosts"], fleet.hosts.column("failed_builds")):
+            host["failed_builds"] = failed_builds  # what BuildFailureWeigher holds against it
         total = "an unlimited number" if answer["total"] is None else answer["total"]
         return {
             "changed": False,

@@ -36,6 +36,8 @@ class ActionModule(BerthAction):
         target = destination(args, task_vars, ledger, instance)
         result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
                                   "from_host": source, "to_host": target["host"], "why": target["why"]}
+        if target["warnings"]:
+            result["warnings"] = list(target["warnings"])
         if not instance["uri"]:
             raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
         move = Move(args, ledger, instance, target, hooks.installed())
@@ -49,7 +51,7 @@ class ActionModule(BerthAction):
             address = (hostvars.get(target["host"]) or {}).get(
                 "berth_migration_address", task_vars.get("berth_migration_address"))
             moved = move.run(src, dst, address)
-        warnings = moved.pop("warnings")
+        warnings = result.get("warnings", []) + moved.pop("warnings")
         moved.pop("instance")
         result.update(moved)
         if warnings:

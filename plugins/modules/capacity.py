@@ -192,6 +192,10 @@ hosts:
     memory_mb_limit: {description: 'RAM x its allocation ratio in MB, as C(RamFilter) computes it.', type: float}
     disk_mb_used: {description: 'Disk used now in MB, as C(DiskFilter) counts it.', type: float}
     disk_mb_limit: {description: 'Disk x its allocation ratio in MB, as C(DiskFilter) computes it.', type: float}
+    failed_builds:
+      description: Builds that failed on it since its last successful one, which
+        C(BuildFailureWeigher) weighs it down by (counted in the ledger by every build).
+      type: int
 summary:
   description: One line, e.g. C(14 more m1.small fit on 3 hosts (usage from the ledger at sqlite:///...)).
   returned: always

@@ -156,6 +156,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
             "anchor": f"h{number}", "name": hypervisor["host"], "uuid": hypervisor["uuid"], "state": state, "why": why,
             "badges": badges,
             "disabled": bool(hypervisor["disabled"]), "disabled_reason": hypervisor["disabled_reason"],
+            "failed_builds": hypervisor["usage"]["failed_builds"],
             "synced_at": to_the_second(hypervisor["synced_at"]), "zone": hypervisor["availability_zone"],
             "aggregates": [aggregate.get("name", "") for aggregate in hypervisor["aggregates"] or []],
             "bars": bars, "fullness": max(drawn["fullness"] for drawn in bars),

@@ -26,6 +26,23 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry import WEIGHERS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_AFFINITY,
+    REASON_AGGREGATE_EXTRA_SPECS,
+    REASON_AGGREGATE_IMAGE_PROPERTIES,
+    REASON_AGGREGATE_TENANT,
+    REASON_AGGREGATE_TYPE,
+    REASON_ANTI_AFFINITY,
+    REASON_CAPABILITIES,
+    REASON_DIFFERENT_HOST,
+    REASON_IMAGE_PROPERTIES,
+    REASON_ISOLATED,
+    REASON_NETWORK_MISSING,
+    REASON_NOT_NEAR,
+    REASON_QUERY,
+    REASON_SAME_HOST,
+    REASON_WRONG_ZONE,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_PROJECT_ID,
     RequestSpec,
@@ -169,14 +186,65 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
     return Fleet(table, [state.get("generation") for state in states], uris)
 
 
+# Of a launch's request options, those that describe the run rather than the instance, which
+# the instance does not record: the hosts it forced or avoided (Nova resets them for every move,
+# and a move avoids its source), how the answer is computed and worded, the staleness age (each
+# run brings its own) and the image volume (a move carries its disks, it needs no image there).
+NOT_RECORDED = ("force_hosts", "force_nodes", "ignore_hosts", "retry_hosts", "explain", "engine",
+                "service_down_time", "image_volume")
+# The reasons a host is turned down for by what the instance asked for, not by its room or state:
+# what a move's explanation names as its recorded constraints.
+RECORDED_CONSTRAINT_REASONS = (
+    REASON_WRONG_ZONE, REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_SAME_HOST, REASON_DIFFERENT_HOST,
+    REASON_QUERY, REASON_NOT_NEAR, REASON_CAPABILITIES, REASON_AGGREGATE_EXTRA_SPECS, REASON_IMAGE_PROPERTIES,
+    REASON_AGGREGATE_TYPE, REASON_AGGREGATE_IMAGE_PROPERTIES, REASON_AGGREGATE_TENANT, REASON_NETWORK_MISSING,
+    REASON_ISOLATED,
+)
+
+
+def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor: Flavor) -> dict[str, Any]:
+    """What an instance records of the request it was launched with (the ledger's
+    instances.request), as Nova keeps the boot's RequestSpec: its flavor (with extra specs), the
+    request options of the launch (``spec_args``, from request_options) less NOT_RECORDED, and
+    its server group as the launch named it (a ledger group by name: its members are the
+    ledger's; a group given as a dict, as given)."""
+    recorded = {key: value for key, value in spec_args.items() if key not in NOT_RECORDED and key != "server_group"}
+    recorded["flavor"] = flavor.to_dict()
+    if args.get("server_group") is not None:
+        recorded["server_group"] = args["server_group"]
+    return recorded
+
+
 def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_s: int,
-                 ignore_hosts: Sequence[str] = ()) -> RequestSpec:
-    """The request of a move (migrate, resize) of one instance: ``flavor`` (its own, or the new
-    one of a resize) and what Nova's RequestSpec carries into a move from the launch - the
-    instance's project and its image's properties."""
+                 ignore_hosts: Sequence[str] = (), ledger_group: Mapping[str, Any] | None = None) -> RequestSpec:
+    """The request of a move (migrate, drain, resize) of one instance, for ``flavor`` (its own, or
+    the new one of a resize): the request the instance recorded at launch (launch_request),
+    with ``ignore_hosts`` (the source) and this run's staleness age, and its server group as
+    it is now (``ledger_group``: the ledger's group with the moving instance left out, so that
+    the scheduler sees what the claim will check). An instance without a recorded request
+    (launched before Berth recorded them, or adopted) moves with its project and image
+    properties only."""
+    recorded = dict(instance.get("request") or {})
+    group: ServerGroup | None = None
+    if ledger_group is not None:
+        group = server_group_from_dict(ledger_group)
+    elif isinstance(recorded.get("server_group"), dict):
+        group = server_group_from_dict(recorded["server_group"])
+    if not recorded:
+        recorded = {"project_id": instance.get("project_id") or DEFAULT_PROJECT_ID,
+                    "image_properties": dict(instance.get("image_properties") or {})}
+    options = {key: value for key, value in recorded.items() if key not in ("flavor", "server_group")}
     return RequestSpec(flavor=flavor, count=1, ignore_hosts=list(ignore_hosts), service_down_time=service_down_time_s,
-                       project_id=instance.get("project_id") or DEFAULT_PROJECT_ID,
-                       image_properties=dict(instance.get("image_properties") or {}))
+                       server_group=group, **options)
+
+
+def recorded_constraints(decision: Decision) -> str | None:
+    """What the instance's recorded request turned hosts down for in ``decision``, as the
+    explanation words it ('2 not in availability zone az1, 1 with different_host instances'),
+    or None when nothing it asked for removed a host."""
+    removed = [f"{item['count']} {item['phrase']}" for item in decision.reasons
+               if item["reason"] in RECORDED_CONSTRAINT_REASONS]
+    return ", ".join(removed) or None
 
 
 def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_the_everyday_commands_print_what_the_ledger_holds(clean_lab):
         cells = rows[host["host"]]
         assert cells[1] == f"{host['vcpus_used']}/{host['vcpus_limit']:g}"
         assert int(cells[2].split("/")[0]) == host["memory_mb_used"]
-        assert cells[4:6] == [str(host["fits"]), host["limited_by"]]
+        assert cells[4:7] == [str(host["fits"]), host["limited_by"], str(host["failed_builds"])]
         assert f"{host['host']}: once {host['fits']} more are placed: " in " ".join(lines)
     assert lines[0].startswith(f"{answer['total']} more m1.small fit on 3 hosts (usage from the ledger at "
                                f"{fleet.ledger_url(lab.dir)})")

@@ -283,7 +283,7 @@ class Ledger:
     @database_errors
     def claim(self, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
               lease_s: int = DEFAULT_LEASE_S, server_group: str | None = None,
-              image: str | None = None) -> list[dict[str, Any]]:
+              image: str | None = None, request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Write BUILDING instances and their claims in one transaction, or nothing.
 
         ``placements`` are dicts with ``name``, ``host`` and ``hypervisor_uuid`` (and optionally
@@ -292,11 +292,13 @@ class Ledger:
         unmanaged usage) and the group's hard policy against its members' hosts; if anything no
         longer fits, ClaimConflict is raised and nothing is written. Each claim carries ``owner``
         and a lease of ``lease_s`` seconds. Instances of these names in ERROR are replaced.
+        Each instance records ``request``, the request it was launched with
+        (_placement.launch_request), which its moves schedule with.
         Returns the instances, each with ``claim_id`` and ``generation_moved`` (the host changed
         since the decision, and the re-check found it still fits).
         """
         with self._write() as db:
-            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image)
+            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request)
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
@@ -386,10 +388,20 @@ class Ledger:
     @database_errors
     def mark_active(self, instance_uuid: str) -> dict[str, Any]:
         """The domain runs: the instance is ACTIVE and its claim no longer needs a lease; what its
-        build recorded on that hypervisor is the instance's own from now on. Returns the
+        build recorded on that hypervisor is the instance's own from now on, and that
+        hypervisor's failed builds are forgiven (a build succeeded there). Returns the
         instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile."""
         with self._write() as db:
             return claims.mark_active(db, instance_uuid)
+
+    @database_errors
+    def build_failed(self, instance_uuid: str) -> int:
+        """A build of the instance failed on the hypervisor it is placed on (before it is retried
+        elsewhere or marked ERROR): that hypervisor's ``failed_builds`` goes up by one, as Nova's
+        compute manager counts them for BuildFailureWeigher; ``mark_active`` resets it. Returns
+        the new count."""
+        with self._write() as db:
+            return claims.build_failed(db, instance_uuid)
 
     @database_errors
     def mark_error(self, instance_uuid: str, reason: str) -> None:
@@ -457,6 +469,13 @@ class Ledger:
         members counts the group's claims per host; None if there is no such group."""
         with self._read() as db:
             return server_groups.scheduler_group(db, name)
+
+    @database_errors
+    def moving_member_group(self, instance_uuid: str) -> dict[str, Any] | None:
+        """The server group of an instance about to move, as the scheduler reads a group, with
+        that instance left out (see server_groups.moving_member_group); None if it has none."""
+        with self._read() as db:
+            return server_groups.moving_member_group(db, instance_uuid)
 
     # ---- decisions -----------------------------------------------------------------------------
 

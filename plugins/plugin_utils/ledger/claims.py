@@ -90,7 +90,11 @@ class ClaimLost(LedgerError):
 
 
 def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
-    """The flavor an instance (``instance_dict``) was built with."""
+    """The flavor an instance (``instance_dict``) was built with: the one its recorded request
+    holds (extra specs included), else the sizes of its row."""
+    recorded = (instance.get("request") or {}).get("flavor")
+    if recorded is not None:
+        return Flavor.from_dict(recorded)
     return Flavor(name=instance["flavor"], vcpus=instance["vcpus"], memory_mb=instance["memory_mb"],
                   root_gb=instance["root_gb"], ephemeral_gb=instance["ephemeral_gb"], swap=instance["swap"])
 
@@ -174,7 +178,8 @@ CLAIM_GUARD = ClaimGuard()
 
 
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
-          lease_s: int, server_group: str | None, image: str | None) -> list[dict[str, Any]]:
+          lease_s: int, server_group: str | None, image: str | None,
+          request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
@@ -198,7 +203,8 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 "hypervisor_uuid": hv_uuid, "host": view.host, "state": BUILDING, "failure_reason": None,
                 "missing_since": None, "created_at": now, "updated_at": now,
                 "project_id": placement.get("project_id") or DEFAULT_PROJECT_ID,
-                "image_properties": dict(placement.get("image_properties") or {}) or None})
+                "image_properties": dict(placement.get("image_properties") or {}) or None,
+                "request": dict(request) if request is not None else None})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
         _insert_instances(db, new, placements)
         claim_ids = [
@@ -301,8 +307,12 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
     if others:
         db.execute(delete(claims).where(claims.c.id.in_([other.id for other in others])))
     now = utcnow()
-    moved = {"hypervisor_uuid": target.hypervisor_uuid, "host": name, "missing_since": None, "updated_at": now,
-             **(flavor_columns(flavor) if flavor is not None else {})}
+    moved = {"hypervisor_uuid": target.hypervisor_uuid, "host": name, "missing_since": None, "updated_at": now}
+    if flavor is not None:
+        moved.update(flavor_columns(flavor))
+        if instance["request"] is not None:
+            # A resize: the recorded request asks for the new flavor from now on, as Nova's does.
+            moved["request"] = {**instance["request"], "flavor": flavor.to_dict()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(moved))
     if flavor is not None:
         db.execute(update(claims).where(claims.c.id == claim_id).values(claim_amounts(flavor)))
@@ -400,9 +410,22 @@ def mark_active(db: Connection, instance_uuid: str) -> dict[str, Any]:
                         f"({instance['failure_reason'] or 'released'}); its build is given up")
     active = {"state": ACTIVE, "failure_reason": None, "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(active))
+    # A build that succeeded there: as Nova's compute manager does, its failed builds are forgiven.
+    db.execute(update(hypervisors).where(hypervisors.c.uuid == instance["hypervisor_uuid"],
+                                         hypervisors.c.failed_builds != 0).values(failed_builds=0))
     artefacts.drop(db, instance_uuid, instance["hypervisor_uuid"])
     refresh_usage(db, [instance["hypervisor_uuid"]])  # no longer an io op
     return instance_dict({**instance, **active})
+
+
+def build_failed(db: Connection, instance_uuid: str) -> int:
+    """Ledger.build_failed's transaction (see there)."""
+    hv_uuid = find_instance(db, instance_uuid)["hypervisor_uuid"]
+    if hv_uuid is None:
+        return 0
+    db.execute(update(hypervisors).where(hypervisors.c.uuid == hv_uuid)
+               .values(failed_builds=hypervisors.c.failed_builds + 1))
+    return db.execute(select(hypervisors.c.failed_builds).where(hypervisors.c.uuid == hv_uuid)).scalar_one()
 
 
 def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:

@@ -52,6 +52,8 @@ USAGE_COLUMNS = {
     "disk_allocation_ratio": H.disk_allocation_ratio,
     "reserved_host_memory_mb": H.reserved_host_memory_mb,
     "reserved_host_disk_mb": H.reserved_host_disk_mb,
+    # Not usage, but the compute node's record of its builds (BuildFailureWeigher), read beside it.
+    "failed_builds": H.failed_builds,
 }
 # Facts kept as JSON: read as text and parsed once per distinct value (most hosts of a fleet
 # share their aggregates and capabilities).

@@ -133,6 +133,9 @@ hypervisors = Table(
     Column("availability_zone", String(255), nullable=True),
     Column("aggregates", JSON, default=list, nullable=False),
     Column("hypervisor_version", Integer, nullable=True),
+    # Builds that failed here since the last one that succeeded (Nova's compute manager counts
+    # them so), for BuildFailureWeigher.
+    Column("failed_builds", Integer, default=0, nullable=False),
 )
 
 # The facts of a hypervisor's last sync that only some filters read, beside its row.
@@ -203,6 +206,9 @@ instances = Table(
     # canonical as the engine read them (ImagePropertiesWeigher); NULL reads as none.
     Column("project_id", String(255), nullable=False, default=DEFAULT_PROJECT_ID),
     Column("image_properties", JSON, nullable=True),
+    # The request it was launched with (launch_request), which every move schedules with; NULL for
+    # instances from before schema 0006 and adopted ones.
+    Column("request", JSON, nullable=True),
 )
 
 # Resources one instance holds on one hypervisor. An instance holds one claim, or two while it
@@ -286,6 +292,7 @@ def instance_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "failure_reason": row["failure_reason"], "missing_since": iso(row["missing_since"]),
         "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
         "project_id": row["project_id"], "image_properties": row["image_properties"] or {},
+        "request": row.get("request"),
     }
 
 

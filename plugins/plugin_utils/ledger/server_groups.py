@@ -124,9 +124,20 @@ def listing(db: Connection, name: str | None) -> list[dict[str, Any]]:
 
 def scheduler_group(db: Connection, name: str) -> dict[str, Any] | None:
     row = db.execute(select(server_groups).where(G.name == name)).first()
-    if row is None:
-        return None
-    per_host = collections.Counter(member_hosts(db, row))
+    return None if row is None else _scheduler_form(db, row)
+
+
+def moving_member_group(db: Connection, instance_uuid: str) -> dict[str, Any] | None:
+    """The server group of the instance ``instance_uuid`` as the scheduler sees it for a move of
+    that instance: its members' hosts without the moving one's own claims, exactly what the
+    move's claim re-checks (violation with ``moving``). None if it is in no group."""
+    row = db.execute(select(server_groups).join(server_group_members, M.group_uuid == G.uuid)
+                     .where(M.instance_uuid == instance_uuid)).first()
+    return None if row is None else _scheduler_form(db, row, moving=instance_uuid)
+
+
+def _scheduler_form(db: Connection, row: Any, moving: str | None = None) -> dict[str, Any]:
+    per_host = collections.Counter(member_hosts(db, row, moving))
     return {"name": row.name, "policy": row.policy,
             "rules": {"max_server_per_host": row.max_server_per_host} if row.max_server_per_host else {},
             "hosts": sorted(per_host), "members": dict(sorted(per_host.items()))}

@@ -211,6 +211,7 @@ class Build:
             except CleanupFailed as exc:
                 if ledger is None:
                     raise
+                ledger.build_failed(args["uuid"])
                 # What it made there may even run (a start whose answer was lost): built again
                 # elsewhere, the instance could run twice. Its claim and lease stay on that host,
                 # and the first sync after the lease settles it, as for a run that died there.
@@ -225,6 +226,10 @@ class Build:
                     step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
                 if ledger is None:
                     raise
+                if not isinstance(exc, InputError):
+                    # The host's failure, counted there as Nova's compute manager counts it (a
+                    # request that no host could build, such as a template error, is not).
+                    ledger.build_failed(args["uuid"])
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
                 # claim back when it claims the next host, mark_error when none is left.
                 continue

@@ -17,6 +17,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     failure_message,
     move_request,
     read_fleet,
+    recorded_constraints,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
@@ -56,10 +57,20 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     - a migration to a named host (``args["to_host"]``) goes there, checked;
     - else the scheduler picks among the other hosts (never the source).
 
-    Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``."""
+    Every search uses the request the instance recorded at launch (its zone, server group,
+    hints...: _placement.move_request), with the source ignored and the group as the move's
+    claim will check it (without the moving instance).
+
+    Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``, and
+    ``warnings`` (an instance without a recorded request moves without its constraints)."""
     source, name = instance["host"], instance["name"]
     flavor = new_flavor or instance_flavor(instance)
-    spec = move_request(instance, flavor, args["service_down_time"], [source])
+    group = ledger.moving_member_group(instance["uuid"])
+    spec = move_request(instance, flavor, args["service_down_time"], [source], group)
+    warnings = [] if instance.get("request") else [
+        f"{name} has no recorded launch request (launched before Berth recorded them, or adopted): it moves "
+        f"with its flavor, project and image properties only - the availability zone and scheduler hints "
+        f"it was launched with are not known; its server group, if any, still holds"]
     fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
     names = list(fleet.hosts.column("host"))
     why_not = None
@@ -69,10 +80,10 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             for claim in ledger.claims(instance["uuid"]):
                 if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
                     here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, args["service_down_time"]))
+            decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group))
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
-                        "why": f"{source} still has room for it (its own host is preferred)"}
+                        "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
             rejections = decision.rejections or []
             why_not = rejections[0].message() if rejections else decision.summary
         else:
@@ -86,7 +97,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         state = fleet.hosts[names.index(named)]
         if not state.service_up:
             raise BerthError(f"{named} does not answer: {state.down_reason or 'down'}")
-        return {**build_target(fleet, ledger, state), "why": "named by to_host"}
+        return {**build_target(fleet, ledger, state), "why": "named by to_host", "warnings": warnings}
     decision = schedule(fleet.hosts, spec)
     if not decision.ok:
         if new_flavor is not None:
@@ -95,9 +106,12 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         raise BerthError(f"cannot migrate {name}: {failure_message(decision)}")
     chosen = fleet.hosts[names.index(decision.placements[0].host)]
     why = f"chosen by the scheduler: {decision.summary}"
+    constrained = recorded_constraints(decision)
+    if constrained:
+        why += f"; its launch's request turned down {constrained}"
     if why_not is not None:
         why = f"{source} has no room ({why_not}); {why}"
-    return {**build_target(fleet, ledger, chosen), "why": why}
+    return {**build_target(fleet, ledger, chosen), "why": why, "warnings": warnings}
 
 
 def connections(args: Mapping[str, Any]) -> dict[str, float]:

@@ -64,6 +64,8 @@ class Resize:
         target = destination(args, task_vars, ledger, instance, new)
         same_host = target["host"] == source
         result.update(changed=True, to_host=target["host"], same_host=same_host, why=target["why"])
+        if target["warnings"]:
+            result["warnings"] = list(target["warnings"])
         pool = args["storage_pool"]
         with Hypervisor(source, instance["uri"], **connections(args)) as src:
             xml = src.domain_xml(uuid, inactive=True)
@@ -87,7 +89,9 @@ class Resize:
                     move.plan(src, dst, xml)
                     if self.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}
-                    result.update(self._elsewhere(src, dst, move, new, root))
+                    moved = self._elsewhere(src, dst, move, new, root)
+                    warnings = result.pop("warnings", []) + moved.pop("warnings", [])
+                    result.update(moved, **({"warnings": warnings} if warnings else {}))
         result["msg"] = f"resized {plan}"
         return result
 

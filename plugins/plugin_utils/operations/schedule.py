@@ -25,6 +25,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
     failure_message,
+    launch_request,
     ledger_group,
     read_fleet,
     recorded_states,
@@ -129,7 +130,8 @@ class Schedule:
                 self.hooks.reached(BEFORE_CLAIM)
             mark = time.perf_counter()
             try:
-                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"])
+                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"],
+                                    request=launch_request(args, spec_args, flavor))
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")

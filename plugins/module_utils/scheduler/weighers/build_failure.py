@@ -19,7 +19,9 @@ class BuildFailureWeigher(BaseWeigher):
     """Hosts whose recent builds failed weigh less, strongly (Nova's multiplier 1000000.0).
 
     As in Nova, the raw value is the count and the multiplier is negated: with a multiplier
-    per aggregate, weighing minus the count would rank hosts otherwise.
+    per aggregate, weighing minus the count would rank hosts otherwise. The ledger counts them
+    as Nova's compute manager does: each build that fails on a host (retried elsewhere or not)
+    adds one there, and a build that succeeds there sets it back to zero.
     """
 
     name = "BuildFailureWeigher"

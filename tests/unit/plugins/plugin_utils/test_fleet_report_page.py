@@ -26,7 +26,7 @@ USAGE = {
     "vcpus_total": 4, "vcpus_used": 6, "cpu_allocation_ratio": 4.0,
     "total_usable_ram_mb": 16384, "free_ram_mb": 8192, "ram_allocation_ratio": 1.5, "reserved_host_memory_mb": 512,
     "total_usable_disk_gb": 100, "free_disk_mb": 100 * 1024, "disk_allocation_ratio": 1.0, "reserved_host_disk_mb": 0,
-    "num_instances": 3, "num_io_ops": 0,
+    "num_instances": 3, "num_io_ops": 0, "failed_builds": 0,
 }
 
 
@@ -77,6 +77,12 @@ def test_a_host_over_its_limit_is_marked_over_and_its_fill_stops_at_the_track():
     _vcpu, ram, _disk = report.resource_bars({**USAGE, "ram_allocation_ratio": 1.0, "free_ram_mb": -2048})
     assert ram["over"] and ram["used"] == "18" and ram["limit"] == "16"
     assert float(ram["reserved_pct"]) + float(ram["claimed_pct"]) == pytest.approx(100)
+
+
+def test_a_host_whose_builds_failed_says_how_many_and_one_without_says_nothing():
+    page = page_of(hypervisor("hv1", failed_builds=2), hypervisor("hv2"))
+    assert page.count("failed build") == 1
+    assert "2 failed builds since its last successful one" in page
 
 
 def test_names_and_reasons_from_users_and_hypervisors_are_text_never_markup():

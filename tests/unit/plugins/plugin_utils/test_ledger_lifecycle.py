@@ -205,3 +205,51 @@ def test_a_stopped_instance_whose_domain_is_gone_is_reported_missing(ledger):  #
     ledger.set_instance_state(gone["uuid"], STOPPED)
     report = ledger.tracker_sync([with_domains()])
     assert [(e["name"], e["state"]) for e in report["missing_instances"]] == [("gone-1", STOPPED)]
+
+
+# ---- what a move re-schedules with, and failed builds (issue 21) -------------------------------
+
+def failed_builds(ledger, hv_name):
+    """The count as the scheduler's read of the ledger gives it to BuildFailureWeigher."""
+    table, _generations = ledger.host_table()
+    [count] = [state.failed_builds for state in table if state.host == hv_name]
+    return count
+
+
+def test_a_failed_build_counts_on_its_host_and_a_successful_one_there_forgives_them(ledger):  # noqa: F811
+    ledger.sync_hypervisors([HV1, HV2])
+    [first] = ledger.claim([placement("web-1", HV1)], SMALL, "launch")
+    assert ledger.build_failed(first["uuid"]) == 1
+    # Retried on hv2, where it fails too: each host counts its own.
+    ledger.claim_alternate(first["uuid"], "hv2", "hv-2", "launch")
+    assert ledger.build_failed(first["uuid"]) == 1
+    ledger.claim_alternate(first["uuid"], "hv1", "hv-1", "launch")
+    assert ledger.build_failed(first["uuid"]) == 2
+    ledger.mark_error(first["uuid"], "build failed on 3 host(s)")
+    assert (failed_builds(ledger, "hv1"), failed_builds(ledger, "hv2")) == (2, 1)
+    # What the weigher reads, the fleet report and capacity show: the same column.
+    assert {row["host"]: row["usage"]["failed_builds"] for row in ledger.hypervisors()} == {"hv1": 2, "hv2": 1}
+    # A successful build on hv1 forgives hv1 only; a tracker sync leaves the count alone.
+    active(ledger, "web-2", TINY)
+    ledger.sync_hypervisors([HV1, HV2])
+    assert (failed_builds(ledger, "hv1"), failed_builds(ledger, "hv2")) == (0, 1)
+
+
+def test_an_instance_records_its_launch_request_and_a_resize_records_the_new_flavor(ledger):  # noqa: F811
+    ledger.sync_hypervisors([HV1, HV2])
+    request = {"flavor": SMALL.to_dict(), "availability_zone": "az1", "scheduler_hints": {"different_host": ["x"]},
+               "server_group": "web", "project_id": "p1"}
+    [row] = ledger.claim([placement("web-1", HV1)], SMALL, "launch", request=request)
+    web = ledger.mark_active(row["uuid"])
+    assert web["request"] == request
+    [listed] = ledger.instances(["web-1"])
+    assert listed["request"] == request
+    claim = ledger.claim_move(web["uuid"], "hv-2", "resizer", flavor=MEDIUM)
+    moved = ledger.finish_move(web["uuid"], claim["id"], MEDIUM)
+    assert moved["request"] == {**request, "flavor": MEDIUM.to_dict()}
+    assert ledger.instances(["web-1"])[0]["request"]["flavor"]["name"] == "medium"
+    # A move without a new flavor keeps the request as it was; an adopted instance has none.
+    back = ledger.claim_move(web["uuid"], "hv-1", "mover")
+    assert ledger.finish_move(web["uuid"], back["id"])["request"] == {**request, "flavor": MEDIUM.to_dict()}
+    [plain] = ledger.claim([placement("old-1", HV2)], TINY, "launch")
+    assert plain["request"] is None

@@ -1,0 +1,167 @@
+"""A move schedules with the request its instance was launched with (issue 21): random fleets,
+launches through the schedule operation on a real SQLite ledger, then a move of every instance.
+The destination the move chooses must be the engine's own answer for the launch's request with
+the source ignored and the group as it stands without the moving instance, and the move's claim
+must accept it. The expectation is built from what the test launched with, not from what the
+ledger recorded, so a request recorded wrong fails here."""
+
+from __future__ import annotations
+
+import collections
+import random
+
+import pytest
+
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import needed_host_fields, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS, RequestSpec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import ServerGroup
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option, request_options
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import SCHEDULE_SPEC, half_options
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
+
+MOVE_ARGS = {"service_down_time": 600, "source": "ledger", "hosts": None, "hypervisor_group": "hypervisors"}
+ZONES = ("az1", "az2", None)
+FLAVORS = ("m1.tiny", "m1.small")
+SCENARIOS = 40
+
+
+def hypervisor(index, rng):
+    name = f"hv{index}"
+    zone = rng.choice(ZONES)
+    return {
+        "host": name, "nodename": name, "uuid": f"hv-{index}", "uri": f"test:///{name}", "service_up": True,
+        "disabled": False, "vcpus_total": rng.choice([4, 8]), "vcpus_used": 0,
+        "total_usable_ram_mb": rng.choice([4096, 8192, 12288]), "free_ram_mb": 0, "total_usable_disk_gb": 200,
+        "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0, "cpu_allocation_ratio": 2.0,
+        "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+        "reserved_host_memory_mb": rng.choice([0, 512, 2048]), "reserved_host_disk_mb": 0, "domains": [],
+        "supported_instances": [["x86_64", "qemu", "hvm"]],
+        "availability_zone": zone, "aggregates": [],
+    }
+
+
+def launch_args(rng, launched, groups):
+    """A random launch: a zone or none, a group or none, different_host/same_host hints on
+    instances launched before."""
+    given = {"flavor": rng.choice(FLAVORS), "count": rng.randint(1, 3)}
+    if rng.random() < 0.5:
+        given["availability_zone"] = rng.choice(("az1", "az2"))
+    if groups and rng.random() < 0.5:
+        given["server_group"] = rng.choice(groups)
+    if launched and rng.random() < 0.4:
+        hint = rng.choice(("different_host", "same_host"))
+        given["scheduler_hints"] = {hint: rng.sample(launched, k=min(len(launched), rng.randint(1, 2)))}
+        # Nova's default filters do not read the hints: a launch that gives one enables its filter.
+        given["enabled_filters"] = [*DEFAULT_FILTERS, "SameHostFilter", "DifferentHostFilter"]
+    return given
+
+
+def expected_destination(ledger, instance, given):
+    """The engine's choice for the launch's own request (``given``, as the test made it), the
+    source ignored, the instance's group as the ledger holds it without the instance."""
+    options = request_options(half_options(SCHEDULE_SPEC, {"name": "x", **given}))
+    options.pop("server_group", None)
+    group = None
+    if given.get("server_group"):
+        [listed] = ledger.server_groups(given["server_group"])
+        members = collections.Counter(claim["host"] for uuid in listed["members"] if uuid != instance["uuid"]
+                                      for claim in ledger.claims(uuid))
+        rules = listed["rules"] or {}
+        group = ServerGroup(listed["name"], listed["policy"], rules.get("max_server_per_host", 1),
+                            sorted(members), dict(sorted(members.items())))
+    flavor = flavor_option({"flavor": given["flavor"]})
+    spec = RequestSpec(flavor=flavor, count=1, **{**options, "ignore_hosts": [instance["host"]]},
+                       server_group=group)
+    table, _generations = ledger.host_table(needed_host_fields(spec), [], spec.requested_networks)
+    decision = schedule(table, spec)
+    return decision.placements[0].host if decision.ok else None
+
+
+@pytest.mark.parametrize("seed", range(SCENARIOS))
+def test_a_moves_destination_is_the_engines_choice_for_the_recorded_request(tmp_path, seed):
+    rng = random.Random(seed)
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    try:
+        ledger.sync_hypervisors([hypervisor(index, rng) for index in range(1, rng.randint(4, 7) + 1)])
+        groups = []
+        for number in range(rng.randint(0, 2)):
+            policy = rng.choice(("anti-affinity", "affinity", "soft-anti-affinity"))
+            per_host = rng.choice((None, 2)) if policy == "anti-affinity" else None
+            ledger.create_server_group(f"g{number}", policy, per_host)
+            groups.append(f"g{number}")
+        asked = {}
+        launched = []
+        for number in range(rng.randint(3, 6)):
+            given = launch_args(rng, launched, groups)
+            args = half_options(SCHEDULE_SPEC, {"name": f"l{number}", **given})
+            names = [f"l{number}-{index}" for index in range(1, args["count"] + 1)]
+            result = Schedule(args, names, flavor_option(args), ledger, {}, False).run()
+            for placement in result["placements"]:
+                ledger.mark_active(placement["uuid"])
+                asked[placement["name"]] = given
+                launched.append(placement["uuid"])
+        assert asked, "every launch of this scenario failed: the table tests nothing"
+        for name, given in sorted(asked.items()):
+            [instance] = ledger.instances([name])
+            assert instance["request"]["flavor"]["name"] == given["flavor"]
+            expected = expected_destination(ledger, instance, given)
+            try:
+                target = destination(MOVE_ARGS, {}, ledger, instance)
+            except BerthError as refused:
+                assert expected is None, f"{name}: the move found no host ({refused}), the engine found {expected}"
+                continue
+            assert target["host"] == expected, f"{name} ({given}): moved to {target['host']}, engine says {expected}"
+            assert target["warnings"] == []
+            # The claim accepts what the scheduler chose: group and room as the move saw them.
+            try:
+                claim = ledger.claim_move(instance["uuid"], target["hypervisor_uuid"], "test")
+            except ClaimConflict as conflict:
+                pytest.fail(f"{name}: the move chose {target['host']}, which its claim refuses: {conflict}")
+            ledger.release_claim(claim["id"])
+    finally:
+        ledger.close()
+
+
+def test_an_instance_without_a_recorded_request_moves_on_its_row_with_a_warning(tmp_path):
+    rng = random.Random(7)
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    try:
+        ledger.sync_hypervisors([hypervisor(index, rng) for index in (1, 2, 3)])
+        tiny = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
+        [row] = ledger.claim([{"name": "old-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], tiny, "launch")
+        ledger.mark_active(row["uuid"])
+        [instance] = ledger.instances(["old-1"])
+        assert instance["request"] is None
+        target = destination(MOVE_ARGS, {}, ledger, instance)
+        assert target["host"] in ("hv2", "hv3")
+        [warning] = target["warnings"]
+        assert "old-1 has no recorded launch request" in warning
+    finally:
+        ledger.close()
+
+
+def test_a_move_says_which_recorded_constraints_turned_hosts_down(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    rng = random.Random(3)
+    try:
+        states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
+        for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
+            state["availability_zone"] = zone
+        ledger.sync_hypervisors(states)
+        args = half_options(SCHEDULE_SPEC, {"name": "web", "flavor": "m1.tiny", "availability_zone": "az1"})
+        [placed] = Schedule(args, ["web-1"], flavor_option(args), ledger, {}, False).run()["placements"]
+        ledger.mark_active(placed["uuid"])
+        [instance] = ledger.instances(["web-1"])
+        target = destination(MOVE_ARGS, {}, ledger, instance)
+        assert target["host"] in ("hv1", "hv2") and target["host"] != instance["host"]
+        assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
+        # Its zone full: the move fails saying so, rather than leaving the zone.
+        ledger.set_disabled(target["host"], True, "maintenance")
+        with pytest.raises(BerthError, match="cannot migrate web-1: no valid host: .*not in availability zone az1"):
+            destination(MOVE_ARGS, {}, ledger, instance)
+    finally:
+        ledger.close()
