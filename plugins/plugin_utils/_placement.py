@@ -114,7 +114,7 @@ def ledger_group(server_group: Any, ledger: Any) -> dict[str, Any] | None:
                                          "without it pass the group as a dict")
     group = ledger.scheduler_group(server_group)
     if group is None:
-        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+        raise InputError("server_group", f"no server group named {server_group!r} in {ledger.label}: create it "
                                          f"with berth.fleet.server_group first")
     return group
 
@@ -155,8 +155,8 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         images = [spec.image_volume] if spec.image_volume else []
         table, generations = ledger.host_table(needed_host_fields(spec), images, spec.requested_networks)
         if not len(table):
-            raise InputError("source", "the ledger knows no hypervisor yet: run playbooks/gather.yml (the tracker "
-                                       "sync) first, or give hosts, or source=inventory")
+            raise InputError("source", f"{ledger.label} knows no hypervisor yet: run playbooks/gather.yml (the "
+                                       f"tracker sync) into it first, or give hosts, or source=inventory")
         return Fleet(table, generations, {})
     if args.get("hosts") is not None:
         states, uris = [dict(state) for state in args["hosts"]], {}

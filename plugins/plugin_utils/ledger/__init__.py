@@ -97,6 +97,17 @@ class Ledger:
         self.engine: Any = None
         self._reader: Any = None
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as results and messages show it: never with its password."""
+        return safe_url(self.url)
+
+    @property
+    def label(self) -> str:
+        """How messages name this ledger: "the ledger at URL" (an operator with two ledgers, or an
+        inventory that names one, sees which was opened)."""
+        return f"the ledger at {self.shown_url}"
+
     def open(self) -> Ledger:
         self.engine = open_engine(self.url)
         self._reader = reader(self.engine)

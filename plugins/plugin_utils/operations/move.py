@@ -45,7 +45,7 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
     """The ledger's row of the instance ``name``, in one of ``states``, with its host's URI."""
     rows = ledger.instances([name])
     if not rows:
-        raise InputError("name", f"no instance named {name} in the ledger")
+        raise InputError("name", f"no instance named {name} in {ledger.label}")
     instance = rows[0]
     if instance["state"] not in states:
         raise InputError("name", f"{name} is {instance['state']}, only {' and '.join(states)} instances {verb}")

@@ -212,7 +212,8 @@ class Sync:
         down = synced - len(report["hypervisors"])
         drifting = sum(1 for lines in findings.values() if not _in_step(lines))
         per_1000_s = duration_s * 1000 / synced if synced else 0.0
-        line = (f"synced {synced} hypervisor(s) in {duration_s:.1f} s ({per_1000_s:.1f} s per 1,000, "
+        line = (f"synced {synced} hypervisor(s) in {duration_s:.1f} s into {self.ledger.label} "
+                f"({per_1000_s:.1f} s per 1,000, "
                 f"{self.request.workers} reading at once): {written} changed, "
                 f"{len(report['hypervisors']) - written} unchanged, {down} down; "
                 f"{synced - drifting} in step, {drifting} with findings (listed below; every host's lines "
