@@ -40,12 +40,12 @@ def moving(lab, tmp_path_factory):
         return lab.finish(lab.start_playbook(name, "-e", json.dumps(extra), inventory=inventory, **kwargs))
 
     assert lab.finish(lab.start_playbook("gather.yml", inventory=inventory))["rc"] == 0
-    launched = playbook("launch.yml", {"name": "trust", "flavor": TINY})
+    launched = playbook("launch.yml", {"server_name": "trust", "flavor": TINY})
     assert launched["rc"] == 0, failed_messages(launched)
     try:
         yield {"lab": lab, "url": url, "inventory": inventory, "playbook": playbook}
     finally:
-        playbook("delete.yml", {"name": "trust"})
+        playbook("delete.yml", {"server_name": "trust"})
 
 
 def placed(moving) -> dict:
@@ -73,7 +73,7 @@ def run_move(moving, how: str, host: str) -> dict:
         run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor",
                    {"host": host, "state": "disabled", "reason": "resize elsewhere"})
         try:
-            return play("resize.yml", {"name": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
+            return play("resize.yml", {"server_name": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
         finally:
             run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor", {"host": host, "state": "enabled"})
     return play("migrate.yml", {"instance": "trust-1", "mode": how})
