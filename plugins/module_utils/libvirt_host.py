@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Callable, NoReturn, Sequence
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
+from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 
 try:
@@ -611,12 +611,14 @@ class Hypervisor:
         """A domain's network interfaces and the addresses libvirt finds for them; None if the
         domain is not on this host.
 
-        ``sources`` are asked in order and the first that gives an address wins: ``lease`` (the
-        DHCP leases of libvirt's virtual networks: interfaces of type network), ``agent`` (the
-        QEMU guest agent, where the domain has its channel and the guest runs it), ``arp`` (the
-        host's ARP table: any interface the host has seen traffic from). A source that cannot
-        answer for this domain is skipped with the reason in ``skipped``; a timeout or a lost
-        connection raises HypervisorError.
+        ``sources`` are asked in order, ``lease`` always before those the guest reports, and the
+        first that gives a usable address wins: ``lease`` (the DHCP leases of libvirt's virtual
+        networks: interfaces of type network), ``agent`` (the QEMU guest agent, where the domain
+        has its channel and the guest runs it), ``arp`` (the host's ARP table: any interface the
+        host has seen traffic from). Only IP addresses are kept, and a guest-reported one only
+        inside a network its interface is attached to (_guest_addresses.vetted). A source that
+        cannot answer for this domain, or whose every address was refused, is skipped with the
+        reason in ``skipped``; a timeout or a lost connection raises HypervisorError.
 
         Returns {state, interfaces [{type, source, mac}], metadata (Berth's, or None), source
         (the one that answered, or None), addresses [{interface, mac, type, address, prefix}],
@@ -636,16 +638,46 @@ class Hypervisor:
             "state": state, "interfaces": interfaces, "metadata": berth["metadata"] if berth else None,
             "source": None, "addresses": [], "asked": [], "skipped": {},
         }
-        for source in sources:
+        networks_by_mac: dict[str, list[Any]] | None = None  # read when a guest first reports one
+        for source in _guest_addresses.trust_order(sources):
             why = _address_source_unusable(source, state, interfaces, root)
             if why is None:
                 found["asked"].append(source)
                 addresses, why = self._addresses_from(dom, source)
                 if addresses:
-                    found.update(source=source, addresses=addresses)
-                    break
+                    if networks_by_mac is None and source in _guest_addresses.GUEST_REPORTED_SOURCES:
+                        networks_by_mac = self._interface_networks(interfaces)
+                    addresses, refused = _guest_addresses.vetted(addresses, source, networks_by_mac or {})
+                    if addresses:
+                        found.update(source=source, addresses=addresses)
+                        break
+                    why = "refused " + "; ".join(refused)
             found["skipped"][source] = why or "no address"
         return found
+
+    def _interface_networks(self, interfaces: list[dict[str, Any]]) -> dict[str, list[Any]]:
+        """{MAC: the IP networks its interface is attached to}, from the libvirt networks that
+        this hypervisor defines: the one an interface of type network names, or the one whose
+        bridge an interface of type bridge is on. Any other interface is on no network Berth
+        knows of (its guest-reported addresses are refused)."""
+        by_name: dict[str, list[Any]] = {}
+        by_bridge: dict[str, list[Any]] = {}
+        for network in self._optional(self.conn.listAllNetworks, 0) or []:
+            try:
+                root = ET.fromstring(self._call(network.XMLDesc, 0))
+            except HypervisorError as exc:
+                if _connection_lost(exc):
+                    raise
+                continue  # removed meanwhile: it has no interfaces to vouch for
+            networks = _guest_addresses.parse_networks(
+                (ip.get("address"), ip.get("prefix"), ip.get("netmask")) for ip in root.findall("ip"))
+            by_name[root.findtext("name") or ""] = networks
+            bridge = root.find("bridge")
+            if bridge is not None and bridge.get("name"):
+                by_bridge[bridge.get("name")] = networks
+        known = {"network": by_name, "bridge": by_bridge}
+        return {interface["mac"]: known.get(interface["type"], {}).get(interface["source"] or "", [])
+                for interface in interfaces}
 
     def _addresses_from(self, dom: Any, source: str) -> tuple[list[dict[str, Any]], str | None]:
         """One source's addresses of a running domain, or ([], why) where it cannot answer."""
