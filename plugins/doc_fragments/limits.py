@@ -55,8 +55,11 @@ notes:
     C(user_data): at most 65536 bytes (64 KiB). Why: about Nova's limit for user data (65535 bytes,
     base64-encoded there); it goes on a small NoCloud seed ISO.
   - >-
-    C(scheduler_hints), C(image_properties), C(image.properties): at most 65536 bytes as JSON (64 KiB).
-    Why: recorded with every decision of the launch, so it can be replayed.
+    C(scheduler_hints), C(image_properties), C(image.properties): at most 65536 bytes as JSON (64 KiB),
+    nested at most 32 levels of lists and mappings deep (C(scheduler_hints.query) too, as JSON text).
+    Why: recorded with every decision of the launch, so it can be replayed; Python's json module and the
+    query hint's evaluation recurse once per level, and Python stops at about 1000 (a RecursionError
+    that would fail the run uncaught); no hint or property needs more than a few.
   - >-
     Names of server groups, projects, availability zones: at most 255 characters. Why: the ledger's name
     columns hold 255 characters.

@@ -153,8 +153,67 @@ def check_options(args: Mapping[str, Any]) -> None:
 
 
 def check_mapping_size(field: str, value: Any) -> Any:
-    """A free-form mapping (scheduler hints, image properties) of sane size as JSON."""
+    """A free-form mapping (scheduler hints, image properties) of sane nesting and size as JSON."""
+    check_nesting(field, value)
     return REQUEST_MAPPING.check(value, field)
+
+
+# ---- nesting: what recursive code (json, the query hint's evaluation) walks ---------------------
+
+NESTING_DEPTH = Limit("scheduler_hints.query", 1, 32, "levels of lists and mappings",
+                      "Python's json module and the query hint's evaluation recurse once per level, and "
+                      "Python stops at about 1000 (a RecursionError that would fail the run uncaught); no hint "
+                      "or property needs more than a few")
+
+
+def check_nesting(field: str, value: Any) -> Any:
+    """``value`` (decoded: lists, tuples and mappings) if it nests no deeper than NESTING_DEPTH;
+    else an InputError naming ``field``. Walks without recursing, so any depth is measured."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > NESTING_DEPTH.maximum:
+            _too_deep(field)
+        pending.extend((child, depth + 1) for child in children)
+    return value
+
+
+def load_json(field: str, text: str) -> Any:
+    """JSON ``text`` decoded, once its brackets are known to nest no deeper than NESTING_DEPTH
+    (counted before decoding: json.loads itself recurses per level); an InputError naming
+    ``field`` for text that nests deeper or is not JSON."""
+    depth = 0
+    in_string = escaped = False
+    for character in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "[{":
+            depth += 1
+            if depth > NESTING_DEPTH.maximum:
+                _too_deep(field)
+        elif character in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SchedulerInputError(field, f"{field} is not JSON: {exc}") from None
+
+
+def _too_deep(field: str) -> None:
+    raise SchedulerInputError(field, f"{field}: nests deeper than the limit of {NESTING_DEPTH.describe()}")
 
 
 def check_name(field: str, value: Any) -> Any:
@@ -247,8 +306,9 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))
     rows.append(("C(user_data)", f"at most {USER_DATA.describe()}", USER_DATA.why))
-    rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)", f"at most {REQUEST_MAPPING.describe()}",
-                 REQUEST_MAPPING.why))
+    rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)",
+                 f"at most {REQUEST_MAPPING.describe()}, nested at most {NESTING_DEPTH.describe()} deep "
+                 "(C(scheduler_hints.query) too, as JSON text)", f"{REQUEST_MAPPING.why}; {NESTING_DEPTH.why}"))
     rows.append(("Names of server groups, projects, availability zones", f"at most {NAME.describe()}", NAME.why))
     return rows
 
