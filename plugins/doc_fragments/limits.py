@@ -43,6 +43,15 @@ notes:
   - >-
     C(max_server_per_host): 1 to 1000 instances. Why: as many as one launch places.
   - >-
+    C(decisions): 0 to 1000 decisions. Why: each decision is read whole, with up to 100 host states, and
+    explained on the page.
+  - >-
+    C(decisions_max_age_days): 1 to 3650 days. Why: decisions are kept to explain and replay launches,
+    not as an archive.
+  - >-
+    C(decisions_max_count): 1 to 1000000 decisions. Why: each keeps up to 100 host states (a few KiB
+    each): a million is already gigabytes.
+  - >-
     C(flavor.name): at most 255 characters. Why: the ledger records it with each instance (a
     255-character column).
   - >-
