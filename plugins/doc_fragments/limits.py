@@ -43,6 +43,9 @@ notes:
   - >-
     C(max_server_per_host): 1 to 1000 instances. Why: as many as one launch places.
   - >-
+    C(image_max_mb): 1 to 16777216 MiB (16 TiB). Why: the disk is a file in the storage pool; ext4, the
+    usual filesystem of a directory pool, holds no file over 16 TiB.
+  - >-
     C(decisions): 0 to 1000 decisions. Why: each decision is read whole, with up to 100 host states, and
     explained on the page.
   - >-

@@ -15,7 +15,7 @@ import struct
 import threading
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, BinaryIO, Callable, NoReturn, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
@@ -52,6 +52,10 @@ ADDRESS_SOURCES = ("lease", "agent", "arp")
 # The guest agent's virtio-serial channel, as libvirt names it in the domain XML.
 GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
+# Uploads go in chunks of this size: what the controller holds of an image at a time.
+UPLOAD_CHUNK_BYTES = 4 * 1024 * 1024
+# The slowest link an upload is given time for (40 Mbit/s): a 2 GiB image may take 7 minutes.
+UPLOAD_FLOOR_BYTES_PER_S = 5 * 1024 * 1024
 
 
 def require_libvirt() -> None:
@@ -403,29 +407,48 @@ class Hypervisor:
         self._call(pool.refresh, 0)
         return sorted(self._call(pool.listVolumes))
 
-    def upload_volume(self, pool_name: str, name: str, data: bytes, fmt: str) -> str:
-        """Create a volume of exactly ``len(data)`` bytes and fill it through a libvirt stream.
+    def upload_volume(self, pool_name: str, name: str, reader: BinaryIO, size_bytes: int, fmt: str) -> str:
+        """Create a volume of exactly ``size_bytes`` and fill it from ``reader`` through a libvirt
+        stream, UPLOAD_CHUNK_BYTES at a time (so the controller holds one chunk, whatever the
+        image's size), within a time limit that grows with the size (upload_timeout_s).
 
         Works over any libvirt connection (qemu+ssh too): nothing is copied with scp.
         """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        vol = self._call(pool.createXML, _volume_xml(name, 0, None, fmt=fmt, size_bytes=len(data)), 0)
+        vol = self._call(pool.createXML, _volume_xml(name, 0, None, fmt=fmt, size_bytes=size_bytes), 0)
+        stream = None
         try:
             stream = self._call(self.conn.newStream, 0)
-            self._call(vol.upload, stream, 0, len(data), 0)
-            view = memoryview(data)
+            self._call(vol.upload, stream, 0, size_bytes, 0)
 
             def send_all() -> None:
-                offset = 0
-                while offset < len(view):
-                    offset += stream.send(view[offset:offset + 1024 * 1024].tobytes())
+                left = size_bytes
+                while left:
+                    chunk = reader.read(min(UPLOAD_CHUNK_BYTES, left))
+                    if not chunk:
+                        raise HypervisorError(self.host, f"upload of {name}: the file ended {left} bytes short "
+                                                         f"of the {size_bytes} it had")
+                    sent = 0
+                    while sent < len(chunk):
+                        sent += stream.send(chunk[sent:] if sent else chunk)
+                    left -= len(chunk)
                 stream.finish()
 
-            self._call(send_all)
+            call_with_timeout(self.host, self.upload_timeout_s(size_bytes), send_all)
         except HypervisorError:
+            if stream is not None:
+                try:
+                    stream.abort()  # the daemon drops what it was sent; a timed-out send stops
+                except libvirt.libvirtError:
+                    pass
             self._call(vol.delete, 0)
             raise
         return vol.path()
+
+    def upload_timeout_s(self, size_bytes: int) -> float:
+        """How long an upload of ``size_bytes`` may take: the call timeout, plus the time the
+        bytes take at UPLOAD_FLOOR_BYTES_PER_S."""
+        return self.timeout_s + size_bytes / UPLOAD_FLOOR_BYTES_PER_S
 
     def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
         """The hex digest (hashlib's ``algorithm``) of a volume's bytes, read through a libvirt

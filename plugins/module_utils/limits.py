@@ -139,6 +139,7 @@ MAX_ATTEMPTS = Limit("max_attempts", 1, 100, "hosts",
                      "each instance's alternates (max_attempts - 1 hosts) are recorded with its decision")
 MAX_SERVER_PER_HOST = Limit("max_server_per_host", 1, COUNT.maximum, "instances",
                             "as many as one launch places")
+IMAGE_MAX_MB = Limit("image_max_mb", 1, 16 * 1024 * 1024, "MiB", _DISK_WHY)
 DECISIONS_SHOWN = Limit("decisions", 0, 1000, "decisions",
                         "each decision is read whole, with up to 100 host states, and explained on the page")
 DECISIONS_MAX_AGE_DAYS = Limit("decisions_max_age_days", 1, 10 * 365, "days",
@@ -147,8 +148,8 @@ DECISIONS_MAX_COUNT = Limit("decisions_max_count", 1, 1000 * 1000, "decisions",
                             "each keeps up to 100 host states (a few KiB each): a million is already gigabytes")
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
-                                                  MAX_SERVER_PER_HOST, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
-                                                  DECISIONS_MAX_COUNT)}
+                                                  MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
+                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT)}
 
 
 def check_options(args: Mapping[str, Any]) -> None:
@@ -308,7 +309,8 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     """(what, range, why) of each limit a module option or a flavor field has."""
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
-                          MAX_SERVER_PER_HOST, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT)]
+                          MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
+                          DECISIONS_MAX_COUNT)]
     rows += [(f"C({limit.field})", f"at most {limit.describe()}", limit.why) for limit in (FLAVOR_NAME, EXTRA_SPEC_TEXT)]
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))

@@ -50,6 +50,7 @@ INTEGER_CASES = [
     (limits.SERVICE_DOWN_TIME, lambda value: limits.check_options({"service_down_time": value})),
     (limits.MAX_ATTEMPTS, lambda value: limits.check_options({"max_attempts": value})),
     (limits.MAX_SERVER_PER_HOST, lambda value: check_args("spread", "anti-affinity", value)),
+    (limits.IMAGE_MAX_MB, lambda value: limits.check_options({"image_max_mb": value})),
     (limits.DECISIONS_SHOWN, lambda value: limits.check_options({"decisions": value})),
     (limits.DECISIONS_MAX_AGE_DAYS, lambda value: limits.check_options({"decisions_max_age_days": value})),
     (limits.DECISIONS_MAX_COUNT, lambda value: limits.check_options({"decisions_max_count": value})),
