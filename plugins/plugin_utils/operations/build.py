@@ -23,8 +23,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
     check_image_source,
-    image_source_dirs,
     dns_label,
+    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
