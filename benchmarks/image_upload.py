@@ -228,7 +228,10 @@ def main() -> int:
               f"for a {args.size_mib} MiB image; the upload step alone peaks at {alone['hwm_mib']:.1f} MiB "
               f"(bound: {BOUND_MIB} MiB: {'met' if alone['hwm_mib'] < BOUND_MIB else 'NOT met'}). "
               f"A launch through ansible-playbook is {baseline['pss_mib']:.0f} MiB (PSS) before any upload "
-              "(Ansible, the collection, NumPy for the scheduler): that is the floor of any launch, upload or not."]
+              "(Ansible, the collection, NumPy for the scheduler): that is the floor of any launch, upload or not. "
+              f"So the bound holds for the upload (the step alone), "
+              f"{'and' if upload['pss_mib'] < BOUND_MIB else 'not'} for a whole ansible-playbook launch that uploads "
+              f"({upload['pss_mib']:.0f} MiB PSS)."]
     lines += ["", f"The volume in the pool afterwards (`virsh vol-info --bytes`): "
               f"{' '.join(line.strip() for line in volume.splitlines() if 'Capacity' in line)}."]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
