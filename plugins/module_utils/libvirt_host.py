@@ -685,7 +685,13 @@ class Hypervisor:
         knows of (its guest-reported addresses are refused)."""
         by_name: dict[str, list[Any]] = {}
         by_bridge: dict[str, list[Any]] = {}
-        for network in self._optional(self.conn.listAllNetworks, 0) or []:
+        try:
+            networks = self._call(self.conn.listAllNetworks, 0)
+        except HypervisorError as exc:
+            if _connection_lost(exc):
+                raise
+            networks = []  # not allowed or not supported here: no network vouches for an address
+        for network in networks:
             try:
                 root = ET.fromstring(self._call(network.XMLDesc, 0))
             except HypervisorError as exc:
