@@ -115,9 +115,9 @@ class FakeDomain:
                   libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT: "agent",
                   libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_ARP: "arp"}[kind]
         self.asked.append(source)
-        addresses = self.answers.get(source, [])
-        return {"eth0": {"hwaddr": MAC, "addrs": [{"type": libvirt.VIR_IP_ADDR_TYPE_IPV4, "addr": address,
-                                                    "prefix": 24} for address in addresses]}}
+        found = [{"type": libvirt.VIR_IP_ADDR_TYPE_IPV4, "addr": address, "prefix": 24}
+                 for address in self.answers.get(source, [])]
+        return {"eth0": {"hwaddr": MAC, "addrs": found}}
 
 
 class FakeConnection:

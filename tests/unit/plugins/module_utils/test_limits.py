@@ -153,8 +153,8 @@ NESTING_CASES = [
 ]
 
 
-@pytest.mark.parametrize("field, take", NESTING_CASES, ids=[f"{case[0]}-{index}" for index, case in
-                                                           enumerate(NESTING_CASES)])
+@pytest.mark.parametrize("field, take", NESTING_CASES,
+                         ids=[f"{case[0]}-{index}" for index, case in enumerate(NESTING_CASES)])
 def test_nesting_at_its_limit_passes_and_one_level_more_is_refused_naming_the_field(field, take):
     take(limits.NESTING_DEPTH.maximum)
     message = refused(lambda: take(limits.NESTING_DEPTH.maximum + 1), field)
@@ -176,7 +176,7 @@ def test_brackets_inside_json_strings_do_not_count_as_nesting():
 
 
 def test_a_decoded_hint_nested_past_python_s_stack_is_a_field_error():
-    refused(lambda: _request(scheduler_hints={"query": _nested(100000)})(), "scheduler_hints")
+    refused(_request(scheduler_hints={"query": _nested(100000)}), "scheduler_hints")
 
 
 def test_not_json_is_still_named_as_such():

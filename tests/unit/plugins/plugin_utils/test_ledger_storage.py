@@ -67,4 +67,3 @@ def test_an_existing_ledger_readable_by_others_is_warned_about_and_left_alone(tm
     assert bool(warnings_shown) is warned
     if warned:
         assert str(path) in warnings_shown[0] and f"chmod 600 {path}" in warnings_shown[0]
-
