@@ -715,6 +715,9 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         f"berth_serial_log_dir: {QEMU_LOG_DIR}",
         "berth_migration_address: 127.0.0.1  # every lab hypervisor is this machine",
         f"berth_ledger_url: {_yaml_scalar(ledger_url(base))}",
+        "# The lab's tests make their images in their temporary directories: the lab allows uploads",
+        "# from there (a real inventory names its own image directories, or none).",
+        "berth_image_source_dirs: [/tmp]",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
     write_instances_inventory(base, boot)

@@ -238,18 +238,23 @@ def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:
 
 def recorded_states(fleet: Fleet, decision: Decision) -> list[dict[str, Any]]:
     """The host states a decision record keeps: all of them on small fleets (so it replays
-    whole), else those the decision names (placed, alternates, runners-up, closest misses):
-    every host of a 100,000-host fleet would be megabytes per launch."""
+    whole), else those the decision names, most telling first (placed, alternates, runners-up,
+    closest misses; the ledger keeps the first ledger.decisions.HOST_STATES_KEPT): every host of
+    a 100,000-host fleet would be megabytes per launch."""
     table = fleet.hosts
     if len(table) <= AUTO_FULL_EXPLAIN_HOSTS:
         positions: Sequence[int] = range(len(table))
     else:
-        named = {p.host for p in decision.placements}
-        for placement in decision.placements:
-            named.update(placement.alternates)
-            named.update(runner["host"] for runner in placement.runners_up)
-        named.update(miss.host for miss in decision.closest_misses)
-        positions = [position for position, host in enumerate(table.column("host")) if host in named]
+        rank: dict[str, int] = {}
+        named = [[p.host for p in decision.placements],
+                 [host for p in decision.placements for host in p.alternates],
+                 [runner["host"] for p in decision.placements for runner in p.runners_up],
+                 [miss.host for miss in decision.closest_misses]]
+        for order, hosts in enumerate(named):
+            for host in hosts:
+                rank.setdefault(host, order)
+        found = [(rank[host], position) for position, host in enumerate(table.column("host")) if host in rank]
+        positions = [position for _rank, position in sorted(found)]
     return [{**table[position].to_dict(), "generation": fleet.generations[position]} for position in positions]
 
 

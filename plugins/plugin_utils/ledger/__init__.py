@@ -490,6 +490,13 @@ class Ledger:
             return decisions.record(db, name, owner, request, host_states, decision, outcome)
 
     @database_errors
+    def prune_decisions(self, max_age_days: int, max_count: int, dry_run: bool = False) -> int:
+        """Drop the decisions older than ``max_age_days`` or beyond the newest ``max_count``;
+        returns how many (would have) gone."""
+        with self._write(dry_run=dry_run) as db:
+            return decisions.prune(db, max_age_days, max_count, dry_run)
+
+    @database_errors
     def decisions(self, name: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """The newest decisions first (only those of launch ``name`` if given)."""
         with self._read() as db:

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -33,6 +34,9 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # costs a fifth of a second of each ansible-playbook run.
 SCHEMA_REVISION = "0006"
 SQLITE_LOCK_TIMEOUT_S = 30
+# A SQLite ledger Berth creates is its owner's alone: the file, and the directory it creates for it.
+SQLITE_FILE_MODE = 0o600
+SQLITE_DIRECTORY_MODE = 0o700
 # The PostgreSQL advisory lock that makes concurrent first opens of a ledger migrate it one
 # after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
 # will do, this one reads "berth".
@@ -135,11 +139,10 @@ def open_engine(url_text: str) -> Engine:
         raise InputError("ledger_url", f"ledger_url must be a sqlite:/// or postgresql+psycopg:// URL, "
                                        f"got {safe_url(url_text)}")
     if backend == "sqlite" and url.database and url.database != ":memory:":
-        directory = Path(url.database).expanduser().parent
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            _private_sqlite_file(Path(url.database).expanduser())
         except OSError as exc:
-            raise LedgerError(f"cannot create the directory of the ledger at {safe_url(url_text)}: "
+            raise LedgerError(f"cannot create the ledger or its directory at {safe_url(url_text)}: "
                               f"{exc.strerror}: choose a writable path in ledger_url") from exc
     try:
         engine = _engine(url)
@@ -224,6 +227,26 @@ _compiled_cached = functools.lru_cache(maxsize=256)(_compiled)
 @functools.lru_cache(maxsize=None)
 def _datetime_processor(dialect: Any) -> Callable[[Any], Any] | None:
     return DateTime().dialect_impl(dialect).bind_processor(dialect)
+
+
+def _private_sqlite_file(path: Path) -> None:
+    """Create a SQLite ledger's directory (0700) and file (0600) where they do not exist yet:
+    the ledger holds every hypervisor's URI and every decision, which are the operator's own.
+    SQLite gives its -wal and -shm files the mode of the database file. An existing file is
+    left as it is, with a warning when others may read it."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=SQLITE_DIRECTORY_MODE, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+        return
+    except FileExistsError:
+        pass
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        from ansible.utils.display import Display  # the controller's warnings, each shown once a run
+
+        Display().warning(f"the ledger file {path} is readable by other users (mode {mode:o}); it holds the "
+                          f"fleet's URIs and decisions: chmod {SQLITE_FILE_MODE:o} {path}")
 
 
 def reader(engine: Engine) -> Engine:

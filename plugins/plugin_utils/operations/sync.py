@@ -414,15 +414,17 @@ def _leftover_line(group: Mapping[str, Any]) -> str:
 # ---- hypervisors no inventory lists ---------------------------------------------------------------
 
 def mark_missing(ledger: Ledger, listed: Sequence[str], service_down_time_s: int,
-                 dry_run: bool) -> dict[str, Any]:
+                 dry_run: bool, decisions_max_age_days: int, decisions_max_count: int) -> dict[str, Any]:
     """The other step of a sync, once per run: the ledger's hypervisors that the inventory does
     not list (``listed``: all its names) and that nothing synced for ``service_down_time_s``
-    are marked missing, never retired. Returns {changed, report, drift}."""
+    are marked missing, never retired; and the decisions past their retention are dropped.
+    Returns {changed, report, drift, decisions_pruned}."""
     report = ledger.mark_missing(listed, service_down_time_s, dry_run=dry_run)
+    pruned = ledger.prune_decisions(decisions_max_age_days, decisions_max_count, dry_run=dry_run)
     lines = [f"{entry['host']}: MISSING: in no inventory and not synced since {entry['last_synced_at']}; its "
              f"claims are kept until an operator retires it (berth.fleet.hypervisor state=retired)"
              for entry in report["missing"]]
     lines += [f"{entry['host']}: not in this inventory, synced elsewhere at {entry['last_synced_at']}; left as it was"
               for entry in report["synced_elsewhere"]]
-    return {"changed": report["changed"], "report": report,
+    return {"changed": report["changed"] or pruned > 0, "report": report, "decisions_pruned": pruned,
             "drift": lines or ["every hypervisor of the ledger is in this inventory"]}
