@@ -578,8 +578,8 @@ class Hypervisor:
 
         ``address``: where the source's QEMU reaches the target's for memory and disks; by default
         libvirt uses the target's hostname, which must then resolve from the source.
-        ``definition``: the domain XML the target runs and keeps (libvirt refuses one whose
-        devices differ from the running domain's); None carries the source's.
+        ``definition``: the domain XML the target keeps as its persistent definition; None keeps
+        the source's. The running domain's own definition comes with the migration.
         """
         dom = self._call(self.conn.lookupByUUIDString, uuid)
         flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER | libvirt.VIR_MIGRATE_PERSIST_DEST
@@ -589,7 +589,6 @@ class Hypervisor:
             uri = f"tcp://{address}"
             params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
         if definition is not None:
-            params[libvirt.VIR_MIGRATE_PARAM_DEST_XML] = definition
             params[libvirt.VIR_MIGRATE_PARAM_PERSIST_XML] = definition
         call_with_timeout(self.host, self.transfer_timeout_s, dom.migrateToURI3, target.uri, params, flags)
 

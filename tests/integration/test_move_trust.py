@@ -125,6 +125,9 @@ def test_the_destination_defines_what_berth_renders_not_what_the_source_has(movi
     # The definition Berth renders, in the destination's pool: same devices, same MAC, its disks there.
     assert [d.find("target").get("dev") for d in arrived.findall("devices/disk")] == [
         d.find("target").get("dev") for d in source_xml.findall("devices/disk")]
-    assert arrived.find("devices/interface/mac").get("address") == source_xml.find("devices/interface/mac").get("address")
+    assert [mac.get("address") for mac in arrived.findall("devices/interface/mac")] == [
+        mac.get("address") for mac in source_xml.findall("devices/interface/mac")]
+    pool = lab.virsh(after["host"], "pool-dumpxml", "default").split("<path>")[1].split("</path>")[0]
+    assert {disk.find("source").get("file").rsplit("/", 1)[0] for disk in arrived.findall("devices/disk")} == {pool}
     assert not [child for child in arrived if child.tag.startswith("{")]
     assert not arrived.findall("devices/filesystem") and not arrived.findall("devices/hostdev")

@@ -165,6 +165,11 @@ class Move:
             expected = recorded_definition(instance, instance_flavor(instance), template, src.pool_path(pool), offered,
                                            args["serial_log_dir"])
             foreign = foreign_parts(self.xml, expected)
+            if src.domain_state(uuid) not in OFF_STATES:
+                # What it runs with now, which a live migration carries: a device attached while
+                # it runs is in this definition only.
+                foreign += [part for part in foreign_parts(src.domain_xml(uuid) or "<domain/>", expected, running=True)
+                            if part not in foreign]
             if foreign:
                 raise InputError("carry_definition", (
                     f"{instance['name']}'s domain on {src.host} has what Berth did not define there: "
