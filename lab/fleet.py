@@ -6,6 +6,7 @@
     python3 lab/fleet.py stop-daemon NAME [--dir DIR]   # stop one libvirtd, keep its state
     python3 lab/fleet.py start-daemon NAME [--dir DIR]  # start it again
     python3 lab/fleet.py down [--dir DIR]               # destroy everything but the guest cache
+    python3 lab/fleet.py ledger-url [--dir DIR]         # the lab's ledger (also printed by up)
 
 DIR defaults to $BERTH_LAB_DIR, else <repo>/lab/state (git-ignored).
 
@@ -35,7 +36,8 @@ berth.fleet.instances source on the lab's ledger, with the SSH settings of the g
 
 Importable (tests put lab/ on sys.path and ``import fleet``): up(), down(), status(),
 stop_daemon(), start_daemon(), hosts(), host_root(), hypervisor_dirs(), host_path(),
-log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir().
+log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir(),
+ledger_path(), ledger_url(), discard().
 
 Stdlib only. Needs root, util-linux (unshare, setsid, mount), libvirtd, virsh.
 """
@@ -684,6 +686,11 @@ def ledger_path(dir=None) -> Path:
     return _dir(dir) / "ledger.sqlite3"
 
 
+def ledger_url(dir=None) -> str:
+    """The lab's ledger as Berth names it (berth_ledger_url in the lab's inventory)."""
+    return "sqlite:///" + str(ledger_path(dir))
+
+
 def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
     inv = inventory_dir(base)
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
@@ -707,7 +714,10 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         'berth_boot_cmdline: "console=ttyS0"',
         f"berth_serial_log_dir: {QEMU_LOG_DIR}",
         "berth_migration_address: 127.0.0.1  # every lab hypervisor is this machine",
-        f"berth_ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        f"berth_ledger_url: {_yaml_scalar(ledger_url(base))}",
+        "# The lab's tests make their images in their temporary directories: the lab allows uploads",
+        "# from there (a real inventory names its own image directories, or none).",
+        "berth_image_source_dirs: [/tmp]",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
     write_instances_inventory(base, boot)
@@ -723,7 +733,7 @@ def write_instances_inventory(base: Path, boot: dict) -> Path:
     source = "\n".join([
         "# Written by lab/fleet.py: the lab's instances, from its ledger (berth.fleet.instances).",
         "plugin: berth.fleet.instances",
-        f"ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        f"ledger_url: {_yaml_scalar(ledger_url(base))}",
         "# Read right after launches: wait for booting guests' DHCP leases.",
         "wait_for_addresses: 120",
     ]) + "\n"
@@ -936,6 +946,15 @@ def down(dir=None) -> list[str]:
     return names
 
 
+def discard(dir) -> None:
+    """Down, then remove the lab dir itself with its guest and capabilities caches (17 MB): for a
+    lab made for one run in a temporary directory (the tests'), which nothing will reuse."""
+    if not dir:
+        raise ValueError("discard removes the lab dir: name it (the default one keeps its caches)")
+    down(dir)
+    shutil.rmtree(_dir(dir), ignore_errors=True)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def _cli_up(args) -> int:
@@ -950,6 +969,7 @@ def _cli_up(args) -> int:
     if extra:
         print(f"note: {', '.join(extra)} still running and not in the inventory (down stops them)")
     print(f"inventory: {base / 'inventory' / 'fleet.berth.yml'}")
+    print(f"ledger: {ledger_url(base)} (berth_ledger_url in the inventory's group_vars/all.yml)")
     print(f"{len(records)} hypervisors up in {took:.1f} s (lab dir {base})")
     return 0
 
@@ -1011,6 +1031,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("instances-path", help="print the instances' inventory directory for a second -i")
     p.add_argument("--dir", help=dir_help)
     p.set_defaults(func=lambda a: print(instances_inventory_dir(a.dir)))
+    p = sub.add_parser("ledger-url", help="print the lab's ledger URL (BERTH_LEDGER_URL for runs without -i)")
+    p.add_argument("--dir", help=dir_help)
+    p.set_defaults(func=lambda a: print(ledger_url(a.dir)))
     p = sub.add_parser("_ns-exec", help=argparse.SUPPRESS)
     p.add_argument("--root", required=True)
     p.add_argument("--hostname", required=True)

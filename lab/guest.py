@@ -20,6 +20,12 @@ kernel package), asks for an address with busybox's udhcpc (printing ``BERTH-GUE
 root in with DIR/guest/ssh/id_ed25519 only. On a libvirt network with DHCP that address is in
 libvirt's leases, and ``ssh -i DIR/guest/ssh/id_ed25519 root@<address>`` reaches the guest.
 
+With ``berth.agent=<address>,<address>...`` on the kernel command line the guest answers the
+QEMU guest agent's channel itself, as a hostile guest would: its /init loads the virtio console
+driver and answers ``guest-sync`` and ``guest-network-get-interfaces``, the latter with eth0's MAC
+and those addresses verbatim (``own`` stands for eth0's DHCP address), whatever they are. Tests
+use it to check that what a guest says about its addresses is only data.
+
 It answers the ACPI power button as a real guest does (the graceful shutdown of
 berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
 busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
@@ -59,9 +65,13 @@ MARKER = "BERTH-GUEST-BOOTED"
 NET_MARKER = "BERTH-GUEST-NET"
 POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 # Bump when the guest's contents change: a cached guest of another format is built again.
-FORMAT = 3
+FORMAT = 4
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
 NET_MODULES = ("virtio_pci", "virtio_net")
+# Kernel modules /init loads for the guest agent's virtio-serial port (berth.agent=).
+AGENT_MODULES = ("virtio_pci", "virtio_console")
+# The port's name, as QEMU gives it to the guest (libvirt's channel target name).
+AGENT_PORT = "org.qemu.guest_agent.0"
 # Kernel modules /init loads for the ACPI power button to reach acpid (an input event device).
 ACPI_MODULES = ("evdev", "button")
 # DIR/guest/ssh: the key pair that logs into every lab guest as root, and the guests' host key.
@@ -92,10 +102,12 @@ mount -t devtmpfs devtmpfs /dev
 /bin/busybox --install -s /bin 2>/dev/null
 instance=
 acpi=on
+agent=
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     berth.instance=*) instance="${{arg#berth.instance=}}" ;;
     berth.acpi=*) acpi="${{arg#berth.acpi=}}" ;;
+    berth.agent=*) agent="${{arg#berth.agent=}}" ;;
   esac
 done
 if [ "$acpi" != ignore ]; then
@@ -119,6 +131,43 @@ network() {{
   udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 2
 }}
 network </dev/null >/dev/null 2>&1 &
+
+# berth.agent=: answer the guest agent's channel with the command line's addresses, unchecked.
+answer_agent() {{
+  for module in $(cat /lib/modules/agent/load.order); do insmod "/lib/modules/agent/$module.ko"; done
+  port=
+  for second in 1 2 3 4 5 6 7 8 9 10; do
+    for path in /sys/class/virtio-ports/*; do
+      [ "$(cat "$path/name" 2>/dev/null)" = {AGENT_PORT} ] && port="/dev/${{path##*/}}"
+    done
+    [ -n "$port" ] && [ -e "$port" ] && break
+    sleep 1
+  done
+  [ -n "$port" ] || return 0
+  exec 3<>"$port"
+  # The port reads as at its end while no host program is connected to it (libvirt connects
+  # only once the guest has opened it): wait, keeping the port open, and read again.
+  while :; do
+    read -r line <&3 || {{ sleep 1; continue; }}
+    case "$line" in
+      *guest-sync*)
+        echo "{{\\"return\\": $(echo "$line" | sed -n 's/.*"id" *: *\\([0-9]*\\).*/\\1/p')}}" >&3 ;;
+      *guest-network-get-interfaces*)
+        mac=$(cat /sys/class/net/eth0/address 2>/dev/null)
+        own=$(ip -4 addr show eth0 2>/dev/null | sed -n 's/.*inet \\([0-9.]*\\)\\/.*/\\1/p')
+        listed=
+        for address in $(echo "$agent" | tr ',' ' '); do
+          [ "$address" = own ] && address="$own"
+          [ -n "$address" ] || continue
+          listed="$listed${{listed:+, }}{{\\"ip-address-type\\": \\"ipv4\\", \\"ip-address\\": \\"$address\\", \\"prefix\\": 24}}"
+        done
+        echo "{{\\"return\\": [{{\\"name\\": \\"eth0\\", \\"hardware-address\\": \\"$mac\\", \\"ip-addresses\\": [$listed]}}]}}" >&3 ;;
+      *)
+        echo '{{"error": {{"class": "CommandNotFound", "desc": "the lab guest answers two commands"}}}}' >&3 ;;
+    esac
+  done
+}}
+[ -n "$agent" ] && answer_agent </dev/null >/dev/null 2>&1 &
 
 while :; do
   for tty in /dev/ttyS0 /dev/console; do
@@ -324,6 +373,15 @@ def _add_network(root: Path, modules: list[Path], dropbear: Path, libraries: lis
     os.chmod(ssh_dir / "authorized_keys", 0o600)
 
 
+def _add_modules(root: Path, name: str, modules: list[Path]) -> None:
+    """Kernel modules in /lib/modules/<name>, with the order /init loads them in."""
+    mdir = root / "lib" / "modules" / name
+    mdir.mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        shutil.copy2(module, mdir / module.name)
+    (mdir / "load.order").write_text("".join(module.name[:-3] + "\n" for module in modules))
+
+
 def _add_power_button(root: Path, modules: list[Path]) -> None:
     """The modules that bring the ACPI power button to acpid, and acpid's action for it."""
     mdir = root / "lib" / "modules" / "acpi"
@@ -337,7 +395,8 @@ def _add_power_button(root: Path, modules: list[Path]) -> None:
     os.chmod(action, 0o755)
 
 
-def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path]) -> None:
+def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path],
+                     agent_modules: list[Path]) -> None:
     root = work / "initramfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -351,6 +410,7 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_m
     os.chmod(init, 0o755)
     _add_network(root, **network)
     _add_power_button(root, acpi_modules)
+    _add_modules(root, "agent", agent_modules)
     # The kernel opens /dev/console for PID 1 before /init mounts devtmpfs.
     try:
         os.mknod(root / "dev" / "console", 0o600 | stat.S_IFCHR, os.makedev(5, 1))
@@ -434,7 +494,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         network = dict(modules=_module_closure(work / "kernel" / "lib" / "modules", NET_MODULES),
                        dropbear=dropbear, libraries=_shared_libraries(dropbear, lib_dir), keys=keys)
         acpi_modules = _module_closure(work / "kernel" / "lib" / "modules", ACPI_MODULES)
-        _build_initramfs(busybox, initrd, work, network, acpi_modules)
+        agent_modules = _module_closure(work / "kernel" / "lib" / "modules", AGENT_MODULES)
+        _build_initramfs(busybox, initrd, work, network, acpi_modules, agent_modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)

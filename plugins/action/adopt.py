@@ -33,8 +33,8 @@ class ActionModule(BerthAction):
             known = {row["host"]: row["uri"] for row in ledger.hypervisors()}
             uri = known.get(host)
             if not uri:
-                raise InputError("host", f"host {host} is neither in the inventory's hypervisors nor a hypervisor the "
-                                         f"ledger knows with a URI (known: {', '.join(sorted(known)) or 'none'}): "
+                raise InputError("host", f"host {host} is neither in the inventory's hypervisors nor a hypervisor "
+                                         f"{ledger.label} knows with a URI (known: {', '.join(sorted(known)) or 'none'}): "
                                          f"run playbooks/gather.yml, or point -i at a berth.fleet.hypervisors source")
         with Hypervisor(host, uri, args["timeout"]) as hv:
             domain = hv.find_domain_named(args["domain"])

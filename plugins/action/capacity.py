@@ -45,5 +45,7 @@ class ActionModule(BerthAction):
             "flavor": flavor.to_dict(),
             "total": answer["total"],
             "hosts": answer["hosts"],
-            "summary": f"{total} more {flavor.name} fit on {len(fleet.hosts)} hosts",
+            "summary": f"{total} more {flavor.name} fit on {len(fleet.hosts)} hosts"
+                       + (f" (usage from {ledger.label})" if ledger is not None else ""),
+            "ledger": ledger.shown_url if ledger is not None else None,
         }

@@ -17,8 +17,6 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         path = _checked_path(args["path"])
-        if args["decisions"] < 0:
-            raise InputError("decisions", f"decisions must be 0 or more, got {args['decisions']}")
         ledger = Ledger(args["ledger_url"]).open()
         try:
             view = ledger.fleet_view(args["decisions"])

@@ -39,7 +39,7 @@ class ActionModule(BerthAction):
         if target["warnings"]:
             result["warnings"] = list(target["warnings"])
         if not instance["uri"]:
-            raise BerthError(f"the ledger has no URI for {source}: run playbooks/gather.yml to sync it")
+            raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
         move = Move(args, ledger, instance, target, hooks.installed())
         with Hypervisor(source, instance["uri"], **connections(args)) as src, \
                 Hypervisor(target["host"], target["uri"], **connections(args)) as dst:

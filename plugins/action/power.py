@@ -22,13 +22,13 @@ class ActionModule(BerthAction):
         ledger = Ledger(args["ledger_url"]).open()
         rows = ledger.launch_instances(args["name"])
         if not rows:
-            raise InputError("name", f"no instance named {args['name']} or {args['name']}-<n> in the ledger")
+            raise InputError("name", f"no instance named {args['name']} or {args['name']}-<n> in {ledger.label}")
         unplaced = [f"{row['name']} ({row['state']})" for row in rows if row["state"] not in PLACED_STATES]
         if unplaced:
             raise InputError("name", f"only {', '.join(PLACED_STATES)} instances change their power state, not: "
                                      f"{', '.join(unplaced)}")
         unreachable = sorted({row["host"] for row in rows if not row["uri"]})
         if unreachable:
-            raise BerthError(f"the ledger has no URI for {', '.join(unreachable)}: run playbooks/gather.yml to sync it")
+            raise BerthError(f"{ledger.label} has no URI for {', '.join(unreachable)}: run playbooks/gather.yml to sync it")
         return Power(rows, args["state"], ledger, args["shutdown_timeout"], args["timeout"],
                      bool(self._task.check_mode)).run()

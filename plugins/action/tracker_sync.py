@@ -24,7 +24,8 @@ class ActionModule(BerthAction):
         try:
             if args["mark_missing"]:
                 listed = task_vars.get("groups", {}).get(args["hypervisor_group"]) or []
-                return mark_missing(ledger, listed, args["service_down_time"], check)
+                return mark_missing(ledger, listed, args["service_down_time"], check,
+                                    args["decisions_max_age_days"], args["decisions_max_count"])
             hosts = args["hosts"] if args["hosts"] is not None else [task_vars["inventory_hostname"]]
             variables = inventory_variables(task_vars["hostvars"])
             request = SyncRequest(

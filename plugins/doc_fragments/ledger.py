@@ -9,7 +9,9 @@ options:
   ledger_url:
     description:
       - SQLAlchemy URL of the ledger, C(sqlite:///PATH) or C(postgresql+psycopg://USER:PASSWORD@HOST/DB).
-        Default C($BERTH_LEDGER_URL), else C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
+      - Not given, the play's variable C(berth_ledger_url) (set once in an inventory, as the lab's is, so that
+        an ad-hoc C(ansible -m) task reads the ledger a playbook does), else C($BERTH_LEDGER_URL), else
+        C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
       - A SQLite ledger whose file does not exist is created only by what may start one (the
         tracker sync, C(playbooks/gather.yml); a launch on live inventory facts, which syncs
         them first; an adoption; a new server group); anything else on it fails with

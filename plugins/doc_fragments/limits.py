@@ -43,6 +43,18 @@ notes:
   - >-
     C(max_server_per_host): 1 to 1000 instances. Why: as many as one launch places.
   - >-
+    C(image_max_mb): 1 to 16777216 MiB (16 TiB). Why: the disk is a file in the storage pool; ext4, the
+    usual filesystem of a directory pool, holds no file over 16 TiB.
+  - >-
+    C(decisions): 0 to 1000 decisions. Why: each decision is read whole, with up to 100 host states, and
+    explained on the page.
+  - >-
+    C(decisions_max_age_days): 1 to 3650 days. Why: decisions are kept to explain and replay launches,
+    not as an archive.
+  - >-
+    C(decisions_max_count): 1 to 1000000 decisions. Why: each keeps up to 100 host states (a few KiB
+    each): a million is already gigabytes.
+  - >-
     C(flavor.name): at most 255 characters. Why: the ledger records it with each instance (a
     255-character column).
   - >-
@@ -55,8 +67,11 @@ notes:
     C(user_data): at most 65536 bytes (64 KiB). Why: about Nova's limit for user data (65535 bytes,
     base64-encoded there); it goes on a small NoCloud seed ISO.
   - >-
-    C(scheduler_hints), C(image_properties), C(image.properties): at most 65536 bytes as JSON (64 KiB).
-    Why: recorded with every decision of the launch, so it can be replayed.
+    C(scheduler_hints), C(image_properties), C(image.properties): at most 65536 bytes as JSON (64 KiB),
+    nested at most 32 levels of lists and mappings deep (C(scheduler_hints.query) too, as JSON text).
+    Why: recorded with every decision of the launch, so it can be replayed; Python's json module and the
+    query hint's evaluation recurse once per level, and Python stops at about 1000 (a RecursionError
+    that would fail the run uncaught); no hint or property needs more than a few.
   - >-
     Names of server groups, projects, availability zones: at most 255 characters. Why: the ledger's name
     columns hold 255 characters.

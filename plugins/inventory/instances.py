@@ -29,8 +29,9 @@ description:
     C(state) (running, shutoff...) and C(interfaces) (C({type, source, mac}) each);
     C(berth_addresses) every address found (C({interface, mac, type, address, prefix})); and
     C(ansible_host) the first IPv4 address (else IPv6) of the first interface that has one.
-  - "Where the address comes from, in the order of O(address_sources), the first that gives one
-    winning: C(lease), the DHCP leases of libvirt's own virtual networks (interfaces of type
+  - "Where the address comes from, in the order of O(address_sources) except that C(lease) (the
+    hypervisor's own) is always asked before C(agent) and C(arp) (what the guest reports), the
+    first that gives a usable address winning: C(lease), the DHCP leases of libvirt's own virtual networks (interfaces of type
     C(network) on a network with C(<dhcp>): NAT, routed, open or isolated), read by libvirt from
     its dnsmasq; C(agent), the QEMU guest agent (any interface type, when the domain has the
     agent's channel and the guest runs qemu-guest-agent); C(arp), the hypervisor's ARP table
@@ -39,6 +40,12 @@ description:
     visible to libvirt, so such a guest has no C(ansible_host). A source that fails (libvirt 9.0
     cannot read the ARP table of some kernels) gives nothing and the next is asked; only a
     timeout or a lost connection makes the hypervisor unreachable."
+  - "A guest's answer is data, never an instruction: only a value that parses as an IP address
+    (Python's C(ipaddress)) is kept, in its canonical form; an address from C(agent) or C(arp)
+    is kept only when it falls in an IP network of the libvirt network its interface is attached
+    to (the network an interface of type C(network) names, or the one that owns the bridge of an
+    interface of type C(bridge)); any other is refused, and a source whose every address was
+    refused counts as having none (C(berth_address_reason) quotes why)."
   - C(berth_address_source) says which source gave C(ansible_host) (C(lease), C(agent),
     C(arp)), C(none) when the hypervisor was asked and no source had an address, or C(unknown)
     when it was not asked (O(contact_hypervisors=false), the hypervisor did not answer, the
@@ -77,8 +84,9 @@ options:
     default: true
   address_sources:
     description:
-      - Where to look for each guest's addresses, in order; the first that gives an address wins.
-        See the description for which applies to which network type.
+      - Where to look for each guest's addresses, in order (C(lease) before the others
+        whatever its place); the first that gives a usable address wins. See the description for
+        which applies to which network type, and which addresses a guest may report.
     type: list
     elements: str
     choices: [lease, agent, arp]

@@ -15,10 +15,10 @@ import struct
 import threading
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, BinaryIO, Callable, NoReturn, Sequence
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
+from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 
@@ -53,6 +53,10 @@ ADDRESS_SOURCES = ("lease", "agent", "arp")
 # The guest agent's virtio-serial channel, as libvirt names it in the domain XML.
 GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
+# Uploads go in chunks of this size: what the controller holds of an image at a time.
+UPLOAD_CHUNK_BYTES = 4 * 1024 * 1024
+# The slowest link an upload is given time for (40 Mbit/s): a 2 GiB image may take 7 minutes.
+UPLOAD_FLOOR_BYTES_PER_S = 5 * 1024 * 1024
 
 
 def require_libvirt() -> None:
@@ -421,29 +425,48 @@ class Hypervisor:
         self._call(pool.refresh, 0)
         return sorted(self._call(pool.listVolumes))
 
-    def upload_volume(self, pool_name: str, name: str, data: bytes, fmt: str) -> str:
-        """Create a volume of exactly ``len(data)`` bytes and fill it through a libvirt stream.
+    def upload_volume(self, pool_name: str, name: str, reader: BinaryIO, size_bytes: int, fmt: str) -> str:
+        """Create a volume of exactly ``size_bytes`` and fill it from ``reader`` through a libvirt
+        stream, UPLOAD_CHUNK_BYTES at a time (so the controller holds one chunk, whatever the
+        image's size), within a time limit that grows with the size (upload_timeout_s).
 
         Works over any libvirt connection (qemu+ssh too): nothing is copied with scp.
         """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        vol = self._call(pool.createXML, _volume_xml(name, 0, None, fmt=fmt, size_bytes=len(data)), 0)
+        vol = self._call(pool.createXML, _volume_xml(name, 0, None, fmt=fmt, size_bytes=size_bytes), 0)
+        stream = None
         try:
             stream = self._call(self.conn.newStream, 0)
-            self._call(vol.upload, stream, 0, len(data), 0)
-            view = memoryview(data)
+            self._call(vol.upload, stream, 0, size_bytes, 0)
 
             def send_all() -> None:
-                offset = 0
-                while offset < len(view):
-                    offset += stream.send(view[offset:offset + 1024 * 1024].tobytes())
+                left = size_bytes
+                while left:
+                    chunk = reader.read(min(UPLOAD_CHUNK_BYTES, left))
+                    if not chunk:
+                        raise HypervisorError(self.host, f"upload of {name}: the file ended {left} bytes short "
+                                                         f"of the {size_bytes} it had")
+                    sent = 0
+                    while sent < len(chunk):
+                        sent += stream.send(chunk[sent:] if sent else chunk)
+                    left -= len(chunk)
                 stream.finish()
 
-            self._call(send_all)
+            call_with_timeout(self.host, self.upload_timeout_s(size_bytes), send_all)
         except HypervisorError:
+            if stream is not None:
+                try:
+                    stream.abort()  # the daemon drops what it was sent; a timed-out send stops
+                except libvirt.libvirtError:
+                    pass
             self._call(vol.delete, 0)
             raise
         return vol.path()
+
+    def upload_timeout_s(self, size_bytes: int) -> float:
+        """How long an upload of ``size_bytes`` may take: the call timeout, plus the time the
+        bytes take at UPLOAD_FLOOR_BYTES_PER_S."""
+        return self.timeout_s + size_bytes / UPLOAD_FLOOR_BYTES_PER_S
 
     def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
         """The hex digest (hashlib's ``algorithm``) of a volume's bytes, read through a libvirt
@@ -573,8 +596,8 @@ class Hypervisor:
 
         ``address``: where the source's QEMU reaches the target's for memory and disks; by default
         libvirt uses the target's hostname, which must then resolve from the source.
-        ``definition``: the domain XML the target runs and keeps (libvirt refuses one whose
-        devices differ from the running domain's); None carries the source's.
+        ``definition``: the domain XML the target keeps as its persistent definition; None keeps
+        the source's. The running domain's own definition comes with the migration.
         """
         dom = self._call(self.conn.lookupByUUIDString, uuid)
         flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER | libvirt.VIR_MIGRATE_PERSIST_DEST
@@ -584,7 +607,6 @@ class Hypervisor:
             uri = f"tcp://{address}"
             params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
         if definition is not None:
-            params[libvirt.VIR_MIGRATE_PARAM_DEST_XML] = definition
             params[libvirt.VIR_MIGRATE_PARAM_PERSIST_XML] = definition
         call_with_timeout(self.host, self.transfer_timeout_s, dom.migrateToURI3, target.uri, params, flags)
 
@@ -635,12 +657,14 @@ class Hypervisor:
         """A domain's network interfaces and the addresses libvirt finds for them; None if the
         domain is not on this host.
 
-        ``sources`` are asked in order and the first that gives an address wins: ``lease`` (the
-        DHCP leases of libvirt's virtual networks: interfaces of type network), ``agent`` (the
-        QEMU guest agent, where the domain has its channel and the guest runs it), ``arp`` (the
-        host's ARP table: any interface the host has seen traffic from). A source that cannot
-        answer for this domain is skipped with the reason in ``skipped``; a timeout or a lost
-        connection raises HypervisorError.
+        ``sources`` are asked in order, ``lease`` always before those the guest reports, and the
+        first that gives a usable address wins: ``lease`` (the DHCP leases of libvirt's virtual
+        networks: interfaces of type network), ``agent`` (the QEMU guest agent, where the domain
+        has its channel and the guest runs it), ``arp`` (the host's ARP table: any interface the
+        host has seen traffic from). Only IP addresses are kept, and a guest-reported one only
+        inside a network its interface is attached to (_guest_addresses.vetted). A source that
+        cannot answer for this domain, or whose every address was refused, is skipped with the
+        reason in ``skipped``; a timeout or a lost connection raises HypervisorError.
 
         Returns {state, interfaces [{type, source, mac}], metadata (Berth's, or None), source
         (the one that answered, or None), addresses [{interface, mac, type, address, prefix}],
@@ -660,16 +684,52 @@ class Hypervisor:
             "state": state, "interfaces": interfaces, "metadata": berth["metadata"] if berth else None,
             "source": None, "addresses": [], "asked": [], "skipped": {},
         }
-        for source in sources:
+        networks_by_mac: dict[str, list[Any]] | None = None  # read when a guest first reports one
+        for source in _guest_addresses.trust_order(sources):
             why = _address_source_unusable(source, state, interfaces, root)
             if why is None:
                 found["asked"].append(source)
                 addresses, why = self._addresses_from(dom, source)
                 if addresses:
-                    found.update(source=source, addresses=addresses)
-                    break
+                    if networks_by_mac is None and source in _guest_addresses.GUEST_REPORTED_SOURCES:
+                        networks_by_mac = self._interface_networks(interfaces)
+                    addresses, refused = _guest_addresses.vetted(addresses, source, networks_by_mac or {})
+                    if addresses:
+                        found.update(source=source, addresses=addresses)
+                        break
+                    why = "refused " + "; ".join(refused)
             found["skipped"][source] = why or "no address"
         return found
+
+    def _interface_networks(self, interfaces: list[dict[str, Any]]) -> dict[str, list[Any]]:
+        """{MAC: the IP networks its interface is attached to}, from the libvirt networks that
+        this hypervisor defines: the one an interface of type network names, or the one whose
+        bridge an interface of type bridge is on. Any other interface is on no network Berth
+        knows of (its guest-reported addresses are refused)."""
+        by_name: dict[str, list[Any]] = {}
+        by_bridge: dict[str, list[Any]] = {}
+        try:
+            networks = self._call(self.conn.listAllNetworks, 0)
+        except HypervisorError as exc:
+            if _connection_lost(exc):
+                raise
+            networks = []  # not allowed or not supported here: no network vouches for an address
+        for network in networks:
+            try:
+                root = ET.fromstring(self._call(network.XMLDesc, 0))
+            except HypervisorError as exc:
+                if _connection_lost(exc):
+                    raise
+                continue  # removed meanwhile: it has no interfaces to vouch for
+            networks = _guest_addresses.parse_networks(
+                (ip.get("address"), ip.get("prefix"), ip.get("netmask")) for ip in root.findall("ip"))
+            by_name[root.findtext("name") or ""] = networks
+            bridge = root.find("bridge")
+            if bridge is not None and bridge.get("name"):
+                by_bridge[bridge.get("name")] = networks
+        known = {"network": by_name, "bridge": by_bridge}
+        return {interface["mac"]: known.get(interface["type"], {}).get(interface["source"] or "", [])
+                for interface in interfaces}
 
     def _addresses_from(self, dom: Any, source: str) -> tuple[list[dict[str, Any]], str | None]:
         """One source's addresses of a running domain, or ([], why) where it cannot answer."""

@@ -139,9 +139,17 @@ MAX_ATTEMPTS = Limit("max_attempts", 1, 100, "hosts",
                      "each instance's alternates (max_attempts - 1 hosts) are recorded with its decision")
 MAX_SERVER_PER_HOST = Limit("max_server_per_host", 1, COUNT.maximum, "instances",
                             "as many as one launch places")
+IMAGE_MAX_MB = Limit("image_max_mb", 1, 16 * 1024 * 1024, "MiB", _DISK_WHY)
+DECISIONS_SHOWN = Limit("decisions", 0, 1000, "decisions",
+                        "each decision is read whole, with up to 100 host states, and explained on the page")
+DECISIONS_MAX_AGE_DAYS = Limit("decisions_max_age_days", 1, 10 * 365, "days",
+                               "decisions are kept to explain and replay launches, not as an archive")
+DECISIONS_MAX_COUNT = Limit("decisions_max_count", 1, 1000 * 1000, "decisions",
+                            "each keeps up to 100 host states (a few KiB each): a million is already gigabytes")
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
-                                                  MAX_SERVER_PER_HOST)}
+                                                  MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
+                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT)}
 
 
 def check_options(args: Mapping[str, Any]) -> None:
@@ -153,8 +161,67 @@ def check_options(args: Mapping[str, Any]) -> None:
 
 
 def check_mapping_size(field: str, value: Any) -> Any:
-    """A free-form mapping (scheduler hints, image properties) of sane size as JSON."""
+    """A free-form mapping (scheduler hints, image properties) of sane nesting and size as JSON."""
+    check_nesting(field, value)
     return REQUEST_MAPPING.check(value, field)
+
+
+# ---- nesting: what recursive code (json, the query hint's evaluation) walks ---------------------
+
+NESTING_DEPTH = Limit("scheduler_hints.query", 1, 32, "levels of lists and mappings",
+                      "Python's json module and the query hint's evaluation recurse once per level, and "
+                      "Python stops at about 1000 (a RecursionError that would fail the run uncaught); no hint "
+                      "or property needs more than a few")
+
+
+def check_nesting(field: str, value: Any) -> Any:
+    """``value`` (decoded: lists, tuples and mappings) if it nests no deeper than NESTING_DEPTH;
+    else an InputError naming ``field``. Walks without recursing, so any depth is measured."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > NESTING_DEPTH.maximum:
+            _too_deep(field)
+        pending.extend((child, depth + 1) for child in children)
+    return value
+
+
+def load_json(field: str, text: str) -> Any:
+    """JSON ``text`` decoded, once its brackets are known to nest no deeper than NESTING_DEPTH
+    (counted before decoding: json.loads itself recurses per level); an InputError naming
+    ``field`` for text that nests deeper or is not JSON."""
+    depth = 0
+    in_string = escaped = False
+    for character in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "[{":
+            depth += 1
+            if depth > NESTING_DEPTH.maximum:
+                _too_deep(field)
+        elif character in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SchedulerInputError(field, f"{field} is not JSON: {exc}") from None
+
+
+def _too_deep(field: str) -> None:
+    raise SchedulerInputError(field, f"{field}: nests deeper than the limit of {NESTING_DEPTH.describe()}")
 
 
 def check_name(field: str, value: Any) -> Any:
@@ -242,13 +309,15 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     """(what, range, why) of each limit a module option or a flavor field has."""
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
-                          MAX_SERVER_PER_HOST)]
+                          MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
+                          DECISIONS_MAX_COUNT)]
     rows += [(f"C({limit.field})", f"at most {limit.describe()}", limit.why) for limit in (FLAVOR_NAME, EXTRA_SPEC_TEXT)]
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))
     rows.append(("C(user_data)", f"at most {USER_DATA.describe()}", USER_DATA.why))
-    rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)", f"at most {REQUEST_MAPPING.describe()}",
-                 REQUEST_MAPPING.why))
+    rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)",
+                 f"at most {REQUEST_MAPPING.describe()}, nested at most {NESTING_DEPTH.describe()} deep "
+                 "(C(scheduler_hints.query) too, as JSON text)", f"{REQUEST_MAPPING.why}; {NESTING_DEPTH.why}"))
     rows.append(("Names of server groups, projects, availability zones", f"at most {NAME.describe()}", NAME.why))
     return rows
 

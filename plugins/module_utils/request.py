@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+import stat
+from typing import Any, BinaryIO, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
@@ -260,6 +261,7 @@ _QCOW2_MAGIC = b"QFI\xfb"
 # incompatible features at bytes 72-79, whose bit 2 says the data lives in an external file.
 _QCOW2_HEADER_BYTES = 104
 _QCOW2_EXTERNAL_DATA_FILE = 1 << 2
+_BYTES_PER_MIB = 1024 * 1024
 
 
 def pool_image(hv: Any, pool: str, name: str, host: str, refresh: bool = True) -> dict[str, Any] | None:
@@ -309,19 +311,58 @@ def image_refusals(hv: Any, pool: str, volumes: list[str], host: str) -> dict[st
     return refused
 
 
-def check_image_source(image: Mapping[str, Any] | None) -> None:
-    """An image to upload must be a file on the controller and, as qcow2, stand alone: a backing
-    file or an external data file named in its header would be opened on the hypervisor, outside
-    the pool. A qcow2 file declared raw is refused too: the pool reads the header anyway."""
-    if not image or not image["source"]:
-        return
-    source = image["source"]
+def image_source_dirs(args: Mapping[str, Any]) -> list[str]:
+    """The directories of the controller an ``image.source`` may be read from: the operator's
+    ``image_source_dirs`` (none by default), and Berth's own cache of images by URL."""
+    return [*(args.get("image_source_dirs") or []), args["image_cache_dir"]]
+
+
+def open_image_source(source: str, allowed_dirs: Sequence[str]) -> BinaryIO:
+    """The file ``image.source`` names, open for reading, if it is a regular file inside one of
+    ``allowed_dirs`` once links are resolved; an InputError naming image.source otherwise.
+
+    The launch requester chooses the path, the operator the directories: /etc/shadow is not an
+    image. The place is checked before opening (a FIFO or device elsewhere is never opened) and
+    again on the file actually opened (a link swapped in between leads nowhere else)."""
+    allowed = [os.path.realpath(directory) for directory in allowed_dirs if directory]
+
+    def refuse_outside(path: str) -> None:
+        if not any(os.path.commonpath([path, directory]) == directory for directory in allowed):
+            raise InputError("image.source", f"image.source {source} is not in a directory images may be uploaded "
+                             f"from on the controller ({', '.join(allowed_dirs)}); the operator allows more with "
+                             f"image_source_dirs (berth_image_source_dirs in the inventory)")
+
+    refuse_outside(os.path.realpath(source))
     try:
-        with open(source, "rb") as handle:
-            header = handle.read(_QCOW2_HEADER_BYTES)
+        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
                          f"({exc.strerror})") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
+                             f"(not a regular file)")
+        refuse_outside(os.path.realpath(f"/proc/self/fd/{descriptor}"))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return os.fdopen(descriptor, "rb")
+
+
+def check_image_source(image: Mapping[str, Any] | None, allowed_dirs: Sequence[str], max_mb: int) -> None:
+    """An image to upload must be a file of at most ``max_mb`` MiB in one of ``allowed_dirs`` on
+    the controller (open_image_source) and, as qcow2, stand alone: a backing file or an external
+    data file named in its header would be opened on the hypervisor, outside the pool. A qcow2
+    file declared raw is refused too: the pool reads the header anyway."""
+    if not image or not image["source"]:
+        return
+    source = image["source"]
+    with open_image_source(source, allowed_dirs) as handle:
+        size_bytes = os.fstat(handle.fileno()).st_size
+        header = handle.read(_QCOW2_HEADER_BYTES)
+    if size_bytes > max_mb * _BYTES_PER_MIB:
+        raise InputError("image.source", f"image.source {source} is {size_bytes // _BYTES_PER_MIB} MiB, more than "
+                         f"image_max_mb ({max_mb})")
     is_qcow2 = header[:4] == _QCOW2_MAGIC
     if image["format"] != "qcow2":
         if is_qcow2:

@@ -136,7 +136,10 @@ options:
     type: bool
     default: true
   ledger_url:
-    description: SQLAlchemy URL of the ledger, as for M(berth.fleet.schedule). Never printed.
+    description:
+      - SQLAlchemy URL of the ledger, as for M(berth.fleet.schedule). Never printed (its password hidden).
+      - Not given, the play's C(berth_ledger_url) (an inventory's, as the lab's), else C($BERTH_LEDGER_URL), else
+        C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
     type: str
 extends_documentation_fragment:
   - berth.fleet.limits
@@ -177,14 +180,28 @@ hosts:
     host: {description: The host's name., type: str}
     fits: {description: How many more fit on it alone (null - no limit)., type: int}
     limited_by: {description: The filter that stops one more (or rejects the host outright)., type: str}
-    reason: {description: 'Why one more does not fit, with the numbers.', type: str}
+    reason:
+      description:
+        - Why one more does not fit, with the numbers - of the host once the instances that fit are placed
+          on it (RV(hosts[].fits)), which the text says first (C(once 7 more are placed - insufficient vCPUs...)).
+      type: str
     rejection: {description: 'The same as data (filter, reason, requested, used, limit, free).', type: dict}
+    vcpus_used: {description: 'vCPUs used now, as C(CoreFilter) counts them (before the instances counted here).', type: float}
+    vcpus_limit: {description: 'vCPUs x its allocation ratio, as C(CoreFilter) computes it.', type: float}
+    memory_mb_used: {description: 'RAM used now in MB, reserved memory included, as C(RamFilter) counts it.', type: float}
+    memory_mb_limit: {description: 'RAM x its allocation ratio in MB, as C(RamFilter) computes it.', type: float}
+    disk_mb_used: {description: 'Disk used now in MB, as C(DiskFilter) counts it.', type: float}
+    disk_mb_limit: {description: 'Disk x its allocation ratio in MB, as C(DiskFilter) computes it.', type: float}
     failed_builds:
       description: Builds that failed on it since its last successful one, which
         C(BuildFailureWeigher) weighs it down by (counted in the ledger by every build).
       type: int
 summary:
-  description: One line, e.g. C(14 more m1.small fit on 3 hosts).
+  description: One line, e.g. C(14 more m1.small fit on 3 hosts (usage from the ledger at sqlite:///...)).
+  returned: always
+  type: str
+ledger:
+  description: The ledger whose usage was counted, its URL without a password; null with O(ledger=false).
   returned: always
   type: str
 flavor:

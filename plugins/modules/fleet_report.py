@@ -40,7 +40,11 @@ options:
     type: path
     required: true
   decisions:
-    description: How many of the newest decisions the page explains.
+    description:
+      - How many of the newest decisions the page explains, at most 1000 (each is read whole).
+      - The ledger keeps decisions for a bounded time (M(berth.fleet.tracker_sync)'s
+        O(berth.fleet.tracker_sync#module:decisions_max_age_days) and
+        O(berth.fleet.tracker_sync#module:decisions_max_count)).
     type: int
     default: 20
   service_down_time:

@@ -8,7 +8,9 @@ module: instance_info
 short_description: List the instances in Berth's ledger
 version_added: 0.1.0
 description:
-  - Reads the ledger; changes nothing.
+  - Reads the ledger; changes nothing. Contacts no hypervisor.
+  - Each instance's C(address) is the one the P(berth.fleet.instances#inventory) inventory found for it (its
+    C(ansible_host)) when a source of that inventory is among the play's inventories, else null.
 options:
   name:
     description: Only the instances of this launch name (C(<name>-<index>), in index order), and an adopted instance of exactly this name.
@@ -35,8 +37,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 instances:
-  description: Ledger rows (uuid, name, flavor, vcpus, memory_mb, root_gb, host, hypervisor_uuid, state, failure_reason, timestamps).
+  description:
+    - Ledger rows (uuid, name, flavor, vcpus, memory_mb, root_gb, host, hypervisor_uuid, state, failure_reason,
+      timestamps), each with C(age_s) (seconds since it was created) and C(address) (see the description).
   returned: always
   type: list
   elements: dict
+ledger:
+  description: The ledger read, its URL without a password.
+  returned: always
+  type: str
 """

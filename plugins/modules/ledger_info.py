@@ -24,6 +24,13 @@ options:
         (C(claims), C(hypervisors); also its UUID for C(hypervisors)), a launch name (C(decisions)),
         a group name (C(server_groups)), a hypervisor's inventory name or an instance name (C(artefacts)).
     type: str
+  instance:
+    description:
+      - With O(what=decisions), only the decisions that placed this instance (a launch of C(web) placed
+        C(web-1) .. C(web-N)), newest first, each explained for that instance alone - why it went where
+        it runs (C(playbooks/explain.yml)).
+      - Decisions recorded by earlier versions of Berth do not name their instances and are not found this way.
+    type: str
   limit:
     description: How many decisions, newest first.
     type: int
@@ -55,6 +62,17 @@ EXAMPLES = r"""
     limit: 3
   register: decisions
 
+- name: Why did web-2 go where it went?
+  berth.fleet.ledger_info:
+    what: decisions
+    instance: web-2
+    limit: 1
+  register: why
+
+- name: Say it
+  ansible.builtin.debug:
+    msg: "{{ why.decisions[0].explanation }}"
+
 - name: Replay the newest one
   berth.fleet.schedule:
     name: web
@@ -78,8 +96,13 @@ claims:
   type: list
   elements: dict
 decisions:
-  description: Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed,
-    claim_conflict or no_valid_host -, summary, choice, alternates, request, host_states, decision).
+  description:
+    - Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed, claim_conflict or
+      no_valid_host -, summary, choice, alternates, request - with the C(names) of the instances it placed -,
+      host_states, decision - each placement with its weighers' parts and its runners-up with theirs -, and
+      C(explanation)).
+    - C(explanation) is the same in lines of text - the request, the hosts each filter removed, each
+      instance's host and weight by weigher beside the runners-up.
   returned: when what=decisions
   type: list
   elements: dict
@@ -105,4 +128,8 @@ artefacts:
   returned: when what=artefacts
   type: list
   elements: dict
+ledger:
+  description: The ledger read, its URL without a password.
+  returned: always
+  type: str
 """

@@ -440,8 +440,9 @@ options:
     default: true
   ledger_url:
     description:
-      - SQLAlchemy URL of the ledger. Default C($BERTH_LEDGER_URL), else
-        C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3) (C(~/.local/state/berth/ledger.sqlite3)).
+      - SQLAlchemy URL of the ledger. Not given, the play's variable C(berth_ledger_url) (set once in an
+        inventory), else C($BERTH_LEDGER_URL), else C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3)
+        (C(~/.local/state/berth/ledger.sqlite3)).
       - Never printed; its password is hidden in every message.
     type: str
 extends_documentation_fragment:

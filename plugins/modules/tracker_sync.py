@@ -64,6 +64,10 @@ description:
     O(service_down_time) seconds are marked C(missing) and reported; one another slice or
     controller synced lately is left as it is. Nothing is ever retired here, and claims stay -
     M(berth.fleet.hypervisor) with C(state=retired) drops them.
+  - That step also keeps the record of scheduling decisions bounded - decisions older than
+    O(decisions_max_age_days) days, and those beyond the newest O(decisions_max_count), are
+    deleted (C(decisions_pruned) says how many). Each decision keeps at most 100 host states
+    (the chosen hosts, their alternates, then the runners-up and closest misses).
   - Returns a drift report - a summary line, then the lines of every hypervisor with something
     to report (in C(drift)); each hypervisor's own lines, the ledger's usage beside the
     hypervisor's own view and each finding, in C(findings).
@@ -105,6 +109,18 @@ options:
         variable C(berth_keep_leftovers). C(delete.yml) of the instance removes it anyway.
     type: bool
     default: false
+  decisions_max_age_days:
+    description:
+      - With O(mark_missing), delete the scheduling decisions recorded more than this many days
+        ago. C(playbooks/gather.yml) takes it from C(berth_decisions_max_age_days).
+    type: int
+    default: 30
+  decisions_max_count:
+    description:
+      - With O(mark_missing), keep at most this many decisions, the newest. C(playbooks/gather.yml)
+        takes it from C(berth_decisions_max_count).
+    type: int
+    default: 10000
   service_down_time:
     description:
       - Seconds after its last sync that a hypervisor counts as down to the scheduler
@@ -166,6 +182,11 @@ ledger_created:
     exist yet, else null. The drift report's first line says so too.
   returned: unless O(mark_missing)
   type: str
+decisions_pruned:
+  description: With O(mark_missing), how many scheduling decisions were deleted (in check mode, would be).
+  returned: with O(mark_missing)
+  type: int
+  sample: 12
 findings:
   description: Each synced hypervisor's lines - the ledger's view beside the hypervisor's own, then each finding about it.
   returned: unless O(mark_missing)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import os
 from typing import Any
 
 import yaml
 
 from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import argument_spec
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 _COLLECTION = "berth.fleet"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
@@ -58,3 +60,39 @@ def module_argument_spec(action_path: str) -> dict[str, Any]:
     plugins = os.path.dirname(os.path.dirname(os.path.abspath(action_path)))
     module_path = os.path.join(plugins, "modules", os.path.basename(action_path))
     return argument_spec(module_documentation(module_path)["options"])
+
+
+# Options of type raw that take text, never a structure: a cloud-config or script is passed as it is,
+# whatever its first character.
+TEXT_OPTIONS = frozenset({"user_data"})
+_STRUCTURED_TYPES = ("dict", "list", "raw")
+
+
+def decode_json_options(args: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with each dict, list or structured raw option that is given as a JSON string (an
+    AWX survey passes text only: ``{"type": "user"}``, ``[{"type": "user"}]``) decoded, so that
+    it behaves as the dict or list; a blank string is no value at all (an optional survey answer
+    left empty), so the option's default applies; other values unchanged. A string that does not
+    start with ``{`` or ``[`` is left to the option itself: a flavor or image name, ``hv1,hv2`` for
+    a list."""
+    decoded = dict(args)
+    for option, value in args.items():
+        entry = spec.get(option)
+        if entry is None or entry["type"] not in _STRUCTURED_TYPES or option in TEXT_OPTIONS \
+                or not isinstance(value, str):
+            continue
+        if not value.strip():
+            del decoded[option]
+            continue
+        if not value.lstrip().startswith(("{", "[")):
+            continue
+        try:
+            decoded[option] = json.loads(value)
+        except ValueError as exc:
+            raise InputError(option, f"{option} is not valid JSON ({exc}): give {_JSON_FORMS[entry['type']]}, "
+                                     f"or not as a string") from exc
+    return decoded
+
+
+_JSON_FORMS = {"dict": 'a JSON object ({"key": "value"})', "list": 'a JSON list (["a", "b"])',
+               "raw": 'a JSON object or list ({"key": "value"}, [{"key": "value"}])'}

@@ -12,6 +12,7 @@ be in that list, or a build that dies would leak it.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import threading
 from typing import Any, Mapping, Sequence
@@ -21,6 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     image_checksum,
     nvram_volume_name,
+    open_image_source,
     pool_image,
     root_volume_name,
     seed_volume_name,
@@ -236,15 +238,16 @@ def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any],
     try:
         if planned["upload"]:
             step(f"uploading image {planned['upload']['name']}")
-            with open(planned["upload"]["source"], "rb") as handle:
-                data = handle.read()
-            hv.upload_volume(pool, planned["upload"]["name"], data, planned["upload"]["format"])
+            with open_image_source(planned["upload"]["source"], request["image_source_dirs"]) as handle:
+                hv.upload_volume(pool, planned["upload"]["name"], handle, os.fstat(handle.fileno()).st_size,
+                                 planned["upload"]["format"])
             session.uploaded(pool, planned["upload"]["name"])
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
         step("volume created", detail=True)
         hooks.reached(AFTER_ROOT_VOLUME, host=host, instance=uuid)
         if planned["seed"]:
-            hv.upload_volume(pool, seed_volume_name(uuid), planned["seed"]["data"], "raw")
+            seed = planned["seed"]["data"]
+            hv.upload_volume(pool, seed_volume_name(uuid), io.BytesIO(seed), len(seed), "raw")
             step("seed written", detail=True)
             hooks.reached(AFTER_SEED_VOLUME, host=host, instance=uuid)
         hv.define(planned["xml"])

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 from jinja2 import Environment, StrictUndefined
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import format_number
+from ansible_collections.berth.fleet.plugins.plugin_utils._decision_view import decision_view, to_the_second
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet_report_page import (
     BADGE,
     BAR,
@@ -45,8 +45,6 @@ STATES = ("up", "stale", "down", "missing")
 RESOURCES = (("vCPU", 1, "vCPUs"), ("RAM", 1024, "GiB"), ("disk", 1024, "GiB"))
 # How many hypervisors the summary lists as the most full.
 MOST_FULL_SHOWN = 10
-# Per decision, how many rejected hosts the page names (the decision keeps them all).
-REJECTIONS_SHOWN = 20
 # The stamp's place in the page: between two comments that no escaped text can contain.
 _STAMP_OPEN, _STAMP_CLOSE = "<!--berth:generated-->", "<!--/berth:generated-->"
 _STAMPED = re.compile(re.escape(_STAMP_OPEN) + ".*?" + re.escape(_STAMP_CLOSE), re.DOTALL)
@@ -126,11 +124,6 @@ def _amount(value: float, per_unit: int, digits: int = 1) -> str:
     return "0" if whole == "-0" else whole
 
 
-def _second(iso: str | None) -> str:
-    """A ledger time (ISO, UTC) to the second: what a reader needs, and what a browser parses."""
-    return (iso or "").split(".")[0]
-
-
 def _pct(share: float) -> str:
     """A CSS percentage, to a hundredth (a hundredth of a pixel on any screen)."""
     return _amount(max(share, 0.0) * 100, 1, 2)
@@ -164,7 +157,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
             "badges": badges,
             "disabled": bool(hypervisor["disabled"]), "disabled_reason": hypervisor["disabled_reason"],
             "failed_builds": hypervisor["usage"]["failed_builds"],
-            "synced_at": _second(hypervisor["synced_at"]), "zone": hypervisor["availability_zone"],
+            "synced_at": to_the_second(hypervisor["synced_at"]), "zone": hypervisor["availability_zone"],
             "aggregates": [aggregate.get("name", "") for aggregate in hypervisor["aggregates"] or []],
             "bars": bars, "fullness": max(drawn["fullness"] for drawn in bars),
             "instances": hosted, "unmanaged": hypervisor["unmanaged"],
@@ -183,7 +176,7 @@ def page_model(view: Mapping[str, Any], service_down_time: int, ledger: str) -> 
         "totals": _fleet_totals(hosts), "hosts_up": states["up"],
         "most_full": most_full,
         "server_groups": [_group(group, by_uuid) for group in view["server_groups"]],
-        "decisions": [_decision(decision) for decision in view["decisions"]],
+        "decisions": [decision_view(decision) for decision in view["decisions"]],
     }
 
 
@@ -203,36 +196,6 @@ def _group(group: Mapping[str, Any], instances: Mapping[str, Mapping[str, Any]])
             "max_server_per_host": (group["rules"] or {}).get("max_server_per_host"),
             "members": [{"name": member["name"], "host": member["host"], "state": member["state"]}
                         for member in sorted(members, key=lambda member: member["name"])]}
-
-
-def _decision(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded decision as the page explains it: what was asked, where each instance went and
-    why (each weigher's part), or why no host could take it (reasons counted, closest misses)."""
-    request = record["request"] or {}
-    decision = record["decision"] or {}
-    flavor = request.get("flavor") or {}
-    group = request.get("server_group") or {}
-    rejections = decision.get("rejections") or decision.get("closest_misses") or []
-    return {
-        "id": record["id"], "created_at": _second(record["created_at"]).replace("T", " "), "name": record["name"], "ok": record["ok"],
-        "outcome": record["outcome"], "summary": record["summary"],
-        "flavor": flavor.get("name"), "count": request.get("count"),
-        "sizes": f"{flavor.get('vcpus')} vCPU, {flavor.get('memory_mb')} MB RAM, {flavor.get('root_gb')} GB disk",
-        "server_group": group.get("name"), "availability_zone": request.get("availability_zone"),
-        "hosts_total": decision.get("hosts_total"),
-        "placements": [
-            {"index": placement.get("index", 0) + 1, "host": placement.get("host"),
-             "weight": format_number(round(float(placement.get("weight") or 0.0), 3)),
-             # Each weigher's part; those that added nothing (a multiplier of 0, all hosts alike)
-             # would only bury the ones that decided.
-             "weights": [f"{item['name']} {format_number(round(float(item['weighted']), 3))}"
-                         for item in placement.get("weights") or [] if item.get("weighted")],
-             "alternates": placement.get("alternates") or []}
-            for placement in decision.get("placements") or []],
-        "reasons": [f"{item.get('count')} {item.get('phrase')}" for item in decision.get("reasons") or []],
-        "rejections": [(item.get("host"), item.get("message")) for item in rejections[:REJECTIONS_SHOWN]],
-        "rejections_more": max(len(rejections) - REJECTIONS_SHOWN, 0),
-    }
 
 
 _compiled: Any = None

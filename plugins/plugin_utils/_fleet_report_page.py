@@ -195,7 +195,8 @@ instance{{ '' if h.instances | length == 1 else 's' }}</span></div>
 {% if h.why %}<p class="why s-text-{{ h.state }}">{{ h.state }}: {{ h.why }}; last sync \
 <time class="age" datetime="{{ h.synced_at }}Z">{{ h.synced_at | replace("T", " ") }} UTC</time></p>{% endif %}
 {% if h.disabled %}<p class="why">disabled: {{ h.disabled_reason or "no reason given" }}</p>{% endif %}
-{% if h.failed_builds %}<p class="why">{{ h.failed_builds }} failed build{{ '' if h.failed_builds == 1 else 's' }} since its last successful one (BuildFailureWeigher weighs it down)</p>{% endif %}
+{% if h.failed_builds %}<p class="why">{{ h.failed_builds }} failed build{{ '' if h.failed_builds == 1 else 's' }} \
+since its last successful one (BuildFailureWeigher weighs it down)</p>{% endif %}
 {% if h.instances %}<ul class="inst">{% for i in h.instances %}<li class="i-{{ i.state }}">{{ i.name }} \
 <small>{{ i.state }} · {{ i.flavor }}{% if i.server_group %} · group {{ i.server_group }}{% endif %}\
 {% if i.failure_reason %} · {{ i.failure_reason }}{% endif %}</small></li>{% endfor %}</ul>{% endif %}

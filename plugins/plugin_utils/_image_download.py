@@ -50,7 +50,7 @@ def fetch_image(image: dict[str, Any] | None, args: dict[str, Any]) -> dict[str,
         downloaded = True
     fetched = {**image, "source": cached, "downloaded": downloaded}
     try:
-        check_image_source(fetched)
+        check_image_source(fetched, [cache_dir], args["image_max_mb"])
     except InputError as exc:
         # The same refusals as an upload's (backing or data files in the qcow2 header, the wrong
         # format), told of the URL rather than of the cache's file.

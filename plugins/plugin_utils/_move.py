@@ -201,17 +201,20 @@ def _check_copies(dst: Hypervisor, pool: str, volumes: list[str]) -> None:
 _LIBVIRT_ADDED = ("controller", "memballoon", "video", "audio", "input")
 
 
-def foreign_parts(actual_xml: str, expected_xml: str) -> list[str]:
+def foreign_parts(actual_xml: str, expected_xml: str, running: bool = False) -> list[str]:
     """What the domain ``actual_xml`` (as a hypervisor gives it) has that Berth's own definition
     of it (``expected_xml``, from its record) does not, each named: a device Berth did not put
     there (a host directory, a host device, a serial port writing to a file...) and every element
-    of another namespace (QEMU's own arguments). Empty when the domain is as Berth defined it."""
+    of another namespace (QEMU's own arguments). Empty when the domain is as Berth defined it.
+    ``running``: ``actual_xml`` is a running domain's, whose character devices and interfaces
+    carry what libvirt assigned them at start (a pty, a socket, a tap device): those are not
+    compared, its disks' sources and every device it has are."""
     actual, expected = ET.fromstring(actual_xml), ET.fromstring(expected_xml)
     found = [f"{_qualified(child.tag)} (arguments or settings passed to QEMU as they are)"
              for child in actual if child.tag.startswith("{")]
-    wanted = collections.Counter(_device_key(device) for device in _devices(expected))
+    wanted = collections.Counter(_device_key(device, running) for device in _devices(expected))
     for device in _devices(actual):
-        key = _device_key(device)
+        key = _device_key(device, running)
         if wanted[key]:
             wanted[key] -= 1
         elif device.tag not in _LIBVIRT_ADDED or device.find("source") is not None:
@@ -224,15 +227,28 @@ def _devices(root: ET.Element) -> list[ET.Element]:
     return [device for device in devices if device.tag != "emulator"] if devices is not None else []
 
 
-def _device_key(device: ET.Element) -> tuple[Any, ...]:
+# The devices whose host resources libvirt assigns when the domain starts: compared without them
+# in a running domain's definition.
+_STARTED_SOURCES = ("serial", "console", "channel", "parallel", "interface", "graphics")
+
+
+def _device_key(device: ET.Element, running: bool = False) -> tuple[Any, ...]:
     """A device's identity, without what libvirt adds when it defines one (addresses, aliases,
     models and drivers it fills in): its kind and type, and every host resource it names."""
-    sources = tuple(sorted(item for element in device.iter() if element.tag in ("source", "log", "listen")
-                           for item in element.attrib.items() if item[0] not in ("mode", "append", "type")))
     target = device.find("target")
     mac = device.find("mac")
-    return (device.tag, device.get("type"), device.get("device"), sources,
-            None if target is None else (target.get("dev"), target.get("port"), target.get("name")),
+    sources = tuple(sorted(item for element in device.iter() if element.tag in ("source", "log", "listen")
+                           for item in element.attrib.items() if item[0] not in ("mode", "append", "type")))
+    target_key = None if target is None else (target.get("dev"), target.get("port"), target.get("name"))
+    if device.tag == "console" and target is not None and target.get("type") == "serial":
+        # The console of a serial port is that port seen again: libvirt copies the port's source
+        # and log into it, and refuses one that differs. The serial port itself is compared.
+        sources = ()
+    if running and device.tag in _STARTED_SOURCES:
+        sources = ()
+        if device.tag == "interface":
+            target_key = None  # the tap device libvirt made
+    return (device.tag, device.get("type"), device.get("device"), sources, target_key,
             None if mac is None else mac.get("address"))
 
 

@@ -114,7 +114,7 @@ def ledger_group(server_group: Any, ledger: Any) -> dict[str, Any] | None:
                                          "without it pass the group as a dict")
     group = ledger.scheduler_group(server_group)
     if group is None:
-        raise InputError("server_group", f"no server group named {server_group!r} in the ledger: create it "
+        raise InputError("server_group", f"no server group named {server_group!r} in {ledger.label}: create it "
                                          f"with berth.fleet.server_group first")
     return group
 
@@ -155,8 +155,8 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         images = [spec.image_volume] if spec.image_volume else []
         table, generations = ledger.host_table(needed_host_fields(spec), images, spec.requested_networks)
         if not len(table):
-            raise InputError("source", "the ledger knows no hypervisor yet: run playbooks/gather.yml (the tracker "
-                                       "sync) first, or give hosts, or source=inventory")
+            raise InputError("source", f"{ledger.label} knows no hypervisor yet: run playbooks/gather.yml (the "
+                                       f"tracker sync) into it first, or give hosts, or source=inventory")
         return Fleet(table, generations, {})
     if args.get("hosts") is not None:
         states, uris = [dict(state) for state in args["hosts"]], {}
@@ -238,18 +238,23 @@ def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:
 
 def recorded_states(fleet: Fleet, decision: Decision) -> list[dict[str, Any]]:
     """The host states a decision record keeps: all of them on small fleets (so it replays
-    whole), else those the decision names (placed, alternates, runners-up, closest misses):
-    every host of a 100,000-host fleet would be megabytes per launch."""
+    whole), else those the decision names, most telling first (placed, alternates, runners-up,
+    closest misses; the ledger keeps the first ledger.decisions.HOST_STATES_KEPT): every host of
+    a 100,000-host fleet would be megabytes per launch."""
     table = fleet.hosts
     if len(table) <= AUTO_FULL_EXPLAIN_HOSTS:
         positions: Sequence[int] = range(len(table))
     else:
-        named = {p.host for p in decision.placements}
-        for placement in decision.placements:
-            named.update(placement.alternates)
-            named.update(runner["host"] for runner in placement.runners_up)
-        named.update(miss.host for miss in decision.closest_misses)
-        positions = [position for position, host in enumerate(table.column("host")) if host in named]
+        rank: dict[str, int] = {}
+        named = [[p.host for p in decision.placements],
+                 [host for p in decision.placements for host in p.alternates],
+                 [runner["host"] for p in decision.placements for runner in p.runners_up],
+                 [miss.host for miss in decision.closest_misses]]
+        for order, hosts in enumerate(named):
+            for host in hosts:
+                rank.setdefault(host, order)
+        found = [(rank[host], position) for position, host in enumerate(table.column("host")) if host in rank]
+        positions = [position for _rank, position in sorted(found)]
     return [{**table[position].to_dict(), "generation": fleet.generations[position]} for position in positions]
 
 

@@ -9,12 +9,15 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
-from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_argument_spec
+from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import (
+    decode_json_options,
+    module_argument_spec,
+)
 
 
 class BerthAction(ActionBase):
-    """Validate the arguments against ``ARGUMENT_SPEC`` and the size limits, run ``run_berth``,
-    report failures."""
+    """Validate the arguments against ``ARGUMENT_SPEC`` (a dict or list option may come as a JSON
+    string, as an AWX survey gives it) and the size limits, run ``run_berth``, report failures."""
 
     TRANSFERS_FILES = False
     # Each action's own, derived from its module's DOCUMENTATION when the action is defined.
@@ -31,9 +34,16 @@ class BerthAction(ActionBase):
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
         if self.VARIABLE_PREFIXES and self._task.args.get("from_vars"):
             self._task.args = {**self._from_vars(task_vars or {}), **self._task.args}
+        if "ledger_url" in self.ARGUMENT_SPEC and self._task.args.get("ledger_url") is None \
+                and "berth_ledger_url" in (task_vars or {}):
+            # The inventory's ledger, as the playbooks pass it: an ad-hoc task
+            # (ansible -m berth.fleet.capacity) then reads the same ledger as a launch.
+            self._task.args = {**self._task.args, "ledger_url": self._templar.template(task_vars["berth_ledger_url"])}
         result = super().run(tmp, task_vars)
-        validation, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
         try:
+            # Before validation: Ansible would split a JSON list at its commas.
+            self._task.args = decode_json_options(self._task.args, self.ARGUMENT_SPEC)
+            validation, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
             limits.check_options(args)
             result.update(self.run_berth(args, task_vars or {}))
         except InputError as exc:

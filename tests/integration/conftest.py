@@ -164,7 +164,7 @@ def lab():
         hosts = fleet.up(directory, hosts=3)
         yield Lab(directory, hosts)
     finally:
-        fleet.down(directory)
+        fleet.discard(directory)
 
 
 def _ledger_key(extra: tuple, env_extra: dict | None) -> tuple:

@@ -26,7 +26,7 @@ def sasl_lab():
         fleet.require_password(directory, "hv1", USER, SECRET)
         yield directory
     finally:
-        fleet.down(directory)
+        fleet.discard(directory)
 
 
 def credentials(password: str | None) -> dict[str, str]:

@@ -1,12 +1,14 @@
 """berth.fleet.instances on the real lab fleet, through real ansible-playbook and ansible-inventory
 runs: a play launches instances on the lab's libvirt networks and then reaches web-1 by name over
 SSH at the address libvirt's DHCP leases give it; the inventory's groups and host variables; an
-unreachable hypervisor; user-mode guests without an address; delete removes them."""
+unreachable hypervisor; user-mode guests without an address; delete removes them; a guest whose
+agent answers with what is not an address of its network never gets it as its ansible_host."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import fleet
@@ -143,3 +145,50 @@ def test_a_user_mode_guest_is_listed_without_an_address_and_says_why(lab):
         assert variables["berth_domain"]["interfaces"][0]["type"] == "user"
     finally:
         assert lab.playbook("delete.yml", "-e", "name=slirp")["rc"] == 0
+
+
+# What a hostile guest's agent answers (lab/guest.py's berth.agent=): an SSH option, an address
+# outside the lab's networks, and its own DHCP address, in that order.
+HOSTILE_AGENT_ANSWER = ["-oProxyCommand=/bin/false", "192.0.2.1", "own"]
+
+
+def test_a_guest_agent_answer_that_is_not_an_address_of_its_network_never_becomes_ansible_host(lab, tmp_path):
+    lab.keep_synced((), None)
+    hostile = ",".join(HOSTILE_AGENT_ANSWER)
+    for name, answer in (("liar", hostile), ("liar-bare", hostile.removesuffix(",own"))):
+        launched = lab.playbook("launch.yml", "-e", json.dumps({"name": name, "networks": NETWORKS}),
+                                "-e", json.dumps({"berth_boot_cmdline": f"console=ttyS0 berth.agent={answer}"}))
+        assert launched["rc"] == 0, failed_messages(launched)
+    try:
+        row = next(row for row in lab.ledger_rows("instances") if row["name"] == "liar-1")
+        # The default sources (the lab's source waits for DHCP leases): the hypervisor's lease
+        # wins over whatever the agent says.
+        listing, _stderr = inventory(lab)
+        own = leased_address(lab, row["host"], "liar-1")
+        default = plain(listing["_meta"]["hostvars"]["liar-1"])
+        assert (default["berth_address_source"], default["ansible_host"]) == ("lease", own)
+
+        # The agent alone: the guest's own address is kept, the rest refused.
+        source = tmp_path / "agent_only.berth_instances.yml"
+        source.write_text(f"plugin: berth.fleet.instances\nledger_url: sqlite:///{lab.ledger_path}\n"
+                          "address_sources: [agent]\n")
+        deadline = time.monotonic() + 60
+        while True:  # the lab guest's agent loop starts beside its DHCP client
+            listing, _stderr = inventory(lab, str(source))
+            variables = plain(listing["_meta"]["hostvars"]["liar-1"])
+            if variables["berth_address_source"] == "agent" or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert variables["berth_address_source"] == "agent", variables.get("berth_address_reason")
+        assert variables["ansible_host"] == own
+        assert [address["address"] for address in variables["berth_addresses"]] == [own]
+        assert "ProxyCommand" not in json.dumps(variables)
+
+        # A guest whose agent says only the hostile values has no address, and says why.
+        bare = plain(listing["_meta"]["hostvars"]["liar-bare-1"])
+        assert "ansible_host" not in bare and bare["berth_address_source"] == "none"
+        assert "is not an IP address" in bare["berth_address_reason"]
+        assert "192.0.2.1 is outside the networks of interface" in bare["berth_address_reason"]
+    finally:
+        assert lab.playbook("delete.yml", "-e", "name=liar")["rc"] == 0
+        assert lab.playbook("delete.yml", "-e", "name=liar-bare")["rc"] == 0

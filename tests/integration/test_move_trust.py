@@ -40,12 +40,12 @@ def moving(lab, tmp_path_factory):
         return lab.finish(lab.start_playbook(name, "-e", json.dumps(extra), inventory=inventory, **kwargs))
 
     assert lab.finish(lab.start_playbook("gather.yml", inventory=inventory))["rc"] == 0
-    launched = playbook("launch.yml", {"name": "trust", "flavor": TINY})
+    launched = playbook("launch.yml", {"server_name": "trust", "flavor": TINY})
     assert launched["rc"] == 0, failed_messages(launched)
     try:
         yield {"lab": lab, "url": url, "inventory": inventory, "playbook": playbook}
     finally:
-        playbook("delete.yml", {"name": "trust"})
+        playbook("delete.yml", {"server_name": "trust"})
 
 
 def placed(moving) -> dict:
@@ -73,7 +73,7 @@ def run_move(moving, how: str, host: str) -> dict:
         run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor",
                    {"host": host, "state": "disabled", "reason": "resize elsewhere"})
         try:
-            return play("resize.yml", {"name": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
+            return play("resize.yml", {"server_name": "trust-1", "flavor": {**TINY, "name": "wider", "vcpus": 2}})
         finally:
             run_module(moving["lab"], moving["inventory"], "berth.fleet.hypervisor", {"host": host, "state": "enabled"})
     return play("migrate.yml", {"instance": "trust-1", "mode": how})
@@ -125,6 +125,9 @@ def test_the_destination_defines_what_berth_renders_not_what_the_source_has(movi
     # The definition Berth renders, in the destination's pool: same devices, same MAC, its disks there.
     assert [d.find("target").get("dev") for d in arrived.findall("devices/disk")] == [
         d.find("target").get("dev") for d in source_xml.findall("devices/disk")]
-    assert arrived.find("devices/interface/mac").get("address") == source_xml.find("devices/interface/mac").get("address")
+    assert [mac.get("address") for mac in arrived.findall("devices/interface/mac")] == [
+        mac.get("address") for mac in source_xml.findall("devices/interface/mac")]
+    pool = lab.virsh(after["host"], "pool-dumpxml", "default").split("<path>")[1].split("</path>")[0]
+    assert {disk.find("source").get("file").rsplit("/", 1)[0] for disk in arrived.findall("devices/disk")} == {pool}
     assert not [child for child in arrived if child.tag.startswith("{")]
     assert not arrived.findall("devices/filesystem") and not arrived.findall("devices/hostdev")

@@ -26,3 +26,26 @@ def test_awx_example_source_is_valid():
         "qemu+ssh://berth@kvm04.mgmt.example.com/system?keyfile=/run/key&no_tty=1")
     assert host_aggregates("kvm04", aggregates)[1] == "az2"
     assert [agg["name"] for agg in host_aggregates("kvm02", aggregates)[0]] == ["rack_a", "ssd"]
+
+
+def test_awx_launch_survey_asks_for_launch_options_and_its_defaults_validate():
+    import json
+
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    from ansible_collections.berth.fleet.plugins.action.server import ActionModule
+    from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import decode_json_options
+
+    survey = json.loads((REPO / "examples" / "awx" / "launch-survey.json").read_text())
+    spec = ActionModule.ARGUMENT_SPEC
+    questions = {question["variable"]: question for question in survey["spec"]}
+    # launch.yml takes server_name as the server's name; every other answer is an option of its name.
+    assert questions["server_name"]["required"] and set(questions) - {"server_name"} <= set(spec)
+    # What AWX passes: every answer as given (a blank optional one as ""), the JSON ones as text.
+    answers = {variable: question["default"] for variable, question in questions.items()}
+    answers["name"] = answers.pop("server_name") or "web"
+    args = decode_json_options(answers, spec)
+    assert args["networks"] == [{"type": "network", "name": "default"}] and args["metadata"] == {}
+    assert "server_group" not in args and args["user_data"] == ""
+    result = ArgumentSpecValidator(spec).validate(args)
+    assert not result.error_messages, result.error_messages

@@ -18,13 +18,21 @@ from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import first_rejection
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import active_filters
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import ResourceFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import Rejection
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    RESOURCE_DISK,
+    RESOURCE_RAM,
+    RESOURCE_VCPUS,
+    Rejection,
+)
 
 # A host that still passes after this many instances is not limited by any filter (a flavor
 # of zero size, or only filters that consumption cannot change).
 UNLIMITED = 2 ** 40
+# Each resource filter's resource as the answer names its used and limit (the ledger's names).
+USAGE_KEYS = {RESOURCE_VCPUS: "vcpus", RESOURCE_RAM: "memory_mb", RESOURCE_DISK: "disk_mb"}
 
 
 @dataclass
@@ -33,11 +41,16 @@ class HostCapacity:
     fits: int | None  # None: no enabled filter limits this host's count
     limited_by: str | None  # the filter that stops the next instance
     rejection: Rejection | None  # why not one more, with the numbers
+    usage: dict[str, Any] = dataclasses.field(default_factory=dict)  # <resource>_used, _limit now
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "fits": self.fits, "limited_by": self.limited_by,
-                "reason": self.rejection.message() if self.rejection else None,
-                "rejection": self.rejection.to_dict() if self.rejection else None}
+        reason = self.rejection.message() if self.rejection else None
+        if reason and self.fits:
+            # The rejection is of the host with those instances on it: said so, "fits 7" beside
+            # "insufficient vCPUs, free 0" reads as a contradiction.
+            reason = f"once {self.fits} more are placed: {reason}"
+        return {"host": self.host, "fits": self.fits, "limited_by": self.limited_by, "reason": reason,
+                "rejection": self.rejection.to_dict() if self.rejection else None, **self.usage}
 
 
 def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
@@ -47,9 +60,11 @@ def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
     results = []
     for host_state in hosts:
         if host_state.host.lower() in ignored:
-            results.append(HostCapacity(host_state.host, 0, "ignore_hosts", None))
-            continue
-        results.append(_host_capacity(host_state, filters, spec))
+            result = HostCapacity(host_state.host, 0, "ignore_hosts", None)
+        else:
+            result = _host_capacity(host_state, filters, spec)
+        result.usage = usage(host_state, filters, spec)
+        results.append(result)
     counts = [result.fits for result in results]
     if any(count is None for count in counts):
         total = None
@@ -58,6 +73,20 @@ def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
     else:
         total = sum(counts)  # type: ignore[arg-type]
     return {"total": total, "hosts": [result.to_dict() for result in results]}
+
+
+def usage(host_state: HostState, filters: Sequence[Any], spec: RequestSpec) -> dict[str, Any]:
+    """The host's used and limit of each resource an enabled resource filter checks, as that
+    filter computes them (its allocation ratio, an aggregate's where it takes one), before any
+    instance of the request: ``vcpus_used``, ``vcpus_limit``, ``memory_mb_used``..."""
+    found: dict[str, Any] = {}
+    for host_filter in filters:
+        key = USAGE_KEYS.get(getattr(host_filter, "resource", None))
+        if not isinstance(host_filter, ResourceFilter) or key is None or f"{key}_used" in found:
+            continue
+        fit = host_filter.fit(host_state, host_filter.number("allocation_ratio", host_state, spec), spec)
+        found[f"{key}_used"], found[f"{key}_limit"] = fit.used, fit.limit
+    return found
 
 
 def _host_capacity(host_state: HostState, filters: Sequence[Any],
@@ -102,4 +131,4 @@ def _largest_count(passes_after: Any) -> int:
     return high
 
 
-__all__ = ["capacity", "HostCapacity"]
+__all__ = ["capacity", "usage", "HostCapacity"]

@@ -62,7 +62,8 @@ class Placement:
     weights: list[WeightDetail]
     limits: dict[str, float]
     alternates: list[str]  # next best hosts to retry on, best first
-    runners_up: list[dict[str, Any]]  # [{"host", "weight"}], to show how close the choice was
+    # [{"host", "weight", "weights"}]: how close the choice was, and which weigher decided it
+    runners_up: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -184,7 +185,9 @@ def schedule(hosts: Sequence[HostState] | HostTable, spec: RequestSpec) -> Decis
             weights=backend.details(chosen.slot) if spec.driver != "chance" else [],
             limits=dict(chosen_state.limits),
             alternates=[backend.state(other.slot).host for other in others[:spec.max_attempts - 1]],
-            runners_up=[{"host": backend.state(other.slot).host, "weight": other.weight}
+            runners_up=[{"host": backend.state(other.slot).host, "weight": other.weight,
+                         "weights": ([detail.to_dict() for detail in backend.details(other.slot)]
+                                     if spec.driver != "chance" else [])}
                         for other in others[:RUNNERS_UP_SHOWN]],
         ))
         # The next instance must see this one's resources gone, and its group member placed.

@@ -268,7 +268,7 @@ class HostState:
             if isinstance(value, str):
                 try:
                     value = json.loads(value)
-                except ValueError:
+                except (ValueError, RecursionError):  # a hypervisor's text: nested past Python's stack
                     return None
             if not isinstance(value, dict):
                 return None

@@ -4,10 +4,10 @@ evaluates it.
 """
 from __future__ import annotations
 
-import json
 import operator
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     SchedulerInputError,
 )
@@ -42,17 +42,17 @@ COMMANDS = {
 }
 
 
+QUERY_FIELD = "scheduler_hints.query"
+
+
 def parse_query(query: Any) -> Any:
     """The query hint (a JSON string or the decoded list), checked: ["op", arg, ...]; None
     for an empty one ("", "[]", "null"), which passes every host, as in Nova."""
     if isinstance(query, str):
-        try:
-            query = json.loads(query) if query.strip() else None
-        except ValueError as exc:
-            raise SchedulerInputError("scheduler_hints.query",
-                                      f"scheduler_hints.query is not JSON: {exc}") from None
+        query = limits.load_json(QUERY_FIELD, query) if query.strip() else None
     if not query:
         return None
+    limits.check_nesting(QUERY_FIELD, query)
     _check(query)
     return query
 

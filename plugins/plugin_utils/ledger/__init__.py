@@ -110,6 +110,17 @@ class Ledger:
         # This object made the ledger's SQLite file (the tracker sync reports it).
         self.created = False
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as results and messages show it: never with its password."""
+        return safe_url(self.url)
+
+    @property
+    def label(self) -> str:
+        """How messages name this ledger: "the ledger at URL" (an operator with two ledgers, or an
+        inventory that names one, sees which was opened)."""
+        return f"the ledger at {self.shown_url}"
+
     def open(self, create: bool = False) -> Ledger:
         """Connect and migrate. A SQLite ledger that does not exist is created with ``create``;
         without it, opening is left to the first use, where a writer that may start a ledger
@@ -513,6 +524,13 @@ class Ledger:
         """Keep one decision with the request and host states it was made on; returns its id."""
         with self._write() as db:
             return decisions.record(db, name, owner, request, host_states, decision, outcome)
+
+    @database_errors
+    def prune_decisions(self, max_age_days: int, max_count: int, dry_run: bool = False) -> int:
+        """Drop the decisions older than ``max_age_days`` or beyond the newest ``max_count``;
+        returns how many (would have) gone."""
+        with self._write(dry_run=dry_run) as db:
+            return decisions.prune(db, max_age_days, max_count, dry_run)
 
     @database_errors
     def decisions(self, name: str | None = None, limit: int = 20) -> list[dict[str, Any]]:

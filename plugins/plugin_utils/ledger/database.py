@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -34,6 +35,9 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # costs a fifth of a second of each ansible-playbook run.
 SCHEMA_REVISION = "0006"
 SQLITE_LOCK_TIMEOUT_S = 30
+# A SQLite ledger Berth creates is its owner's alone: the file, and the directory it creates for it.
+SQLITE_FILE_MODE = 0o600
+SQLITE_DIRECTORY_MODE = 0o700
 # The PostgreSQL advisory lock that makes concurrent first opens of a ledger migrate it one
 # after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
 # will do, this one reads "berth".
@@ -144,20 +148,23 @@ def missing_ledger_error(url_text: str) -> LedgerError:
 
 
 def create_sqlite_file(url_text: str) -> bool:
-    """Make the file (and directories) of a SQLite ledger for its first writer; True if this
-    call made it (of several tracker syncs that start at once, one did)."""
+    """Make the file (0600) and directory (0700) of a SQLite ledger for its first writer: the
+    ledger holds every hypervisor's URI and every decision, which are the operator's own (SQLite
+    gives its -wal and -shm files the file's mode). True if this call made it (of several
+    tracker syncs that start at once, one did)."""
     path = sqlite_file(url_text)
     if path is None or path.exists():
         return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():
+            path.parent.mkdir(mode=SQLITE_DIRECTORY_MODE, parents=True, exist_ok=True)
         # O_EXCL: exactly one of the runs that found no file says it created the ledger.
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
     except FileExistsError:
         return False
     except OSError as exc:
-        raise LedgerError(f"cannot create the ledger at {safe_url(url_text)}: {exc.strerror}: "
-                          f"choose a writable path in ledger_url") from exc
+        raise LedgerError(f"cannot create the ledger or its directory at {safe_url(url_text)}: "
+                          f"{exc.strerror}: choose a writable path in ledger_url") from exc
     return True
 
 
@@ -175,8 +182,10 @@ def open_engine(url_text: str) -> Engine:
     if backend == "postgresql":
         import_library("psycopg", "psycopg[binary]", f"the ledger at {safe_url(url_text)}")
     path = sqlite_file(url_text)
-    if path is not None and not path.exists():
-        raise missing_ledger_error(url_text)
+    if path is not None:
+        if not path.exists():
+            raise missing_ledger_error(url_text)
+        _warn_if_readable(path)
     try:
         engine = _engine(url)
         _migrate(engine, url_text)
@@ -260,6 +269,16 @@ _compiled_cached = functools.lru_cache(maxsize=256)(_compiled)
 @functools.lru_cache(maxsize=None)
 def _datetime_processor(dialect: Any) -> Callable[[Any], Any] | None:
     return DateTime().dialect_impl(dialect).bind_processor(dialect)
+
+
+def _warn_if_readable(path: Path) -> None:
+    """An existing ledger file is left as it is, with a warning when others may read it."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        from ansible.utils.display import Display  # the controller's warnings, each shown once a run
+
+        Display().warning(f"the ledger file {path} is readable by other users (mode {mode:o}); it holds the "
+                          f"fleet's URIs and decisions: chmod {SQLITE_FILE_MODE:o} {path}")
 
 
 def reader(engine: Engine) -> Engine:

@@ -175,8 +175,19 @@ def _down_reason(status: str, synced_at: Any) -> str:
 def _parsed(texts: Sequence[str | None]) -> list[Any]:
     """JSON texts parsed, each distinct text once (the hosts share the parsed value: the
     engine never changes a fact)."""
-    cache = {text: json.loads(text) if text is not None else None for text in set(texts)}
+    cache = {text: _loaded(text) for text in set(texts)}
     return [cache[text] for text in texts]
+
+
+def _loaded(text: str | None) -> Any:
+    """A JSON column's value; None, as for a fact never recorded, where another writer of the
+    ledger stored text nested past what Python's json can decode (a RecursionError)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return None
 
 
 def _instances(db: Connection, uuids: Sequence[str]) -> list[list[str]]:

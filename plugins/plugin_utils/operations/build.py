@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
     check_image_source,
     dns_label,
+    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
@@ -178,7 +179,8 @@ class Build:
             "boot": boot_spec(args["boot"]),
             "pool": args["storage_pool"],
         }
-        check_image_source(request["image"])
+        request["image_source_dirs"] = image_source_dirs(args)
+        check_image_source(request["image"], request["image_source_dirs"], args["image_max_mb"])
         return request
 
     @staticmethod

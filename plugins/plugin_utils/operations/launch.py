@@ -13,6 +13,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
     check_image_source,
+    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
@@ -39,7 +40,7 @@ def check_request(args: Mapping[str, Any]) -> dict[str, Any]:
     its checksum checked. Contacts no hypervisor."""
     flavor = flavor_option(args).to_dict() if args.get("flavor") is not None else None
     image = image_spec(args.get("image"))
-    check_image_source(image)
+    check_image_source(image, image_source_dirs(args), args["image_max_mb"])
     networks = network_specs(args.get("networks") or [])
     metadata_spec(args.get("metadata") or {})
     user_data_spec(args.get("user_data"))

@@ -45,7 +45,7 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
     """The ledger's row of the instance ``name``, in one of ``states``, with its host's URI."""
     rows = ledger.instances([name])
     if not rows:
-        raise InputError("name", f"no instance named {name} in the ledger")
+        raise InputError("name", f"no instance named {name} in {ledger.label}")
     instance = rows[0]
     if instance["state"] not in states:
         raise InputError("name", f"{name} is {instance['state']}, only {' and '.join(states)} instances {verb}")
@@ -165,6 +165,11 @@ class Move:
             expected = recorded_definition(instance, instance_flavor(instance), template, src.pool_path(pool), offered,
                                            args["serial_log_dir"])
             foreign = foreign_parts(self.xml, expected)
+            if src.domain_state(uuid) not in OFF_STATES:
+                # What it runs with now, which a live migration carries: a device attached while
+                # it runs is in this definition only.
+                foreign += [part for part in foreign_parts(src.domain_xml(uuid) or "<domain/>", expected, running=True)
+                            if part not in foreign]
             if foreign:
                 raise InputError("carry_definition", (
                     f"{instance['name']}'s domain on {src.host} has what Berth did not define there: "

@@ -60,7 +60,7 @@ class Resize:
             return result
         refuse_shrinking(name, old, new)
         if not instance["uri"]:
-            raise BerthError(f"the ledger has no URI for {source}: run playbooks/gather.yml to sync it")
+            raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
         target = destination(args, task_vars, ledger, instance, new)
         same_host = target["host"] == source
         result.update(changed=True, to_host=target["host"], same_host=same_host, why=target["why"])

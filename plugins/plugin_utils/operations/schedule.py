@@ -116,7 +116,8 @@ class Schedule:
                 # What the engine needs to replay this decision: request, host states, answer.
                 if ledger is not None and not check_mode:
                     mark = time.perf_counter()
-                    request = {**spec_args, "flavor": flavor.to_dict(), "count": len(missing)}
+                    # The names too: which decision placed web-2 (playbooks/explain.yml).
+                    request = {**spec_args, "flavor": flavor.to_dict(), "count": len(missing), "names": missing}
                     if isinstance(request.get("server_group"), ServerGroup):
                         request["server_group"] = request["server_group"].to_dict()
                     result["decision_id"] = ledger.record_decision(

@@ -28,7 +28,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
 )
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_recorded
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 # What became of each group of leftovers (report.leftovers[].outcome).
 REMOVED, WOULD_REMOVE, KEPT, RUNNING, FAILED = "removed", "would remove", "kept", "running", "failed"
@@ -150,7 +150,7 @@ class Sync:
         summary = self._summary(report, findings, duration_s)
         # The first sync of a SQLite ledger made its file: say where, so a path nobody meant
         # (a typo in ledger_url) shows at once.
-        created = safe_url(self.ledger.url) if self.ledger.created else None
+        created = self.ledger.shown_url if self.ledger.created else None
         return {"changed": changed, "report": report, "findings": findings, "summary": summary,
                 "ledger_created": created,
                 "drift": [*([f"created a new ledger: {created}"] if created else []), summary["line"],
@@ -217,7 +217,8 @@ class Sync:
         down = synced - len(report["hypervisors"])
         drifting = sum(1 for lines in findings.values() if not _in_step(lines))
         per_1000_s = duration_s * 1000 / synced if synced else 0.0
-        line = (f"synced {synced} hypervisor(s) in {duration_s:.1f} s ({per_1000_s:.1f} s per 1,000, "
+        line = (f"synced {synced} hypervisor(s) in {duration_s:.1f} s into {self.ledger.label} "
+                f"({per_1000_s:.1f} s per 1,000, "
                 f"{self.request.workers} reading at once): {written} changed, "
                 f"{len(report['hypervisors']) - written} unchanged, {down} down; "
                 f"{synced - drifting} in step, {drifting} with findings (listed below; every host's lines "
@@ -418,15 +419,17 @@ def _leftover_line(group: Mapping[str, Any]) -> str:
 # ---- hypervisors no inventory lists ---------------------------------------------------------------
 
 def mark_missing(ledger: Ledger, listed: Sequence[str], service_down_time_s: int,
-                 dry_run: bool) -> dict[str, Any]:
+                 dry_run: bool, decisions_max_age_days: int, decisions_max_count: int) -> dict[str, Any]:
     """The other step of a sync, once per run: the ledger's hypervisors that the inventory does
     not list (``listed``: all its names) and that nothing synced for ``service_down_time_s``
-    are marked missing, never retired. Returns {changed, report, drift}."""
+    are marked missing, never retired; and the decisions past their retention are dropped.
+    Returns {changed, report, drift, decisions_pruned}."""
     report = ledger.mark_missing(listed, service_down_time_s, dry_run=dry_run)
+    pruned = ledger.prune_decisions(decisions_max_age_days, decisions_max_count, dry_run=dry_run)
     lines = [f"{entry['host']}: MISSING: in no inventory and not synced since {entry['last_synced_at']}; its "
              f"claims are kept until an operator retires it (berth.fleet.hypervisor state=retired)"
              for entry in report["missing"]]
     lines += [f"{entry['host']}: not in this inventory, synced elsewhere at {entry['last_synced_at']}; left as it was"
               for entry in report["synced_elsewhere"]]
-    return {"changed": report["changed"], "report": report,
+    return {"changed": report["changed"] or pruned > 0, "report": report, "decisions_pruned": pruned,
             "drift": lines or ["every hypervisor of the ledger is in this inventory"]}

@@ -3,6 +3,7 @@ value passes, one more is refused with an error that names the field and the lim
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -20,7 +21,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option, request_options
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import _parsed as _ledger_parsed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.server_groups import check_args
 
 SMALL = {"vcpus": 1, "memory_mb": 512, "root_gb": 1}
@@ -47,6 +50,10 @@ INTEGER_CASES = [
     (limits.SERVICE_DOWN_TIME, lambda value: limits.check_options({"service_down_time": value})),
     (limits.MAX_ATTEMPTS, lambda value: limits.check_options({"max_attempts": value})),
     (limits.MAX_SERVER_PER_HOST, lambda value: check_args("spread", "anti-affinity", value)),
+    (limits.IMAGE_MAX_MB, lambda value: limits.check_options({"image_max_mb": value})),
+    (limits.DECISIONS_SHOWN, lambda value: limits.check_options({"decisions": value})),
+    (limits.DECISIONS_MAX_AGE_DAYS, lambda value: limits.check_options({"decisions_max_age_days": value})),
+    (limits.DECISIONS_MAX_COUNT, lambda value: limits.check_options({"decisions_max_count": value})),
 ]
 
 
@@ -119,8 +126,70 @@ def test_text_at_its_limit_passes_and_one_more_is_refused_naming_the_field(field
     assert str(maximum) in message
 
 
+# ---- nesting: what recursive parsers and walks would take -------------------------------------------
+
+def _nested(depth, leaf=1):
+    """A value ``depth`` lists deep."""
+    for _level in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def _query(depth):
+    """A valid query hint ``depth`` lists deep: ["and", ["and", ...]]."""
+    query = ["and"]
+    for _level in range(depth - 1):
+        query = ["and", query]
+    return query
+
+
+# (field, take(depth)): the mappings sit one level above what they hold.
+NESTING_CASES = [
+    ("scheduler_hints.query", lambda depth: parse_query(json.dumps(_query(depth)))),
+    ("scheduler_hints.query", lambda depth: parse_query(_query(depth))),
+    ("scheduler_hints", lambda depth: _request(scheduler_hints={"k": _nested(depth - 1)})()),
+    ("image_properties", lambda depth: _request(image_properties={"k": _nested(depth - 1)})()),
+    ("image.properties", lambda depth: image_spec({"name": "i.qcow2", "properties": {"k": _nested(depth - 1)}})),
+]
+
+
+@pytest.mark.parametrize("field, take", NESTING_CASES,
+                         ids=[f"{case[0]}-{index}" for index, case in enumerate(NESTING_CASES)])
+def test_nesting_at_its_limit_passes_and_one_level_more_is_refused_naming_the_field(field, take):
+    take(limits.NESTING_DEPTH.maximum)
+    message = refused(lambda: take(limits.NESTING_DEPTH.maximum + 1), field)
+    assert message == f"{field}: nests deeper than the limit of {limits.NESTING_DEPTH.describe()}"
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100000 + "]" * 100000,
+    '["and", ' * 5000 + '["=", 1, 1]' + "]" * 5000,
+    '{"a": ' * 5000 + "1" + "}" * 5000,
+], ids=["lists", "query", "objects"])
+def test_a_query_nested_past_python_s_stack_is_a_field_error_not_a_recursion_error(text):
+    refused(lambda: parse_query(text), "scheduler_hints.query")
+
+
+def test_brackets_inside_json_strings_do_not_count_as_nesting():
+    text = json.dumps(["=", "$hypervisor_type", "[" * 100 + '\\"{' * 50])
+    assert parse_query(text)[2].startswith("[[[")
+
+
+def test_a_decoded_hint_nested_past_python_s_stack_is_a_field_error():
+    refused(_request(scheduler_hints={"query": _nested(100000)}), "scheduler_hints")
+
+
+def test_not_json_is_still_named_as_such():
+    assert "is not JSON" in refused(lambda: parse_query('["=", 1'), "scheduler_hints.query")
+
+
+def test_a_ledger_json_column_nested_past_python_s_stack_reads_as_missing():
+    assert _ledger_parsed(["[" * 100000 + "]" * 100000, '{"a": 1}', None]) == [None, {"a": 1}, None]
+
+
 def test_every_limit_has_a_test_here():
-    tested = {limit.field for limit, _take in INTEGER_CASES} | {field for field, _take, _max in LENGTH_CASES}
+    tested = {limit.field for limit, _take in INTEGER_CASES} | {field for field, _take, _max in LENGTH_CASES} | \
+        {field for field, _take in NESTING_CASES}
     declared = {value.field for value in vars(limits).values() if isinstance(value, (limits.Limit, limits.LengthLimit))}
     host = {limit.field for limit in (limits.HOST_VCPUS, limits.HOST_MEMORY_MB, limits.HOST_DISK_GB,
                                       limits.HOST_RESERVED_MEMORY_MB, limits.HOST_RESERVED_DISK_MB,

@@ -118,13 +118,14 @@ def test_an_upload_must_stand_alone(tmp_path, content, fmt, field, message):
     source.write_bytes(content)
     image = {"name": "image", "format": fmt, "source": str(source)}
     if message is None:
-        check_image_source(image)
+        check_image_source(image, [str(tmp_path)], 8192)
         return
     with pytest.raises(InputError, match=message) as refused:
-        check_image_source(image)
+        check_image_source(image, [str(tmp_path)], 8192)
     assert refused.value.field == field
 
 
 def test_an_upload_source_that_is_not_a_file_is_refused(tmp_path):
+    (tmp_path / "dir").mkdir()
     with pytest.raises(InputError, match="is not a readable file on the controller"):
-        check_image_source({"name": "x", "format": "qcow2", "source": str(tmp_path)})
+        check_image_source({"name": "x", "format": "qcow2", "source": str(tmp_path / "dir")}, [str(tmp_path)], 8192)

@@ -113,7 +113,7 @@ def test_missing_postgres_database_and_unreachable_server_name_the_url_not_the_p
 def test_unwritable_directory_is_refused(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(LedgerError, match="cannot create the ledger at .*Not a directory"):
+    with pytest.raises(LedgerError, match="cannot create the ledger or its directory at .*Not a directory"):
         Ledger(f"sqlite:///{blocker}/sub/l.sqlite3").open(create=True)
 
 

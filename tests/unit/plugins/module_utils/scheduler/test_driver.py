@@ -43,8 +43,10 @@ def test_equal_hosts_spread_one_instance_each():
     second = decision.placements[1]
     assert second.weight == 1.0
     assert second.alternates == ["hv3", "hv1"]
-    assert second.runners_up == [{"host": "hv3", "weight": 1.0},
-                                 {"host": "hv1", "weight": pytest.approx(13824 / 15872)}]
+    assert [(other["host"], other["weight"]) for other in second.runners_up] == [
+        ("hv3", 1.0), ("hv1", pytest.approx(13824 / 15872))]
+    # Each runner-up with its weighers' parts, as the winner has them: RAM decided.
+    assert [(part["name"], part["raw"]) for part in second.runners_up[1]["weights"]] == [("RAMWeigher", 13824)]
 
 
 def test_negative_ram_multiplier_stacks_on_the_first_host():
@@ -106,7 +108,9 @@ def test_placement_carries_identity_limits_and_weights():
     (detail,) = placement.weights
     assert (detail.name, detail.raw, detail.normalized, detail.multiplier, detail.weighted) == (
         "RAMWeigher", 15872, 1.0, 1.0, 1.0)
-    assert placement.runners_up == [{"host": "hv1", "weight": pytest.approx(8000 / 15872)}]
+    assert placement.runners_up == [{"host": "hv1", "weight": pytest.approx(8000 / 15872), "weights": [
+        {"name": "RAMWeigher", "raw": 8000, "normalized": pytest.approx(8000 / 15872), "multiplier": 1.0,
+         "weighted": pytest.approx(8000 / 15872)}]}]
 
 
 # --- failure: all or nothing, explained ---------------------------------------------------

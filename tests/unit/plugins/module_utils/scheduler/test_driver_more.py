@@ -96,8 +96,14 @@ def test_capacity_per_host_and_total():
     assert [(h["host"], h["fits"], h["limited_by"]) for h in answer["hosts"]] == [
         ("hv1", 5, "DiskFilter"), ("hv2", 2, "RamFilter"), ("hv3", 0, "ComputeFilter")]
     assert answer["total"] == 7
-    assert answer["hosts"][1]["reason"] == ("insufficient RAM: needs 2048 MB, free 904 MB "
+    # The rejection is of hv2 with its 2 placed: said so.
+    assert answer["hosts"][1]["reason"] == ("once 2 more are placed: insufficient RAM: needs 2048 MB, free 904 MB "
                                             "(used 15480 of limit 16384 MB)")
+    # Each host's usage now, as the resource filters compute it (hv3's down host too).
+    assert {key: answer["hosts"][1][key] for key in answer["hosts"][1] if key.endswith(("_used", "_limit"))} == {
+        "memory_mb_used": 11384, "memory_mb_limit": 16384.0, "vcpus_used": 0, "vcpus_limit": 32.0,
+        "disk_mb_used": 0, "disk_mb_limit": 102400.0}
+    assert answer["hosts"][2]["reason"] == "host down"
 
 
 def test_capacity_with_groups():

@@ -234,3 +234,9 @@ def test_to_dict_round_trips_through_from_dict():
     assert data["limits"] == {}
     assert data["down_reason"] is None
     assert HostState.from_dict(data) == host
+
+
+def test_a_hypervisor_fact_nested_past_python_s_stack_reads_as_missing():
+    # A hostile hypervisor's text inside cpu_info: json.loads would raise RecursionError.
+    host = make_host(cpu_info={"features": "[" * 100000 + "]" * 100000})
+    assert host.fact(["cpu_info", "features", "x"]) is None

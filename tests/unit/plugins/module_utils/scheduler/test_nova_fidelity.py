@@ -194,7 +194,7 @@ def test_metrics_weigher_without_required_weighs_a_missing_metric_as_unavailable
                      metrics_required=False)
     decision = schedule(hosts, spec)
     assert [placement.host for placement in decision.placements] == ["hv2"]
-    assert decision.placements[0].runners_up == [{"host": "hv1", "weight": 0.0}]
+    assert [(runner["host"], runner["weight"]) for runner in decision.placements[0].runners_up] == [("hv1", 0.0)]
 
 
 # 9. RetryFilter --------------------------------------------------------------------------------

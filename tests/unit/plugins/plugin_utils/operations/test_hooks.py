@@ -65,7 +65,7 @@ class FakeHypervisor:
     def create_volume(self, pool, name, capacity_gb, backing):
         self.volumes.add(name)
 
-    def upload_volume(self, pool, name, data, volume_format):
+    def upload_volume(self, pool, name, reader, size_bytes, volume_format):
         self.volumes.add(name)
 
     def define(self, xml):

@@ -86,6 +86,8 @@ HOSTILE = {
 
 
 def as_libvirt_gives_it(xml, extra_devices="", top=""):
+    # libvirt shows the serial port's log again in the console that mirrors it.
+    xml = xml.replace("<console type='pty'>", f"<console type='pty'><log file='{LOGS}/web-1.serial.log' append='on'/>")
     devices_end = xml.index("</devices>")
     xml = xml[:devices_end] + LIBVIRT_ADDS + extra_devices + xml[devices_end:]
     return xml.replace("</domain>", top + "</domain>")
@@ -157,3 +159,16 @@ def test_an_instance_without_a_build_record_cannot_be_defined_again():
     with pytest.raises(InputError, match="UUID in the ledger is not a UUID"):
         recorded_definition({"name": "web-1", "uuid": "../../etc", "request": {"build": {}}}, TINY, TEMPLATE, POOL,
                             [], LOGS)
+
+
+def test_a_running_domain_is_compared_without_what_libvirt_assigned_at_start():
+    xml, _instance = launched(launch_request())
+    running = as_libvirt_gives_it(xml).replace(
+        "<serial type='pty'>", "<serial type='pty'><source path='/dev/pts/7'/>").replace(
+        "<mac address=", "<target dev='vnet3'/><mac address=", 1)
+    assert foreign_parts(running, xml, running=True) == []
+    # Attached while it runs: a host device, and a CD-ROM's medium changed to a host file.
+    device, named = HOSTILE["hostdev"]
+    assert foreign_parts(as_libvirt_gives_it(running, device), xml, running=True) == [named]
+    swapped = running.replace(f"{POOL}/{seed_volume_name(UUID)}", "/etc/shadow")
+    assert foreign_parts(swapped, xml, running=True) == ["disk type=file device=cdrom (file=/etc/shadow)"]

@@ -1,0 +1,198 @@
+"""Image sources come from directories the operator allows, and go to the pool in chunks within a
+time limit that grows with their size (issue 22)."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+from ansible_collections.berth.fleet.plugins.module_utils import libvirt_host
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    check_image_source,
+    image_source_dirs,
+    open_image_source,
+)
+
+RAW = b"\0" * 4096
+
+
+@pytest.fixture
+def allowed(tmp_path):
+    directory = tmp_path / "images"
+    directory.mkdir()
+    (directory / "disk.raw").write_bytes(RAW)
+    return directory
+
+
+def raw(path):
+    return {"name": "disk.raw", "format": "raw", "source": str(path)}
+
+
+def refused(image, dirs, max_mb=8192) -> str:
+    with pytest.raises(InputError) as caught:
+        check_image_source(image, [str(directory) for directory in dirs], max_mb)
+    assert caught.value.field == "image.source"
+    return str(caught.value)
+
+
+def test_a_file_in_an_allowed_directory_is_taken(allowed):
+    check_image_source(raw(allowed / "disk.raw"), [str(allowed)], 8192)
+
+
+def test_etc_shadow_is_refused_naming_the_field_and_the_setting(allowed):
+    message = refused(raw("/etc/shadow"), [allowed])
+    assert "/etc/shadow is not in a directory images may be uploaded from" in message
+    assert "image_source_dirs" in message and "berth_image_source_dirs" in message
+
+
+def test_nothing_is_allowed_by_default_but_berth_s_own_cache(tmp_path, allowed):
+    cache = tmp_path / "cache"
+    assert image_source_dirs({"image_source_dirs": [], "image_cache_dir": str(cache)}) == [str(cache)]
+    refused(raw(allowed / "disk.raw"), image_source_dirs({"image_source_dirs": [], "image_cache_dir": str(cache)}))
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda allowed, tmp_path: allowed / ".." / "outside.raw", id="dot-dot"),
+    pytest.param(lambda allowed, tmp_path: _link(allowed / "link.raw", tmp_path / "outside.raw"), id="link-out"),
+    pytest.param(lambda allowed, tmp_path: _link(allowed / "shadow.raw", "/etc/shadow"), id="link-to-shadow"),
+    pytest.param(lambda allowed, tmp_path: tmp_path / "images-evil" / "disk.raw", id="prefix-sibling"),
+])
+def test_a_path_that_leads_out_of_the_allowed_directories_is_refused(allowed, tmp_path, make):
+    (tmp_path / "outside.raw").write_bytes(RAW)
+    (tmp_path / "images-evil").mkdir()
+    (tmp_path / "images-evil" / "disk.raw").write_bytes(RAW)
+    message = refused(raw(make(allowed, tmp_path)), [allowed])
+    assert "is not in a directory images may be uploaded from" in message
+
+
+def test_a_link_inside_an_allowed_directory_to_a_file_inside_is_taken(allowed):
+    _link(allowed / "current.raw", allowed / "disk.raw")
+    check_image_source(raw(allowed / "current.raw"), [str(allowed)], 8192)
+
+
+def test_a_fifo_or_device_is_refused_without_blocking(allowed):
+    os.mkfifo(allowed / "pipe.raw")
+    assert "not a regular file" in refused(raw(allowed / "pipe.raw"), [allowed])
+    assert "not a regular file" in refused(raw("/dev/zero"), ["/dev"])
+
+
+def test_an_image_over_image_max_mb_is_refused(allowed):
+    with open(allowed / "big.raw", "wb") as big:
+        big.truncate(2 * 1024 * 1024 + 1)  # sparse: 2 MiB and a byte
+    check_image_source(raw(allowed / "big.raw"), [str(allowed)], 3)
+    assert "more than image_max_mb (2)" in refused(raw(allowed / "big.raw"), [allowed], max_mb=2)
+
+
+def test_the_file_opened_is_the_one_checked(allowed):
+    with open_image_source(str(allowed / "disk.raw"), [str(allowed)]) as handle:
+        assert handle.read() == RAW
+
+
+def _link(link, target):
+    os.symlink(target, link)
+    return link
+
+
+# ---- the upload: chunks, bounded memory, a time limit that grows with the size -------------------
+
+class FakeStream:
+    def __init__(self):
+        self.sizes = []
+        self.finished = self.aborted = False
+
+    def send(self, data):
+        self.sizes.append(len(data))
+        return len(data)
+
+    def finish(self):
+        self.finished = True
+
+    def abort(self):
+        self.aborted = True
+
+
+class FakeVolume:
+    def __init__(self):
+        self.deleted = False
+
+    def upload(self, stream, offset, length, flags):
+        self.length = length
+
+    def delete(self, flags):
+        self.deleted = True
+
+    def path(self):
+        return "/pool/disk.raw"
+
+
+class FakePool:
+    def __init__(self, volume):
+        self.volume = volume
+
+    def createXML(self, xml, flags):
+        self.xml = xml
+        return self.volume
+
+
+class FakeConnection:
+    def __init__(self):
+        self.stream, self.volume = FakeStream(), FakeVolume()
+        self.pool = FakePool(self.volume)
+
+    def storagePoolLookupByName(self, name):
+        return self.pool
+
+    def newStream(self, flags):
+        return self.stream
+
+
+class CountingReader(io.RawIOBase):
+    """Gives ``size`` bytes and remembers the largest read asked of it."""
+
+    def __init__(self, size):
+        self.left, self.largest = size, 0
+
+    def readable(self):
+        return True
+
+    def read(self, count=-1):
+        self.largest = max(self.largest, count)
+        count = min(count, self.left)
+        self.left -= count
+        return b"\0" * count
+
+
+def hypervisor():
+    hv = Hypervisor("hv1", "test:///default", 10, bounded_by_caller=True)
+    hv.conn = FakeConnection()
+    return hv
+
+
+def test_an_upload_is_sent_in_chunks_and_never_read_whole():
+    hv = hypervisor()
+    size = 10 * libvirt_host.UPLOAD_CHUNK_BYTES + 123
+    reader = CountingReader(size)
+    assert hv.upload_volume("default", "disk.raw", reader, size, "raw") == "/pool/disk.raw"
+    stream = hv.conn.stream
+    assert sum(stream.sizes) == size and max(stream.sizes) <= libvirt_host.UPLOAD_CHUNK_BYTES
+    assert reader.largest <= libvirt_host.UPLOAD_CHUNK_BYTES and stream.finished
+    assert str(size) in hv.conn.pool.xml
+
+
+def test_a_file_that_ends_early_fails_the_upload_and_removes_the_volume():
+    hv = hypervisor()
+    with pytest.raises(HypervisorError, match="ended 100 bytes short"):
+        hv.upload_volume("default", "disk.raw", CountingReader(900), 1000, "raw")
+    assert hv.conn.volume.deleted and hv.conn.stream.aborted
+
+
+def test_the_time_limit_grows_with_the_size():
+    hv = hypervisor()
+    two_gib = 2 * 1024**3
+    assert hv.upload_timeout_s(0) == 10
+    assert hv.upload_timeout_s(two_gib) == 10 + two_gib / libvirt_host.UPLOAD_FLOOR_BYTES_PER_S
+    assert hv.upload_timeout_s(two_gib) > 400
