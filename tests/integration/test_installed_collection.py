@@ -1,8 +1,8 @@
 """berth.fleet as a user installs it: the built tarball, `ansible-galaxy collection install`
 into an empty collections path, in a fresh virtual environment holding only ansible-core and the
 Python packages the installed collection lists (meta/ee-requirements.txt); then the collection's
-own playbooks, by name, against the lab fleet: the hypervisors' check, a tracker sync and a
-check-mode launch.
+own playbooks, by name, against the lab fleet: the hypervisors' check, a tracker sync, a
+check-mode launch and the instances' list.
 
 Nothing of this checkout is on the way: no .venv, no .cache link, no ansible.cfg.
 """
@@ -88,7 +88,7 @@ def test_a_check_mode_launch_from_the_installed_collection(lab, installed, tmp_p
     checked = run("berth.fleet.check")
     assert checked["rc"] == 0, failed_messages(checked)
     # No ledger yet: a launch, which decides from the ledger's last sync, is refused and makes none.
-    early = run("berth.fleet.launch", "--check", "-e", "name=inst", "-e", "flavor=m1.tiny")
+    early = run("berth.fleet.launch", "--check", "-e", "server_name=inst", "-e", "flavor=m1.tiny")
     assert early["rc"] != 0
     assert failed_messages(early)[0].startswith(f"no ledger at {tmp_path / 'ledger.sqlite3'} ")
     assert not (tmp_path / "ledger.sqlite3").exists()
@@ -98,7 +98,7 @@ def test_a_check_mode_launch_from_the_installed_collection(lab, installed, tmp_p
     assert task_results(synced, "Drift report")[0]["msg"][0] == f"created a new ledger: {ledger_url}"
     before = running_domains(lab)
 
-    planned = run("berth.fleet.launch", "--check", "-e", "name=inst", "-e", "flavor=m1.tiny", "-e", "count=2")
+    planned = run("berth.fleet.launch", "--check", "-e", "server_name=inst", "-e", "flavor=m1.tiny", "-e", "count=2")
     assert planned["rc"] == 0, failed_messages(planned)
     plan = task_result(planned, "Launch the instances")
     assert [(instance["name"], instance["state"]) for instance in plan["instances"]] == [
@@ -108,9 +108,15 @@ def test_a_check_mode_launch_from_the_installed_collection(lab, installed, tmp_p
     assert rows(ledger_url, "instances") == []
     assert running_domains(lab) == before
 
-    # The everyday commands from the installed collection go here (list.yml first: its rows
-    # are the ledger's instances, none after a check-mode launch).
+    # The everyday commands from the installed collection: list.yml reads the ledger, which a
+    # check-mode launch left without instances.
+    listed = run("berth.fleet.list")
+    assert listed["rc"] == 0, failed_messages(listed)
+    assert task_result(listed, "Read the instances from the ledger")["instances"] == []
+    shown = task_result(listed, "Show the instances")["msg"]
+    assert shown[0] == f"0 instance(s) in the ledger at {ledger_url}"
 
     # Installed as the README says, on the ansible-core CI runs: Ansible warns of nothing
     # about the collection (a requires_ansible that excludes it would).
-    assert "does not support Ansible version" not in planned["stderr"] + synced["stderr"] + checked["stderr"]
+    stderr = "".join(output["stderr"] for output in (checked, synced, planned, listed))
+    assert "does not support Ansible version" not in stderr
