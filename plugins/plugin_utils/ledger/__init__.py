@@ -51,6 +51,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import
     SCHEMA_REVISION,
     database_errors,
     default_url,
+    mask_secrets,
     open_engine,
     reader,
     run_owner,
@@ -85,7 +86,7 @@ __all__ = [
     "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
     "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
-    "metadata", "safe_url", "utcnow",
+    "mask_secrets", "metadata", "safe_url", "utcnow",
 ]
 
 
