@@ -684,6 +684,11 @@ def ledger_path(dir=None) -> Path:
     return _dir(dir) / "ledger.sqlite3"
 
 
+# The lab's daemons listen on sockets of their own (qemu+unix:///system?socket=...): Berth's URI
+# policy refuses socket= unless the operator's source allows it, as the lab's sources do.
+LAB_URI_POLICY = ["uri_policy:", "  allow_parameters: [socket]  # the lab's daemons' own sockets"]
+
+
 def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
     inv = inventory_dir(base)
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
@@ -692,6 +697,7 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         "inventory plugin.",
         "plugin: berth.fleet.hypervisors",
         f"storage_pool: {POOL_NAME}",
+        *LAB_URI_POLICY,
         "hypervisors:",
     ]
     for name in names:
@@ -724,6 +730,7 @@ def write_instances_inventory(base: Path, boot: dict) -> Path:
         "# Written by lab/fleet.py: the lab's instances, from its ledger (berth.fleet.instances).",
         "plugin: berth.fleet.instances",
         f"ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        *LAB_URI_POLICY,
         "# Read right after launches: wait for booting guests' DHCP leases.",
         "wait_for_addresses: 120",
     ]) + "\n"

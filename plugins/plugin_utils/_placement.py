@@ -34,6 +34,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import inventory_host_states
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -163,7 +164,8 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         states, uris = inventory_host_states(dict(task_vars), args.get("hypervisor_group") or "hypervisors")
     if ledger is not None:
         if sync:
-            ledger.sync_hypervisors([{**state, "uri": uris.get(state["host"])} for state in states])
+            ledger.sync_hypervisors([{**state, "uri": uris.get(state["host"])} for state in states],
+                                    UriPolicy.from_settings(args.get("uri_policy")))
         states = ledger.tracker_states(states, needed_host_fields(spec))
     table = HostTable.from_states([HostState.from_dict(state) for state in states])
     return Fleet(table, [state.get("generation") for state in states], uris)

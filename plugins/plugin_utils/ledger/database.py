@@ -32,7 +32,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The newest migration's revision (tests/unit check that it is alembic's head). Every action
 # opens the ledger; one that is at this revision is opened without importing alembic, which
 # costs a fifth of a second of each ansible-playbook run.
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0007"
 SQLITE_LOCK_TIMEOUT_S = 30
 # The PostgreSQL advisory lock that makes concurrent first opens of a ledger migrate it one
 # after the other (gather.yml's per-host tasks all open a new ledger at once); any constant
