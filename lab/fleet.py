@@ -34,7 +34,7 @@ DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml, and DIR/inst
 berth.fleet.instances source on the lab's ledger, with the SSH settings of the guests).
 
 Importable (tests put lab/ on sys.path and ``import fleet``): up(), down(), status(),
-stop_daemon(), start_daemon(), hosts(), host_root(), hypervisor_dirs(), host_path(),
+stop_daemon(), start_daemon(), impersonate(), hosts(), host_root(), hypervisor_dirs(), host_path(),
 log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir().
 
 Stdlib only. Needs root, util-linux (unshare, setsid, mount), libvirtd, virsh.
@@ -155,6 +155,10 @@ def _check_name(name: str) -> str:
     return name
 
 
+# A file in a host's directory that makes its daemon report another host UUID (impersonate()).
+UUID_OVERRIDE = "host_uuid.override"
+
+
 def host_names(n: int) -> list[str]:
     return [f"hv{i}" for i in range(1, n + 1)]
 
@@ -193,8 +197,24 @@ def uri(dir, name: str) -> str:
 
 
 def host_uuid(dir, name: str) -> str:
-    """Deterministic: the same lab dir and name give the same UUID on every up."""
+    """Deterministic: the same lab dir and name give the same UUID on every up (unless
+    impersonate() gave the host another's)."""
+    override = host_root(dir, name) / UUID_OVERRIDE
+    if override.is_file():
+        return override.read_text().strip()
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"berth-lab:{_dir(dir)}:{_check_name(name)}"))
+
+
+def impersonate(dir, name: str, host_uuid_: str | None) -> int:
+    """Restart NAME's libvirtd reporting ``host_uuid_`` as its host UUID (another host's, as a
+    copied SMBIOS or host_uuid would), or its own again (None); return its PID."""
+    override = host_root(dir, name) / UUID_OVERRIDE
+    if host_uuid_:
+        override.write_text(host_uuid_ + "\n")
+    else:
+        override.unlink(missing_ok=True)
+    stop_daemon(dir, name)
+    return start_daemon(dir, name)
 
 
 def hostname(name: str) -> str:

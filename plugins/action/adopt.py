@@ -25,7 +25,10 @@ class ActionModule(BerthAction):
         ledger = Ledger(args["ledger_url"]).open()
         # The inventory's live facts where it gathered them (synced before adopting), else the
         # ledger's record of the hypervisor.
-        variables = task_vars.get("hostvars", {}).get(host) or {}
+        # Asked with ``in`` first: HostVars cannot answer get() for a host it lacks outside a
+        # template (a ledger-only run has no hypervisor hosts).
+        hostvars = task_vars.get("hostvars", {})
+        variables = (hostvars[host] if host in hostvars else None) or {}
         state = variables.get("berth_host_state")
         uri = variables.get("berth_libvirt_uri")
         if state and not state.get("service_up"):

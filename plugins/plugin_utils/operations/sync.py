@@ -321,10 +321,11 @@ def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
     """(host, line) pairs: one per hypervisor (the ledger's view beside the hypervisor's own),
     then each finding, with the hypervisor it is about."""
     lines = []
+    conflicts = {conflict["host"]: conflict["reason"] for conflict in report.get("identity_conflicts", [])}
     for state in states:
         row = hypervisors.get(state.get("uuid") or "")
-        if state.get("conflicting_uuid"):
-            lines.append((state["host"], f"{state['host']}: IDENTITY CONFLICT: {state['down_reason']}"))
+        if state["host"] in conflicts:
+            lines.append((state["host"], f"{state['host']}: IDENTITY CONFLICT: {conflicts[state['host']]}"))
             continue
         if not state.get("service_up") or row is None:
             lines.append((state["host"], f"{state['host']}: did not answer ({state.get('down_reason') or 'no facts'}); "

@@ -154,3 +154,32 @@ def test_a_host_listed_twice_or_without_the_inventory_s_variables_is_refused(fle
 
 def test_hooks_are_accepted(ledger, fleet):
     assert Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet[:1]), ledger, hooks=object()).run()["summary"]["hypervisors"] == 1
+
+
+def test_a_host_reporting_another_hosts_uuid_is_reported_as_an_identity_conflict(ledger, fleet):
+    Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet[:2]), ledger).run()
+    owner = {row["host"]: row["uuid"] for row in ledger.hypervisors()}["hv1"]
+    # hv2 answers with hv1's UUID, as a copied SMBIOS would make it.
+    copied = Target(**{**fleet[1].__dict__})
+    impostor = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(copied,)), ledger,
+                    open_session=lambda target, bounded: _reporting(open_hypervisor(target, bounded), owner)).run()
+    [line] = impostor["findings"]["hv2"]
+    assert line.startswith(f"hv2: IDENTITY CONFLICT: identity conflict: hv2 reports host UUID {owner}")
+    assert [(c["host"], c["owner"]) for c in impostor["report"]["identity_conflicts"]] == [("hv2", "hv1")]
+    assert impostor["summary"]["down"] == 1
+
+
+class _reporting:
+    """A session whose host reports ``uuid`` (the test driver's node files report none)."""
+
+    def __init__(self, session, uuid):
+        self.session, self.uuid = session, uuid
+
+    def __enter__(self):
+        hv = self.session.__enter__()
+        facts = hv.facts
+        hv.facts = lambda pool: {**facts(pool), "uuid": self.uuid}
+        return hv
+
+    def __exit__(self, *exc):
+        return self.session.__exit__(*exc)
