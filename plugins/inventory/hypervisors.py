@@ -184,6 +184,10 @@ hypervisors:
     reserved_host_memory_mb: 2048
   kvm03: {}                          # takes uri_template
 uri_template: qemu+ssh://{name}.example.com/system
+# Beyond the default: what these URIs may hold, and where the libvirt login may go besides them
+uri_policy:
+  allow_parameters: ["keyfile=/etc/berth/id_ed25519"]
+  credential_hosts: [kvm-spare.example.com]
 aggregates:
   rack1:
     hosts: [kvm01, kvm02]

@@ -14,7 +14,7 @@ recorded.
 Allowed transports: local ``qemu:///system`` and ``qemu:///session`` (also as ``qemu+unix``),
 ``qemu+ssh``, ``qemu+libssh``, ``qemu+libssh2``, ``qemu+tls`` (and ``qemu://host/...``, which is
 TLS), ``qemu+tcp`` only where the operator sets ``allow_tcp`` (and then only with a SASL login:
-see libvirt_host), ``test:///default``, and the test driver's node files (``test:///PATH``)
+see libvirt_host), ``test:///default`` (also as ``test+unix``), and the test driver's node files (``test:///PATH``)
 only where the operator sets ``allow_test_files``: libvirt reads the file on the controller and
 may quote its first line in an error.
 
@@ -203,8 +203,8 @@ class UriPolicy:
             raise _Refused("the host must be a DNS name or an IP address ([...] for IPv6), not starting with '-'")
 
     def _check_test(self, kind: str, host: str, path: str) -> None:
-        if kind or host:
-            raise _Refused("the test driver is local only (test:///...)")
+        if kind not in LOCAL_TRANSPORTS or host:
+            raise _Refused("the test driver is local only (test:///... or test+unix:///...)")
         if path != TEST_DEFAULT_PATH and not self.allow_test_files:
             raise _Refused("test:/// with a node file makes libvirt read that file on the controller (and quote it "
                              "in errors); the operator's uri_policy allows it with allow_test_files")

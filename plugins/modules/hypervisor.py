@@ -18,7 +18,7 @@ description:
     (O(uri)), with the O(reason) recorded on it (C(rehomed_reason) in
     M(berth.fleet.ledger_info)). A host's identity is the UUID it reports; a tracker sync never
     gives a UUID the ledger holds to another name or URI (that is an identity conflict, reported
-    and refused: two hosts with one UUID, a copied SMBIOS or host_uuid, or a host claiming
+    and refused - two hosts with one UUID, a copied SMBIOS or host_uuid, or a host claiming
     another's). Re-home a UUID when its host was renamed or readdressed; its instances follow.
   - The hypervisor is named by its inventory name or its libvirt host UUID, and must have been
     recorded by a sync (M(berth.fleet.tracker_sync), or a launch).

@@ -21,6 +21,7 @@ from facts_helpers import LAB_POLICY, ansible_env, group_members, plain, run_inv
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 
 pytestmark = pytest.mark.integration
 
@@ -211,8 +212,8 @@ def test_keepalive_drops_a_daemon_that_stopped_answering(lab):
     """With the daemon frozen after the connection is open, libvirt's keepalive (not Berth's
     call timeout, set far higher here) is what ends the call."""
     pid = fleet.daemon_pid(lab.dir, "hv2")
-    with Hypervisor("hv2", lab.hosts["hv2"]["uri"], timeout_s=120,
-                    keepalive_interval_s=1, keepalive_count=2) as hv:
+    with Hypervisor("hv2", lab.hosts["hv2"]["uri"], timeout_s=120, keepalive_interval_s=1, keepalive_count=2,
+                    uri_policy=UriPolicy.from_settings({"allow_parameters": ["socket"]})) as hv:
         os.kill(pid, signal.SIGSTOP)
         try:
             with pytest.raises(HypervisorError) as info:
