@@ -185,3 +185,34 @@ def test_the_credentials_answer_no_login_on_a_host_named_only_by_the_ledger():
 def test_the_test_driver_still_opens_under_the_default_policy():
     with libvirt_host.Hypervisor("lab", "test:///default", timeout_s=5) as hv:
         assert hv.facts("default-pool")["nodename"]
+
+
+# ---- where a task finds the operator's policy ------------------------------------------------------
+
+class _Templar:
+    @staticmethod
+    def template(value):
+        return value
+
+
+def test_a_task_takes_its_option_else_berth_uri_policy_else_the_environment_else_the_default(monkeypatch):
+    from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import operator_uri_policy
+
+    monkeypatch.delenv("BERTH_URI_POLICY", raising=False)
+    monkeypatch.delenv("BERTH_SSH_KEYFILE", raising=False)
+    monkeypatch.delenv("BERTH_SSH_KNOWN_HOSTS", raising=False)
+    variables = {"berth_uri_policy": {"allow_parameters": ["socket"]}}
+    assert operator_uri_policy({"allow_tcp": True}, variables, _Templar()).allow_tcp
+    assert operator_uri_policy(None, variables, _Templar()).allow_parameters == {("socket", None)}
+    assert operator_uri_policy(None, {}, _Templar()) == DEFAULT_POLICY
+    monkeypatch.setenv("BERTH_URI_POLICY", '{"credential_hosts": ["kvm01"]}')
+    monkeypatch.setenv("BERTH_SSH_KEYFILE", "/root/.ssh/berth")
+    from_env = operator_uri_policy(None, {}, _Templar())
+    assert from_env.credential_hosts == {"kvm01"} and ("keyfile", "/root/.ssh/berth") in from_env.allow_parameters
+    monkeypatch.setenv("BERTH_URI_POLICY", "{not json")
+    with pytest.raises(InputError) as caught:
+        operator_uri_policy(None, {}, _Templar())
+    assert caught.value.field == "BERTH_URI_POLICY"
+    with pytest.raises(InputError) as caught:
+        operator_uri_policy(None, {"berth_uri_policy": {"allow_tcp": "yes"}}, _Templar())
+    assert caught.value.field == "berth_uri_policy.allow_tcp"
