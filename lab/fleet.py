@@ -734,6 +734,9 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         f"berth_serial_log_dir: {QEMU_LOG_DIR}",
         "berth_migration_address: 127.0.0.1  # every lab hypervisor is this machine",
         f"berth_ledger_url: {_yaml_scalar('sqlite:///' + str(ledger_path(base)))}",
+        "# Runs with these variables but without the source above (a ledger-only launch) read the",
+        "# lab's URIs from the ledger: the same policy as the source's.",
+        "berth_uri_policy: {allow_parameters: [socket]}",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
     write_instances_inventory(base, boot)
