@@ -1,9 +1,14 @@
-# The uri_policy option of everything that opens libvirt URIs: the modules (DOCUMENTATION;
-# plugins/plugin_utils/action_base.py fills it from berth_uri_policy or $BERTH_URI_POLICY) and the
-# inventory plugins (INVENTORY). module_utils/uri_policy.py is the policy itself.
+# The uri_policy option of everything that opens libvirt URIs: the modules (action_base.py fills
+# it from berth_uri_policy or $BERTH_URI_POLICY) and the inventory plugins. The policy itself is
+# module_utils/uri_policy.py.
 from __future__ import annotations
 
-_RULES = r"""
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  uri_policy:
+    description:
       - What the operator allows in libvirt URIs beyond Berth's strict default. Every URI is
         checked before it is opened, whether it comes from an inventory source or from the
         ledger (a ledger row may have been written by another controller, or by anyone with
@@ -22,9 +27,16 @@ _RULES = r"""
         parameters."
       - The libvirt credentials (username and password) answer a login only on this machine (a
         URI without a host) or on a host the operator's configuration names; never on a host
-        named only by the ledger."""
-
-_SUBOPTIONS = r"""
+        named only by the ledger.
+      - The SSH key file and known_hosts file of C($BERTH_SSH_KEYFILE) and
+        C($BERTH_SSH_KNOWN_HOSTS) (the C(ssh_keyfile) and C(known_hosts) options of the
+        berth.fleet.hypervisors source), and that source's C(verify_host_keys=false), are
+        allowed as given.
+      - In the berth.fleet.hypervisors inventory source, the hosts of its hypervisors' URIs may
+        receive the credentials too, and the source hands its policy to the tasks of its run as
+        the variable C(berth_uri_policy). berth.fleet.instances opens the ledger's URIs only.
+      - In a module, the default is C(berth_uri_policy), else C($BERTH_URI_POLICY) (JSON), else
+        the strict default.
     type: dict
     suboptions:
       allow_parameters:
@@ -52,24 +64,3 @@ _SUBOPTIONS = r"""
         type: list
         elements: str
 """
-
-
-class ModuleDocFragment:
-    DOCUMENTATION = r"""
-options:
-  uri_policy:
-    description:""" + _RULES + r"""
-      - The SSH key file and known_hosts file set in C($BERTH_SSH_KEYFILE) and
-        C($BERTH_SSH_KNOWN_HOSTS) are allowed as given.
-      - Default C(berth_uri_policy) (a berth.fleet.hypervisors inventory source sets it for its
-        run, from its own O(uri_policy), SSH settings and hypervisors), else C($BERTH_URI_POLICY)
-        (JSON), else the strict default.""" + _SUBOPTIONS
-
-    INVENTORY = r"""
-options:
-  uri_policy:
-    description:""" + _RULES + r"""
-      - berth.fleet.hypervisors allows its own SSH settings (O(ssh_keyfile), O(known_hosts),
-        O(verify_host_keys)) as given, and lets the hosts of its hypervisors' URIs receive the
-        credentials. berth.fleet.instances opens only the ledger's URIs, and allows the key file
-        and known_hosts file of C($BERTH_SSH_KEYFILE) and C($BERTH_SSH_KNOWN_HOSTS) as given.""" + _SUBOPTIONS

@@ -54,7 +54,7 @@ extends_documentation_fragment:
   - ansible.builtin.inventory_cache
   - berth.fleet.ledger
   - berth.fleet.libvirt_auth
-  - berth.fleet.uri_policy.inventory
+  - berth.fleet.uri_policy
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.

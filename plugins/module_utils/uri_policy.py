@@ -166,19 +166,19 @@ class UriPolicy:
         driver, _plus, kind = parts.scheme.lower().partition("+")
         if driver not in DRIVERS:
             raise _Refused(f"driver {driver!r}: Berth manages QEMU/KVM hypervisors (qemu://) and the test driver "
-                             f"(test:///) only")
+                           f"(test:///) only")
         if kind == "ext":
             raise _Refused("the ext transport runs the program named by its command= parameter on the controller")
         if kind not in LOCAL_TRANSPORTS + REMOTE_TRANSPORTS:
             raise _Refused(f"transport {kind!r} is not one Berth opens (allowed: qemu:///system, qemu:///session, "
-                             f"qemu+unix, qemu+ssh, qemu+libssh, qemu+libssh2, qemu+tls, qemu+tcp where allowed)")
+                           f"qemu+unix, qemu+ssh, qemu+libssh, qemu+libssh2, qemu+tls, qemu+tcp where allowed)")
         if parts.fragment or "#" in uri:
             raise _Refused("the URI has a fragment (#...), which libvirt does not take")
         self._check_netloc(parts.netloc, parts.password, port)
         host = (parts.hostname or "").lower()
         if kind == "tcp" and not self.allow_tcp:
             raise _Refused("qemu+tcp sends everything unencrypted, the login included; the operator's uri_policy "
-                             "allows it with allow_tcp (and a SASL login is then required)")
+                           "allows it with allow_tcp (and a SASL login is then required)")
         if driver == "test":
             self._check_test(kind, host, parts.path)
         elif parts.path not in QEMU_PATHS:
@@ -207,7 +207,7 @@ class UriPolicy:
             raise _Refused("the test driver is local only (test:///... or test+unix:///...)")
         if path != TEST_DEFAULT_PATH and not self.allow_test_files:
             raise _Refused("test:/// with a node file makes libvirt read that file on the controller (and quote it "
-                             "in errors); the operator's uri_policy allows it with allow_test_files")
+                           "in errors); the operator's uri_policy allows it with allow_test_files")
 
     def _check_parameters(self, query: str) -> None:
         if ";" in query:
@@ -219,7 +219,7 @@ class UriPolicy:
                 continue
             risk = PARAMETER_RISKS.get(name, UNKNOWN_PARAMETER_RISK)
             raise _Refused(f"parameter {name}= {risk}; only the operator's uri_policy.allow_parameters can allow "
-                             f"it")
+                           f"it")
 
     # ---- credentials -------------------------------------------------------------------------
 

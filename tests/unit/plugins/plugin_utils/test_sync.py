@@ -43,9 +43,8 @@ def fleet(tmp_path):
     for number in range(1, 8):
         path = tmp_path / f"hv{number}.xml"
         path.write_text(node(number))
-        targets.append(Target.from_hostvars(f"hv{number}", {"berth_libvirt_uri": f"test://{path}",
-                                                            "berth_hypervisor": {**SETTINGS, "timeout": 5.0}},
-                                           NODE_FILES))
+        variables = {"berth_libvirt_uri": f"test://{path}", "berth_hypervisor": {**SETTINGS, "timeout": 5.0}}
+        targets.append(Target.from_hostvars(f"hv{number}", variables, NODE_FILES))
     return tuple(targets)
 
 
