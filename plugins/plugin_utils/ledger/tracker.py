@@ -137,9 +137,9 @@ def _same_address(recorded: str | None, reported: str | None, uri_policy: UriPol
     or known_hosts file may differ between controllers). A state without a URI says nothing,
     and a recorded URI the policy refuses (written by someone else: Berth never records one) is
     no address to defend: the operator's inventory puts the right one back."""
-    if not recorded or not reported or uri_policy.refusal(recorded) is not None:
+    if not recorded or not reported or recorded.split("?", 1)[0] == reported.split("?", 1)[0]:
         return True
-    return recorded.split("?", 1)[0] == reported.split("?", 1)[0]
+    return uri_policy.refusal(recorded) is not None
 
 
 def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
