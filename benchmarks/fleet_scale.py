@@ -128,7 +128,9 @@ def controller_inventory(lab_dir: str, directory: Path) -> Path:
     inventory = directory / "controller"
     (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory / "hosts.ini").write_text("localhost ansible_connection=local\n")
-    variables = lab_variables(lab_dir) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
+    # No hypervisor source here to hand its URI policy on: the operator's own, for the lab's sockets.
+    variables = (lab_variables(lab_dir) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
+                 + "berth_uri_policy: {allow_parameters: [socket]}\n")
     (inventory / "group_vars" / "all.yml").write_text(variables)
     return inventory
 

@@ -33,6 +33,11 @@ import fleet  # noqa: E402
 from synthetic import test_driver_node  # noqa: E402
 
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import fetch  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy  # noqa: E402
+
+# Node files served by the lab's daemons on their own sockets: what the benchmark's policy allows.
+POLICY_SETTINGS = {"allow_test_files": True, "allow_parameters": ["socket"]}
+CONNECT = {"uri_policy": UriPolicy.from_settings(POLICY_SETTINGS)}
 
 
 def timed(func) -> float:
@@ -60,16 +65,17 @@ def main() -> int:
             targets[f"hv{i}"] = f"test+unix://{path}?socket={socket}"
 
         def parallel() -> None:
-            outcomes = fetch(targets, "default", 10)
+            outcomes = fetch(targets, "default", 10, CONNECT)
             down = [name for name, outcome in outcomes.items() if "facts" not in outcome]
             assert not down, f"down: {down}"
 
         def serial() -> None:
             for name, uri in targets.items():
-                assert "facts" in fetch({name: uri}, "default", 10)[name]
+                assert "facts" in fetch({name: uri}, "default", 10, CONNECT)[name]
 
         source = Path(lab_dir) / "bench.berth.yml"
-        source.write_text("plugin: berth.fleet.hypervisors\nhypervisors:\n" + "".join(
+        source.write_text("plugin: berth.fleet.hypervisors\nuri_policy: " + json.dumps(POLICY_SETTINGS)
+                          + "\nhypervisors:\n" + "".join(
             f"  {name}:\n    uri: {json.dumps(uri)}\n" for name, uri in targets.items()))
         env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin"}
 

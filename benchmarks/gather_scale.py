@@ -77,7 +77,8 @@ def write_inventory(directory: Path, nodes: Path, count: int, lab_dir: str | Non
     from the environment, as an AWX credential gives it."""
     nodes.mkdir(parents=True, exist_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
-    lines = ["plugin: berth.fleet.hypervisors", "gather_facts: false", "timeout: 30", "hypervisors:"]
+    lines = ["plugin: berth.fleet.hypervisors", "gather_facts: false", "timeout: 30",
+             "uri_policy: {allow_test_files: true, allow_parameters: [socket]}", "hypervisors:"]
     for number in range(1, count + 1):
         node = nodes / f"hv{number}.xml"
         if not node.exists():

@@ -35,7 +35,7 @@ DIR/inventory/fleet.berth.yml and DIR/inventory/group_vars/all.yml, and DIR/inst
 berth.fleet.instances source on the lab's ledger, with the SSH settings of the guests).
 
 Importable (tests put lab/ on sys.path and ``import fleet``): up(), down(), status(),
-stop_daemon(), start_daemon(), hosts(), host_root(), hypervisor_dirs(), host_path(),
+stop_daemon(), start_daemon(), impersonate(), hosts(), host_root(), hypervisor_dirs(), host_path(),
 log_dir(), uri(), socket_path(), host_uuid(), bridge_name(), instances_inventory_dir(), default_dir(),
 ledger_path(), ledger_url(), discard().
 
@@ -157,6 +157,10 @@ def _check_name(name: str) -> str:
     return name
 
 
+# A file in a host's directory that makes its daemon report another host UUID (impersonate()).
+UUID_OVERRIDE = "host_uuid.override"
+
+
 def host_names(n: int) -> list[str]:
     return [f"hv{i}" for i in range(1, n + 1)]
 
@@ -195,8 +199,24 @@ def uri(dir, name: str) -> str:
 
 
 def host_uuid(dir, name: str) -> str:
-    """Deterministic: the same lab dir and name give the same UUID on every up."""
+    """Deterministic: the same lab dir and name give the same UUID on every up (unless
+    impersonate() gave the host another's)."""
+    override = host_root(dir, name) / UUID_OVERRIDE
+    if override.is_file():
+        return override.read_text().strip()
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"berth-lab:{_dir(dir)}:{_check_name(name)}"))
+
+
+def impersonate(dir, name: str, host_uuid_: str | None) -> int:
+    """Restart NAME's libvirtd reporting ``host_uuid_`` as its host UUID (another host's, as a
+    copied SMBIOS or host_uuid would), or its own again (None); return its PID."""
+    override = host_root(dir, name) / UUID_OVERRIDE
+    if host_uuid_:
+        override.write_text(host_uuid_ + "\n")
+    else:
+        override.unlink(missing_ok=True)
+    stop_daemon(dir, name)
+    return start_daemon(dir, name)
 
 
 def hostname(name: str) -> str:
@@ -691,6 +711,11 @@ def ledger_url(dir=None) -> str:
     return "sqlite:///" + str(ledger_path(dir))
 
 
+# The lab's daemons listen on sockets of their own (qemu+unix:///system?socket=...): Berth's URI
+# policy refuses socket= unless the operator's source allows it, as the lab's sources do.
+LAB_URI_POLICY = ["uri_policy:", "  allow_parameters: [socket]  # the lab's daemons' own sockets"]
+
+
 def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
     inv = inventory_dir(base)
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
@@ -699,6 +724,7 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         "inventory plugin.",
         "plugin: berth.fleet.hypervisors",
         f"storage_pool: {POOL_NAME}",
+        *LAB_URI_POLICY,
         "hypervisors:",
     ]
     for name in names:
@@ -718,6 +744,9 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
         "# The lab's tests make their images in their temporary directories: the lab allows uploads",
         "# from there (a real inventory names its own image directories, or none).",
         "berth_image_source_dirs: [/tmp]",
+        "# Runs with these variables but without the source above (a ledger-only launch) read the",
+        "# lab's URIs from the ledger: the same policy as the source's.",
+        "berth_uri_policy: {allow_parameters: [socket]}",
     ]) + "\n"
     _write(inv / "group_vars" / "all.yml", all_yml)
     write_instances_inventory(base, boot)
@@ -734,6 +763,7 @@ def write_instances_inventory(base: Path, boot: dict) -> Path:
         "# Written by lab/fleet.py: the lab's instances, from its ledger (berth.fleet.instances).",
         "plugin: berth.fleet.instances",
         f"ledger_url: {_yaml_scalar(ledger_url(base))}",
+        *LAB_URI_POLICY,
         "# Read right after launches: wait for booting guests' DHCP leases.",
         "wait_for_addresses: 120",
     ]) + "\n"

@@ -8,6 +8,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
@@ -24,7 +25,10 @@ class ActionModule(BerthAction):
         ledger = Ledger(args["ledger_url"]).open()
         # The inventory's live facts where it gathered them (synced before adopting), else the
         # ledger's record of the hypervisor.
-        variables = task_vars.get("hostvars", {}).get(host) or {}
+        # Asked with ``in`` first: HostVars cannot answer get() for a host it lacks outside a
+        # template (a ledger-only run has no hypervisor hosts).
+        hostvars = task_vars.get("hostvars", {})
+        variables = (hostvars[host] if host in hostvars else None) or {}
         state = variables.get("berth_host_state")
         uri = variables.get("berth_libvirt_uri")
         if state and not state.get("service_up"):
@@ -36,7 +40,8 @@ class ActionModule(BerthAction):
                 raise InputError("host", f"host {host} is neither in the inventory's hypervisors nor a hypervisor "
                                          f"{ledger.label} knows with a URI (known: {', '.join(sorted(known)) or 'none'}): "
                                          f"run playbooks/gather.yml, or point -i at a berth.fleet.hypervisors source")
-        with Hypervisor(host, uri, args["timeout"]) as hv:
+        uri_policy = UriPolicy.from_settings(args["uri_policy"])
+        with Hypervisor(host, uri, args["timeout"], uri_policy=uri_policy) as hv:
             domain = hv.find_domain_named(args["domain"])
             if domain is None:
                 raise InputError("domain", f"no domain {args['domain']!r} on {host}")
@@ -75,7 +80,7 @@ class ActionModule(BerthAction):
                 return result
             if state:
                 # The hypervisor's row and the domain's usage as the inventory saw them.
-                ledger.sync_hypervisors([{**state, "uri": uri}])
+                ledger.sync_hypervisors([{**state, "uri": uri}], uri_policy)
             if relabel:
                 hv.set_berth_metadata(domain["uuid"], wanted)
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.check import check_hypervisor
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Target
@@ -17,7 +18,7 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         host = task_vars["inventory_hostname"]
         try:
-            target = Target.from_hostvars(host, task_vars)
+            target = Target.from_hostvars(host, task_vars, UriPolicy.from_settings(args["uri_policy"]))
         except InputError as exc:
             # Not an option of this module: the play runs it on a host of the wrong kind.
             raise BerthError(f"{exc}; run berth.fleet.hypervisor_check on the hypervisors' group") from exc

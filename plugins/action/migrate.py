@@ -8,6 +8,7 @@ from typing import Any
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import without_gc
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -41,8 +42,9 @@ class ActionModule(BerthAction):
         if not instance["uri"]:
             raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
         move = Move(args, ledger, instance, target, hooks.installed())
-        with Hypervisor(source, instance["uri"], **connections(args)) as src, \
-                Hypervisor(target["host"], target["uri"], **connections(args)) as dst:
+        uri_policy = UriPolicy.from_settings(args["uri_policy"])
+        with Hypervisor(source, instance["uri"], **connections(args), uri_policy=uri_policy) as src, \
+                Hypervisor(target["host"], target["uri"], **connections(args), uri_policy=uri_policy) as dst:
             move.plan(src, dst)
             if self._task.check_mode:
                 result["msg"] = f"would migrate {args['name']} from {source} to {target['host']} ({target['why']})"

@@ -7,6 +7,7 @@ from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
@@ -31,4 +32,4 @@ class ActionModule(BerthAction):
         if unreachable:
             raise BerthError(f"{ledger.label} has no URI for {', '.join(unreachable)}: run playbooks/gather.yml to sync it")
         return Power(rows, args["state"], ledger, args["shutdown_timeout"], args["timeout"],
-                     bool(self._task.check_mode)).run()
+                     bool(self._task.check_mode), UriPolicy.from_settings(args["uri_policy"])).run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
@@ -28,10 +29,11 @@ class ActionModule(BerthAction):
                                     args["decisions_max_age_days"], args["decisions_max_count"])
             hosts = args["hosts"] if args["hosts"] is not None else [task_vars["inventory_hostname"]]
             variables = inventory_variables(task_vars["hostvars"])
+            uri_policy = UriPolicy.from_settings(args["uri_policy"])
             request = SyncRequest(
-                targets=tuple(Target.from_hostvars(host, variables(host)) for host in hosts),
+                targets=tuple(Target.from_hostvars(host, variables(host), uri_policy) for host in hosts),
                 workers=args["workers"], batch_size=args["batch_size"], keep_leftovers=args["keep_leftovers"],
-                service_down_time_s=args["service_down_time"], dry_run=check)
+                service_down_time_s=args["service_down_time"], dry_run=check, uri_policy=uri_policy)
             return Sync(request, ledger).run()
         finally:
             ledger.close()

@@ -62,6 +62,11 @@ description:
     C(berth_libvirt_uri) and C(berth_hypervisor) only, at any fleet size in the time Ansible
     takes to add the hosts. That is all C(playbooks/gather.yml) (which then gathers each
     hypervisor itself, many at once) and the ledger-backed launch need.
+  - Each hypervisor's URI must pass O(uri_policy) (the source is refused, naming the host,
+    where one does not). The source's policy, with its SSH settings and the hosts of its URIs,
+    becomes the variable C(berth_uri_policy) of the group C(all), so that the tasks of a run
+    with this source (a launch, a delete, C(playbooks/gather.yml)) apply it to the URIs they
+    read from the ledger; where several sources set it, what any of them allows.
   - "C(berth_hypervisor), set in both modes: C(settings) (the source's allocation ratios and
     reserved amounts for the host), C(aggregates) ([{name, metadata}]), C(availability_zone),
     C(default_availability_zone), C(storage_pool), C(timeout), C(keepalive_interval) and
@@ -70,6 +75,7 @@ extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
   - berth.fleet.libvirt_auth
+  - berth.fleet.uri_policy
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -178,6 +184,10 @@ hypervisors:
     reserved_host_memory_mb: 2048
   kvm03: {}                          # takes uri_template
 uri_template: qemu+ssh://{name}.example.com/system
+# Beyond the default: what these URIs may hold, and where the libvirt login may go besides them
+uri_policy:
+  allow_parameters: ["keyfile=/etc/berth/id_ed25519"]
+  credential_hosts: [kvm-spare.example.com]
 aggregates:
   rack1:
     hosts: [kvm01, kvm02]
@@ -215,6 +225,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import POLICY_VARIABLE, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 
 HYPERVISOR_GROUP = "hypervisors"
@@ -252,6 +263,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             )
             for name, settings in hypervisors.items()
         }
+        self._uri_policy = UriPolicy.from_settings(
+            self.get_option("uri_policy"), ssh_keyfile=self.get_option("ssh_keyfile"),
+            known_hosts=self.get_option("known_hosts"), verify_host_keys=self.get_option("verify_host_keys"),
+            named_uris=targets.values())
+        for name, uri in targets.items():
+            refusal = self._uri_policy.refusal(uri)
+            if refusal:
+                raise InputError(f"hypervisors.{name}.uri", f"hypervisors.{name}.uri is refused: {refusal}")
         return hypervisors, aggregates, targets
 
     def _fetch_cached(self, path, targets, cache):
@@ -264,6 +283,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             "password": self.get_option("password"),
             "keepalive_interval": self.get_option("keepalive_interval"),
             "keepalive_count": self.get_option("keepalive_count"),
+            "uri_policy": self._uri_policy,
         }
         return fetch_cached(self, path, cache, key, lambda: fetch(
             targets, self.get_option("storage_pool"), float(self.get_option("timeout")), connect))
@@ -273,6 +293,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         strict = self.get_option("strict")
         self.inventory.add_group(HYPERVISOR_GROUP)
         self.inventory.add_group(DOWN_GROUP)
+        self._hand_on_uri_policy()
         for aggregate in aggregates:
             self.inventory.add_group(aggregate)
         default_zone = self.get_option("default_availability_zone")
@@ -299,3 +320,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
             self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
             self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)
+
+    def _hand_on_uri_policy(self):
+        """The source's URI policy as the variable berth_uri_policy of every host of the run (the
+        tasks that open the ledger's URIs read it there); merged with another source's."""
+        policy = self._uri_policy
+        earlier = self.inventory.groups["all"].vars.get(POLICY_VARIABLE)
+        if earlier:
+            policy = policy.merged(UriPolicy.from_settings(earlier, POLICY_VARIABLE))
+        self.inventory.set_variable("all", POLICY_VARIABLE, policy.to_settings())

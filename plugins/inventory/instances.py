@@ -61,6 +61,7 @@ extends_documentation_fragment:
   - ansible.builtin.inventory_cache
   - berth.fleet.ledger
   - berth.fleet.libvirt_auth
+  - berth.fleet.uri_policy
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -147,6 +148,7 @@ compose:
   ansible_user: "'debian'"
 """
 
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -159,6 +161,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import MissingLibraryError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 
 try:
@@ -227,10 +230,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """The ledger's instances and their guests' addresses, from the cache when it was made
         for the same ledger (its URL without a password), states and lookups."""
         ledger_url = self.get_option("ledger_url")
+        # The ledger's URIs are not the operator's: each passes the source's policy before it is
+        # opened, and the credentials go only to the hosts the policy names.
+        self._uri_policy = UriPolicy.from_settings(self.get_option("uri_policy"),
+                                                   ssh_keyfile=os.environ.get("BERTH_SSH_KEYFILE"),
+                                                   known_hosts=os.environ.get("BERTH_SSH_KNOWN_HOSTS"))
         key = {"ledger": safe_url(ledger_url or default_url()), "states": list(self.get_option("states")),
                "contact_hypervisors": self.get_option("contact_hypervisors"),
                "address_sources": list(self.get_option("address_sources")),
-               "wait_for_addresses": self.get_option("wait_for_addresses")}
+               "wait_for_addresses": self.get_option("wait_for_addresses"),
+               "uri_policy": self._uri_policy.to_settings()}
         return fetch_cached(self, path, cache, key, lambda: self._fetch(ledger_url))
 
     def _fetch(self, ledger_url):
@@ -277,7 +286,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         sources = self.get_option("address_sources")
         try:
             with Hypervisor(host, uri, float(self.get_option("timeout")), username=self.get_option("username"),
-                            password=self.get_option("password")) as hv:
+                            password=self.get_option("password"), uri_policy=self._uri_policy) as hv:
                 return {uuid: hv.interface_addresses(uuid, sources) for uuid in uuids}, None
         except HypervisorError as exc:
             return {}, str(exc).removeprefix(f"{host}: ")

@@ -276,7 +276,8 @@ def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
               connect: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """{'facts': raw facts} or {'down_reason': why}, with when; never raises for a hypervisor.
 
-    ``connect`` may hold username, password, keepalive_interval and keepalive_count.
+    ``connect`` may hold username, password, keepalive_interval, keepalive_count and
+    uri_policy (a UriPolicy; the strict default without it).
     """
     gathered_at = time.time()
     try:
@@ -292,7 +293,8 @@ def hypervisor_connection(name: str, uri: str, timeout_s: float,
     connect = connect or {}
     return Hypervisor(name, uri, timeout_s, username=connect.get("username"), password=connect.get("password"),
                       keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
-                      keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT))
+                      keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT),
+                      uri_policy=connect.get("uri_policy"))
 
 
 def fetch_from(hv: Hypervisor, pool_name: str, gathered_at: float) -> Dict[str, Any]:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 
 try:
     import libvirt
@@ -136,19 +137,26 @@ def _raise(host: str, error: BaseException) -> NoReturn:
 class Hypervisor:
     """One open connection to one hypervisor: ``with Hypervisor(host, uri) as hv: ...``.
 
-    ``username`` and ``password`` answer libvirt's authentication prompts (SASL, ESX...); they
+    ``username`` and ``password`` answer libvirt's authentication prompts (SASL...); they
     default to $BERTH_LIBVIRT_USERNAME and $BERTH_LIBVIRT_PASSWORD, the way AWX injects a
     credential, and never appear in the URI.
+
+    ``uri_policy`` is the operator's (uri_policy.py; the strict default without one): the URI
+    is opened only if it passes, the credentials answer a login only on a host it names, and a
+    ``qemu+tcp`` connection is kept only if the hypervisor asked for a SASL login.
     """
 
     def __init__(self, host: str, uri: str, timeout_s: float = 10.0,
                  username: str | None = None, password: str | None = None,
                  keepalive_interval_s: int = KEEPALIVE_INTERVAL_S,
                  keepalive_count: int = KEEPALIVE_COUNT, transfer_timeout_s: float | None = None,
-                 bounded_by_caller: bool = False) -> None:
+                 bounded_by_caller: bool = False, uri_policy: UriPolicy | None = None) -> None:
         require_libvirt()
         self.host = host
         self.uri = uri
+        self.uri_policy = uri_policy or DEFAULT_POLICY
+        self._login_asked = False
+        self._credentials_withheld = False
         self.timeout_s = timeout_s
         # Copying a volume or migrating a domain moves whole disks: these calls get their own limit.
         self.transfer_timeout_s = transfer_timeout_s or timeout_s
@@ -162,9 +170,24 @@ class Hypervisor:
         self.bounded_by_caller = bounded_by_caller
 
     def __enter__(self) -> Hypervisor:
+        refusal = self.uri_policy.refusal(self.uri)
+        if refusal:
+            raise HypervisorError(self.host, f"its URI is refused by Berth's URI policy: {refusal}")
         libvirt.registerErrorHandler(_silence, None)
         ensure_event_loop()
-        self.conn = self._call(libvirt.openAuth, self.uri, self._auth(), 0)
+        try:
+            self.conn = self._call(libvirt.openAuth, self.uri, self._auth(), 0)
+        except HypervisorError as exc:
+            if self._credentials_withheld:
+                raise HypervisorError(self.host, (
+                    f"it asked for a login, and the libvirt credentials are only sent to this machine or a host "
+                    f"the operator's configuration names (an inventory source, uri_policy.credential_hosts); "
+                    f"{urlsplit(self.uri).hostname} is not one: {exc}")) from exc
+            raise
+        if urlsplit(self.uri).scheme.lower().endswith("+tcp") and not self._login_asked:
+            self.__exit__()
+            raise HypervisorError(self.host, "it let a qemu+tcp connection in without a SASL login: unencrypted "
+                                             "and unauthenticated, refused (set auth_tcp = \"sasl\" on the hypervisor)")
         try:
             # Remote connections notice a dead peer after interval x count seconds instead of
             # hanging on a half-open TCP connection.
@@ -174,8 +197,15 @@ class Hypervisor:
         return self
 
     def _auth(self) -> list[Any]:
-        """libvirt's credential callback: the user name and password, nothing interactive."""
+        """libvirt's credential callback: the user name and password, nothing interactive, and
+        only to a host the policy lets them go to."""
+        send = self.uri_policy.may_send_credentials(self.uri)
+
         def answer(credentials: list[list[Any]], _data: Any) -> int:
+            self._login_asked = True
+            if not send:
+                self._credentials_withheld = True
+                return -1
             for credential in credentials:
                 if credential[0] == libvirt.VIR_CRED_AUTHNAME and self.username:
                     credential[4] = self.username

@@ -56,6 +56,7 @@ options:
     type: float
     default: 30
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.ledger
   - berth.fleet.limits
 attributes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: hypervisor
-short_description: Disable, enable or retire a hypervisor in Berth's ledger
+short_description: Disable, enable, retire or re-home a hypervisor in Berth's ledger
 version_added: 0.1.0
 description:
   - C(disabled) keeps the hypervisor and its instances but the scheduler skips it from then on
@@ -14,6 +14,12 @@ description:
   - C(retired) is the operator saying the hypervisor is gone for good. Its claims are dropped
     (their instances become ERROR, with the reason), and so are its inventories and unmanaged
     usage. A tracker sync never does this by itself - it only marks a hypervisor missing.
+  - C(rehomed) gives the hypervisor's host UUID to another inventory name (O(name)) and/or URI
+    (O(uri)), with the O(reason) recorded on it (C(rehomed_reason) in
+    M(berth.fleet.ledger_info)). A host's identity is the UUID it reports; a tracker sync never
+    gives a UUID the ledger holds to another name or URI (that is an identity conflict, reported
+    and refused - two hosts with one UUID, a copied SMBIOS or host_uuid, or a host claiming
+    another's). Re-home a UUID when its host was renamed or readdressed; its instances follow.
   - The hypervisor is named by its inventory name or its libvirt host UUID, and must have been
     recorded by a sync (M(berth.fleet.tracker_sync), or a launch).
 options:
@@ -24,12 +30,23 @@ options:
   state:
     description: What the hypervisor should be.
     type: str
-    choices: [enabled, disabled, retired]
+    choices: [enabled, disabled, retired, rehomed]
     required: true
   reason:
-    description: Why it is disabled; required with O(state=disabled), shown in every rejection.
+    description:
+      - Why it is disabled; required with O(state=disabled), shown in every rejection.
+      - Why its UUID is re-homed; required with O(state=rehomed), recorded.
+    type: str
+  name:
+    description: With O(state=rehomed), the inventory name that owns the UUID from now on.
+    type: str
+  uri:
+    description:
+      - With O(state=rehomed), the URI the hypervisor is reached at from now on; it must pass
+        O(uri_policy).
     type: str
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.ledger
 attributes:
   check_mode:
@@ -54,6 +71,14 @@ EXAMPLES = r"""
     host: kvm02
     state: enabled
 
+- name: kvm01 was renamed kvm01b; its host UUID goes with it
+  berth.fleet.hypervisor:
+    host: kvm01
+    state: rehomed
+    name: kvm01b
+    uri: qemu+ssh://kvm01b.example.com/system
+    reason: renamed in the rack move, ticket OPS-1300
+
 - name: kvm07 was decommissioned - give its claims back
   berth.fleet.hypervisor:
     host: kvm07
@@ -76,6 +101,14 @@ disabled:
 disabled_reason:
   description: Why.
   returned: with state enabled or disabled
+  type: str
+was:
+  description: With state rehomed, the name and URI that held the UUID before ({host, uri}).
+  returned: with state rehomed
+  type: dict
+rehomed_reason:
+  description: With state rehomed, the reason recorded.
+  returned: with state rehomed
   type: str
 released_claims:
   description: The claims dropped by retiring it (id, instance_uuid, host, sizes, owner).

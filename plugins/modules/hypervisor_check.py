@@ -13,7 +13,7 @@ description:
     P(berth.fleet.hypervisors#inventory) source gives it, and the credentials of the
     environment (C(BERTH_LIBVIRT_USERNAME), C(BERTH_LIBVIRT_PASSWORD)) - and checks each
     prerequisite of the collection's install guide.
-  - C(connection) - libvirt answers and lets this user manage it. A refused connection says what
+  - C(connection) - the URI passes Berth's URI policy (O(uri_policy)), and libvirt answers and lets this user manage it. A refused connection says what
     to look at for its kind of URI (for C(qemu+ssh://) the SSH user's key, the hypervisor's host
     key in C(known_hosts), and the user's C(libvirt) group or polkit rule); nothing else is
     checked then.
@@ -31,6 +31,8 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - berth.fleet.uri_policy
 attributes:
   check_mode:
     support: full

@@ -21,9 +21,16 @@ options:
     type: str
     required: true
   uri:
-    description: The local libvirt URI.
+    description: The local libvirt URI; it must pass O(uri_policy).
     type: str
     default: qemu:///system
+  uri_policy:
+    description:
+      - "What the URI may hold beyond Berth's strict default, as the
+        O(berth.fleet.server#module:uri_policy) option of the modules describes it (keys
+        C(allow_parameters), C(allow_tcp), C(allow_test_files), C(credential_hosts)); for example
+        C({allow_parameters: [socket]}) for a daemon on a socket of its own."
+    type: dict
   storage_pool:
     description: The libvirt storage pool that holds instance disks.
     type: str
@@ -108,6 +115,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 
 
 def run_module(module: AnsibleModule) -> dict:
@@ -127,7 +135,8 @@ def run_module(module: AnsibleModule) -> dict:
         declared[aggregate["name"]] = {"hosts": [name], "metadata": aggregate.get("metadata") or {}}
     checked = validate_aggregates(declared, {name: settings})
     mine, zone = host_aggregates(name, checked, params["default_availability_zone"])
-    outcome = fetch_one(name, settings["uri"], params["storage_pool"], params["timeout"])
+    uri_policy = UriPolicy.from_settings(params["uri_policy"])
+    outcome = fetch_one(name, settings["uri"], params["storage_pool"], params["timeout"], {"uri_policy": uri_policy})
     if "facts" not in outcome:
         raise BerthError(outcome["down_reason"])
     state = host_state(name, outcome["facts"], settings, mine, zone, outcome["gathered_at"])

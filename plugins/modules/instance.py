@@ -162,6 +162,7 @@ options:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.guest
   - berth.fleet.image_download
   - berth.fleet.limits

@@ -54,6 +54,7 @@ options:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.limits
   - berth.fleet.move
 attributes:

@@ -446,6 +446,7 @@ options:
       - Never printed; its password is hidden in every message.
     type: str
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.limits
 attributes:
   check_mode:

@@ -130,6 +130,7 @@ options:
     type: int
     default: 600
 extends_documentation_fragment:
+  - berth.fleet.uri_policy
   - berth.fleet.ledger
   - berth.fleet.limits
 attributes:

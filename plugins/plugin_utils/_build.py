@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     root_volume_name,
     seed_volume_name,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
@@ -95,8 +96,8 @@ class HostSession:
     builds read of it (pool path, images, networks), read once. Builds on it may run in
     several threads (an instance and another's retry); the reads are shared under a lock."""
 
-    def __init__(self, host: str, uri: str, timeout_s: float) -> None:
-        self.host, self.uri, self.timeout_s = host, uri, timeout_s
+    def __init__(self, host: str, uri: str, timeout_s: float, uri_policy: UriPolicy) -> None:
+        self.host, self.uri, self.timeout_s, self.uri_policy = host, uri, timeout_s, uri_policy
         self._hv: Hypervisor | None = None
         self._lock = threading.Lock()
         self._pool_paths: dict[str, str] = {}
@@ -108,7 +109,7 @@ class HostSession:
     def hv(self) -> Hypervisor:
         with self._lock:
             if self._hv is None:
-                self._hv = Hypervisor(self.host, self.uri, self.timeout_s).__enter__()
+                self._hv = Hypervisor(self.host, self.uri, self.timeout_s, uri_policy=self.uri_policy).__enter__()
             return self._hv
 
     def close(self) -> None:

@@ -237,8 +237,10 @@ def _device_key(device: ET.Element, running: bool = False) -> tuple[Any, ...]:
     models and drivers it fills in): its kind and type, and every host resource it names."""
     target = device.find("target")
     mac = device.find("mac")
-    sources = tuple(sorted(item for element in device.iter() if element.tag in ("source", "log", "listen")
-                           for item in element.attrib.items() if item[0] not in ("mode", "append", "type")))
+    # Its own host resources only: a running disk's backing chain (backingStore) is the image's,
+    # and libvirt numbers a running disk's sources (index).
+    sources = tuple(sorted(item for element in device if element.tag in ("source", "log", "listen")
+                           for item in element.attrib.items() if item[0] not in ("mode", "append", "type", "index")))
     target_key = None if target is None else (target.get("dev"), target.get("port"), target.get("name"))
     if device.tag == "console" and target is not None and target.get("type") == "serial":
         # The console of a serial port is that port seen again: libvirt copies the port's source
@@ -256,7 +258,7 @@ def _described(device: ET.Element) -> str:
     """A device as an operator finds it in ``virsh dumpxml``: its element, type and host sources."""
     kind = " ".join(filter(None, (device.tag, device.get("type") and f"type={device.get('type')}",
                                   device.get("device") and f"device={device.get('device')}")))
-    named = [f"{key}={value}" for element in device.iter() if element.tag in ("source", "log")
+    named = [f"{key}={value}" for element in device if element.tag in ("source", "log")
              for key, value in element.attrib.items()]
     return f"{kind} ({', '.join(named)})" if named else kind
 

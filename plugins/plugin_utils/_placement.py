@@ -35,8 +35,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import inventory_host_states
 
+NOT_TAKEN = ("the ledger did not take its state: its host UUID is another hypervisor's (an identity "
+             "conflict) or its URI is refused; playbooks/gather.yml's drift report says which")
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
 # Where host states come from (the ``source`` option): the ledger's last tracker sync plus its
@@ -164,7 +167,13 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
         states, uris = inventory_host_states(dict(task_vars), args.get("hypervisor_group") or "hypervisors")
     if ledger is not None:
         if sync:
-            ledger.sync_hypervisors([{**state, "uri": uris.get(state["host"])} for state in states])
+            written = {entry["host"] for entry in ledger.sync_hypervisors(
+                [{**state, "uri": uris.get(state["host"])} for state in states],
+                UriPolicy.from_settings(args.get("uri_policy")))}
+            # A host the ledger did not take (its UUID is another's, or its URI is refused) is
+            # no candidate: a claim would land on the other host's row.
+            states = [state if state["host"] in written or not state.get("service_up") else
+                      {**state, "service_up": False, "down_reason": NOT_TAKEN} for state in states]
         states = ledger.tracker_states(states, needed_host_fields(spec))
     table = HostTable.from_states([HostState.from_dict(state) for state in states])
     return Fleet(table, [state.get("generation") for state in states], uris)

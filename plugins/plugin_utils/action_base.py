@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from typing import Any
 
@@ -9,6 +11,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import POLICY_ENV, POLICY_VARIABLE, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import (
     decode_json_options,
     module_argument_spec,
@@ -45,6 +48,10 @@ class BerthAction(ActionBase):
             self._task.args = decode_json_options(self._task.args, self.ARGUMENT_SPEC)
             validation, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
             limits.check_options(args)
+            if "uri_policy" in self.ARGUMENT_SPEC:
+                # Resolved once, handed on as plain settings (operations pass options on as they are).
+                args["uri_policy"] = operator_uri_policy(args["uri_policy"], task_vars or {},
+                                                         self._templar).to_settings()
             result.update(self.run_berth(args, task_vars or {}))
         except InputError as exc:
             result.update(failed=True, msg=str(exc), field=exc.field)
@@ -72,6 +79,25 @@ class BerthAction(ActionBase):
             found["boot"] = {part: self._templar.template(task_vars[f"berth_boot_{part}"])
                              for part in ("kernel", "initrd", "cmdline") if f"berth_boot_{part}" in task_vars}
         return found
+
+
+def operator_uri_policy(option: Any, task_vars: dict[str, Any], templar: Any) -> UriPolicy:
+    """The operator's URI policy (doc fragment berth.fleet.uri_policy): the task's uri_policy,
+    else the variable berth_uri_policy (which a berth.fleet.hypervisors source sets for its
+    run), else $BERTH_URI_POLICY (JSON), else the strict default; the SSH key file and
+    known_hosts file of $BERTH_SSH_KEYFILE and $BERTH_SSH_KNOWN_HOSTS allowed as given."""
+    field = "uri_policy"
+    settings = option
+    if settings is None and POLICY_VARIABLE in task_vars:
+        settings, field = templar.template(task_vars[POLICY_VARIABLE]), POLICY_VARIABLE
+    if settings is None and os.environ.get(POLICY_ENV):
+        field = POLICY_ENV
+        try:
+            settings = json.loads(os.environ[POLICY_ENV])
+        except ValueError as exc:
+            raise InputError(field, f"${POLICY_ENV} is not JSON: {exc}") from None
+    return UriPolicy.from_settings(settings, field, ssh_keyfile=os.environ.get("BERTH_SSH_KEYFILE"),
+                                   known_hosts=os.environ.get("BERTH_SSH_KNOWN_HOSTS"))
 
 
 def inventory_host_states(task_vars: dict[str, Any], group: str,

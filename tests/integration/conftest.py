@@ -136,6 +136,7 @@ class Lab:
         inventory = directory / "inventory"
         (inventory / "group_vars").mkdir(parents=True)
         source = {"plugin": "berth.fleet.hypervisors", "storage_pool": "default",
+                  "uri_policy": {"allow_parameters": ["socket"]},
                   "hypervisors": {host: {"uri": record["uri"], **(settings or {}).get(host, {})}
                                   for host, record in sorted(self.hosts.items())}}
         if aggregates:

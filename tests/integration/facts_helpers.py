@@ -10,6 +10,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 UNSAFE = "__ansible_unsafe"
+# A source line for the lab's daemons, which listen on sockets of their own: Berth's URI policy
+# refuses socket= unless the source allows it (as lab/fleet.py's sources do).
+LAB_POLICY = "uri_policy: {allow_parameters: [socket]}\n"
 
 
 def ansible_env(**extra: str) -> dict[str, str]:

@@ -17,10 +17,11 @@ from xml.sax.saxutils import escape
 import fleet
 import pytest
 from conftest import failed_messages
-from facts_helpers import ansible_env, group_members, plain, run_inventory, strings_not_unsafe
+from facts_helpers import LAB_POLICY, ansible_env, group_members, plain, run_inventory, strings_not_unsafe
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 
 pytestmark = pytest.mark.integration
 
@@ -211,8 +212,8 @@ def test_keepalive_drops_a_daemon_that_stopped_answering(lab):
     """With the daemon frozen after the connection is open, libvirt's keepalive (not Berth's
     call timeout, set far higher here) is what ends the call."""
     pid = fleet.daemon_pid(lab.dir, "hv2")
-    with Hypervisor("hv2", lab.hosts["hv2"]["uri"], timeout_s=120,
-                    keepalive_interval_s=1, keepalive_count=2) as hv:
+    with Hypervisor("hv2", lab.hosts["hv2"]["uri"], timeout_s=120, keepalive_interval_s=1, keepalive_count=2,
+                    uri_policy=UriPolicy.from_settings({"allow_parameters": ["socket"]})) as hv:
         os.kill(pid, signal.SIGSTOP)
         try:
             with pytest.raises(HypervisorError) as info:
@@ -227,7 +228,7 @@ def test_a_hung_daemon_is_down_after_the_timeout_and_the_rest_is_whole(lab, tmp_
     """A daemon that accepts connections but never answers (frozen): the per-call timeout
     reports it down, naming the call; the other hosts come through whole."""
     source = tmp_path / "hung.berth.yml"
-    source.write_text("plugin: berth.fleet.hypervisors\ntimeout: 2\nhypervisors:\n" + "".join(
+    source.write_text("plugin: berth.fleet.hypervisors\ntimeout: 2\n" + LAB_POLICY + "hypervisors:\n" + "".join(
         f"  {name}:\n    uri: \"{record['uri']}\"\n" for name, record in lab.hosts.items()))
     # A daemon's first capabilities call probes the host and may take seconds: not a hang.
     assert group_members(run_inventory(lab.inventory), "down") == set()
@@ -251,7 +252,8 @@ def test_uris_from_the_environment(lab, tmp_path):
     """The way AWX injects a credential: the source lists names only, the URI comes from
     $BERTH_URI_TEMPLATE; berth_libvirt_uri is what the roles will connect with."""
     source = tmp_path / "env.berth.yml"
-    source.write_text("plugin: berth.fleet.hypervisors\nhypervisors:\n" + "".join(f"  {name}: {{}}\n" for name in lab.hosts))
+    source.write_text("plugin: berth.fleet.hypervisors\n" + LAB_POLICY + "hypervisors:\n"
+                      + "".join(f"  {name}: {{}}\n" for name in lab.hosts))
     template = str(fleet.socket_path(lab.dir, "hv1")).replace("/hv1/", "/{name}/")
     inventory = run_inventory(source, env=ansible_env(BERTH_URI_TEMPLATE=f"qemu+unix:///system?socket={template}"))
     assert group_members(inventory, "down") == set()

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import fleet
 import pytest
-from facts_helpers import REPO, ansible_env, group_members, plain, run_inventory, run_playbook, task_results
+from facts_helpers import LAB_POLICY, REPO, ansible_env, group_members, plain, run_inventory, run_playbook, task_results
 from loopback_sshd import LoopbackSshd
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def sshd(tmp_path_factory):
 
 def source(tmp_path, uri: str, *extra: str):
     path = tmp_path / "remote.berth.yml"
-    path.write_text("\n".join(["plugin: berth.fleet.hypervisors", "timeout: 15", *extra, "hypervisors:",
+    path.write_text("\n".join(["plugin: berth.fleet.hypervisors", "timeout: 15", LAB_POLICY.strip(), *extra, "hypervisors:",
                                "  hv1:", f"    uri: {json.dumps(uri)}", ""]))
     return path
 

@@ -89,7 +89,8 @@ def rack(i: int) -> str | None:
 def fleet_source(tmp_path_factory):
     directory = tmp_path_factory.mktemp("testfleet")
     specs = {}
-    lines = ["plugin: berth.fleet.hypervisors", "storage_pool: default", "timeout: 10", "hypervisors:"]
+    lines = ["plugin: berth.fleet.hypervisors", "storage_pool: default", "timeout: 10",
+             "uri_policy: {allow_test_files: true}", "hypervisors:"]
     for i in range(1, HOSTS + 1):
         specs[f"hv{i}"] = s = spec(i)
         path = directory / f"hv{i}.xml"

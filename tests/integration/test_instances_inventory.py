@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import fleet
 import pytest
 from conftest import REPO, ansible_env, changed_count, failed_messages, task_results
+from facts_helpers import LAB_POLICY
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +120,7 @@ def test_a_play_launches_then_reaches_web_1_by_name_over_ssh_and_delete_removes_
         # The ledger alone: no hypervisor contacted, no address.
         source = tmp_path / "ledger_only.berth_instances.yml"
         source.write_text(f"plugin: berth.fleet.instances\nledger_url: sqlite:///{lab.ledger_path}\n"
-                          "contact_hypervisors: false\n")
+                          "contact_hypervisors: false\n" + LAB_POLICY)
         listing, _stderr = inventory(lab, str(source))
         only = plain(listing["_meta"]["hostvars"]["inv-1"])
         assert "ansible_host" not in only and only["berth_address_source"] == "unknown"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import failed_messages, task_result
-from facts_helpers import group_members, plain, run_inventory
+from facts_helpers import LAB_POLICY, group_members, plain, run_inventory
 from sqlalchemy import create_engine, text
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -42,7 +42,7 @@ def unreachable_inventory(lab, directory: Path, url: str) -> str:
     hosts = "".join(f"  {name}:\n    uri: qemu+unix:///system?socket={directory}/nobody-{name}.sock\n"
                     for name in lab.hosts)
     (inventory / "fleet.berth.yml").write_text(
-        f"plugin: berth.fleet.hypervisors\ngather_facts: false\nhypervisors:\n{hosts}")
+        f"plugin: berth.fleet.hypervisors\ngather_facts: false\n{LAB_POLICY}hypervisors:\n{hosts}")
     lines = [line for line in (Path(lab.inventory) / "group_vars" / "all.yml").read_text().splitlines()
              if not line.startswith("berth_ledger_url:")]
     (inventory / "group_vars" / "all.yml").write_text("\n".join([*lines, f"berth_ledger_url: {json.dumps(url)}"]) + "\n")

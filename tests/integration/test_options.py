@@ -196,7 +196,7 @@ def test_a_huge_test_driver_hypervisor_is_synced_as_down_with_why(tmp_path, ledg
     inventory = tmp_path / "inventory"
     (inventory / "group_vars").mkdir(parents=True)
     (inventory / "fleet.berth.yml").write_text(json.dumps({
-        "plugin": "berth.fleet.hypervisors", "storage_pool": "default",
+        "plugin": "berth.fleet.hypervisors", "storage_pool": "default", "uri_policy": {"allow_test_files": True},
         "hypervisors": {"huge": {"uri": f"test://{node}"}, "sane": {"uri": f"test://{tmp_path}/sane.xml"}}}))
     (inventory / "group_vars" / "all.yml").write_text(f"berth_ledger_url: {json.dumps(ledger_url)}\n")
 

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     artefacts,
     claims,
@@ -54,6 +55,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import
     create_sqlite_file,
     database_errors,
     default_url,
+    mask_secrets,
     open_engine,
     reader,
     run_owner,
@@ -89,7 +91,7 @@ __all__ = [
     "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
     "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
-    "metadata", "safe_url", "utcnow",
+    "mask_secrets", "metadata", "safe_url", "utcnow",
 ]
 
 
@@ -179,16 +181,18 @@ class Ledger:
     # ---- the tracker sync ----------------------------------------------------------------------
 
     @database_errors
-    def sync_hypervisors(self, states: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def sync_hypervisors(self, states: Iterable[Mapping[str, Any]],
+                         uri_policy: UriPolicy = DEFAULT_POLICY) -> list[dict[str, Any]]:
         """Record each answering hypervisor's state (capacity, facts, images, networks, orphans).
 
         Returns, per answering hypervisor: host, uuid, generation, changed, orphans.
         """
         with self._write(create=True) as db:
-            return tracker.sync(db, list(states), utcnow())["hypervisors"]
+            return tracker.sync(db, list(states), utcnow(), uri_policy)["hypervisors"]
 
     @database_errors
-    def tracker_sync(self, states: Sequence[Mapping[str, Any]], dry_run: bool = False) -> dict[str, Any]:
+    def tracker_sync(self, states: Sequence[Mapping[str, Any]], dry_run: bool = False,
+                     uri_policy: UriPolicy = DEFAULT_POLICY) -> dict[str, Any]:
         """The periodic tracker sync (playbooks/gather.yml) of these hypervisors only: their
         states, the down ones marked down, their instances and expired claims reconciled.
 
@@ -201,11 +205,14 @@ class Ledger:
           instance ERROR; a moving instance's claim is released when its domain is not there.
         - reports what dead builds left on the answering hypervisors (``leftovers``, for the
           caller to remove and then ``forget_artefacts``) and their ``orphan_volumes``.
+        - a URI ``uri_policy`` refuses is never recorded: its hypervisor is down, with why.
+        - a hypervisor that reports a host UUID the ledger holds for another name or URI is not
+          written: it is down, and the pair is reported in ``identity_conflicts``.
         ``dry_run`` works it all out and writes nothing (check mode); a SQLite ledger that does
         not exist is created all the same (empty: the schema only), and ``created`` says so.
         """
         with self._write(dry_run, create=True) as db:
-            return tracker.sync(db, list(states), utcnow())
+            return tracker.sync(db, list(states), utcnow(), uri_policy)
 
     @database_errors
     def mark_missing(self, listed: Iterable[str], stale_after_s: float, dry_run: bool = False) -> dict[str, Any]:
@@ -268,6 +275,15 @@ class Ledger:
         """Disable (with a reason) or enable a hypervisor; ``changed`` says if anything moved."""
         with self._write() as db:
             return tracker.set_disabled(db, host, disabled, reason, dry_run)
+
+    @database_errors
+    def rehome_hypervisor(self, host: str, name: str | None, uri: str | None, reason: str,
+                          dry_run: bool = False) -> dict[str, Any]:
+        """Give a host UUID (``host``: the hypervisor's name or UUID) to another inventory name
+        and/or URI, with why: the operator's act that a sync never does (a sync whose UUID the
+        ledger holds for another name or URI is an identity conflict). Its instances follow."""
+        with self._write(dry_run) as db:
+            return tracker.rehome(db, host, name, uri, reason, utcnow(), dry_run)
 
     @database_errors
     def retire_hypervisor(self, host: str, dry_run: bool = False) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import json
 import os
+import re
 import socket
 import sqlite3
 import stat
@@ -33,7 +34,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The newest migration's revision (tests/unit check that it is alembic's head). Every action
 # opens the ledger; one that is at this revision is opened without importing alembic, which
 # costs a fifth of a second of each ansible-playbook run.
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 SQLITE_LOCK_TIMEOUT_S = 30
 # A SQLite ledger Berth creates is its owner's alone: the file, and the directory it creates for it.
 SQLITE_FILE_MODE = 0o600
@@ -65,12 +66,52 @@ def default_url() -> str:
     return "sqlite:///" + os.path.join(state_home, "berth", "ledger.sqlite3")
 
 
-def safe_url(url: str) -> str:
-    """The URL as it may be shown: never with its password."""
+# Query parameters of a ledger URL whose values are secrets: libpq's password, sslpassword (the
+# client key's passphrase) and oauth_client_secret, and any other whose name says it holds one.
+_SECRET_PARAMETER = re.compile(r"password|secret|token", re.IGNORECASE)
+# The password of a URL written inside another's value (user:password@ after a scheme).
+_NESTED_PASSWORD = re.compile(r"(://[^/@:\s]*:)([^/@\s]*)@")
+MASK = "***"
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every secret a ledger URL holds (its password, its secret parameters' values), longest
+    first, so that a message can have each replaced before it is shown."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+    except ArgumentError:
+        return []
+    found = [str(parsed.password)] if parsed.password else []
+    for name, values in parsed.query.items():
+        for value in (values,) if isinstance(values, str) else values:
+            if _SECRET_PARAMETER.search(name) and value:
+                found.append(value)
+            found += [match.group(2) for match in _NESTED_PASSWORD.finditer(value) if match.group(2)]
+    return sorted(set(found), key=len, reverse=True)
+
+
+def safe_url(url: str) -> str:
+    """The URL as it may be shown, in a message, a record, a cache key or a page: its password,
+    its secret parameters and any password of a URL inside a parameter masked."""
+    try:
+        parsed = make_url(url)
     except ArgumentError:
         return "<unparsable ledger URL>"
+
+    def masked(name: str, value: str) -> str:
+        return MASK if _SECRET_PARAMETER.search(name) else _NESTED_PASSWORD.sub(rf"\g<1>{MASK}@", value)
+
+    query = {name: masked(name, values) if isinstance(values, str) else tuple(masked(name, v) for v in values)
+             for name, values in parsed.query.items()}
+    # The mask reads as itself, not percent-encoded as SQLAlchemy writes query values.
+    return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", MASK)
+
+
+def mask_secrets(url: str, text: str) -> str:
+    """``text`` (a database error, say) with every secret of ``url`` replaced."""
+    for secret in url_secrets(url):
+        text = text.replace(secret, MASK)
+    return text
 
 
 def utcnow() -> dt.datetime:
@@ -85,13 +126,7 @@ def run_owner() -> str:
 def explain_database_error(url: str, exc: BaseException) -> str:
     """What went wrong with the ledger and what to do, naming the URL without its password."""
     shown = safe_url(url)
-    text = " ".join(str(getattr(exc, "orig", None) or exc).split())
-    try:
-        password = make_url(url).password
-    except ArgumentError:
-        password = None
-    if password:
-        text = text.replace(str(password), "***")
+    text = mask_secrets(url, " ".join(str(getattr(exc, "orig", None) or exc).split()))
     low = text.lower()
     if "database is locked" in low or "lock timeout" in low or "could not obtain lock" in low:
         return (f"the ledger at {shown} is locked by another process ({text}). A launch or sync "

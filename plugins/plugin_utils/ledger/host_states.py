@@ -330,7 +330,7 @@ def hypervisor_list(db: Connection, now: dt.datetime, uuids: Sequence[str] | Non
             "uuid": row.uuid, "host": row.name, "nodename": row.nodename, "uri": row.uri,
             "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
             "sync_status": row.sync_status, "down_reason": row.down_reason, "synced_at": iso(row.synced_at),
-            "sync_age_s": row.sync_age_s,
+            "sync_age_s": row.sync_age_s, "rehomed_reason": row.rehomed_reason, "rehomed_at": iso(row.rehomed_at),
             "status_reason": (None if row.sync_status == HV_UP
                               else _explained(row.down_reason or row.sync_status, row.synced_at)),
             "inventories": {

@@ -114,6 +114,9 @@ hypervisors = Table(
     Column("down_reason", Text, nullable=True),
     Column("disabled", Boolean, default=False, nullable=False),
     Column("disabled_reason", Text, nullable=True),
+    # Why and when an operator gave this host UUID to another name or URI (a sync never does).
+    Column("rehomed_reason", Text, nullable=True),
+    Column("rehomed_at", DateTime, nullable=True),
     # Capacity, as synced.
     Column("vcpus_total", Integer, default=0, nullable=False),
     Column("cpu_allocation_ratio", Float, default=1.0, nullable=False),

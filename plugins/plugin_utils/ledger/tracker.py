@@ -21,6 +21,8 @@ from sqlalchemy import and_, bindparam, delete, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts as builds
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
@@ -71,6 +73,75 @@ def _within_range(state: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**state, "service_up": False, "down_reason": refusal} if refusal else state
 
 
+def _uri_allowed(state: Mapping[str, Any], uri_policy: UriPolicy) -> Mapping[str, Any]:
+    """A state whose URI the operator's policy refuses is recorded as down, with why, and its
+    URI is never written: a launch would open it."""
+    refusal = uri_policy.refusal(state["uri"]) if state.get("uri") else None
+    if refusal is None:
+        return state
+    return {**state, "uri": None, "service_up": False,
+            "down_reason": f"its URI is refused by Berth's URI policy: {refusal}"}
+
+
+def _identity_conflicts(db: Connection, states: Sequence[Mapping[str, Any]],
+                        uri_policy: UriPolicy) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+    """A hypervisor's identity is the host UUID it reports, and a copied SMBIOS, a copied
+    host_uuid or a hostile host can report another's. A state whose UUID the ledger holds for
+    another name, or for the same name at another address (the URI without its parameters), is
+    not written: it becomes down with why, and the conflict naming both is reported. So is
+    every state of a UUID that several hosts of this sync report and the ledger holds for none
+    of them. Only the operator re-homes a UUID (berth.fleet.hypervisor, state=rehomed)."""
+    answering = [state for state in states if state.get("service_up") and state.get("uuid")]
+    if not answering:
+        return list(states), []
+    owners = {row.uuid: row for row in db.execute(
+        select(H.uuid, H.name, H.uri).where(H.uuid.in_(sorted({state["uuid"] for state in answering}))))}
+    claimants: dict[str, list[Mapping[str, Any]]] = {}
+    for state in answering:
+        claimants.setdefault(state["uuid"], []).append(state)
+    refused: dict[int, dict[str, Any]] = {}
+    for uuid, hosts in claimants.items():
+        owner = owners.get(uuid)
+        for state in hosts:
+            if owner is not None and owner.name == state["host"] and _same_address(owner.uri, state.get("uri"),
+                                                                                   uri_policy):
+                continue
+            if owner is None and len(hosts) == 1:
+                continue
+            if owner is not None:
+                other = {"host": owner.name, "uri": owner.uri, "owns": True}
+            else:
+                other = next({"host": s["host"], "uri": s.get("uri"), "owns": False} for s in hosts if s is not state)
+            refused[id(state)] = {"host": state["host"], "uri": state.get("uri"), "uuid": uuid,
+                                  "owner": other["host"], "owner_uri": other["uri"], "owned": other["owns"]}
+    if not refused:
+        return list(states), []
+    kept = []
+    for state in states:
+        conflict = refused.get(id(state))
+        if conflict is None:
+            kept.append(state)
+            continue
+        whose = (f"the ledger holds it for hypervisor {conflict['owner']}" if conflict["owned"]
+                 else f"hypervisor {conflict['owner']} reports it too, and the ledger holds it for neither")
+        conflict["reason"] = (f"identity conflict: {state['host']} reports host UUID {conflict['uuid']}, and {whose}; "
+                              f"nothing is written for it until the operator re-homes the UUID "
+                              f"(berth.fleet.hypervisor state=rehomed) or one host's UUID is made unique")
+        kept.append({**state, "uri": None, "service_up": False, "down_reason": conflict["reason"],
+                     "conflicting_uuid": conflict["uuid"]})
+    return kept, sorted(refused.values(), key=lambda conflict: (conflict["uuid"], conflict["host"]))
+
+
+def _same_address(recorded: str | None, reported: str | None, uri_policy: UriPolicy) -> bool:
+    """Whether two URIs reach the same place: the same URI without its parameters (a key file
+    or known_hosts file may differ between controllers). A state without a URI says nothing,
+    and a recorded URI the policy refuses (written by someone else: Berth never records one) is
+    no address to defend: the operator's inventory puts the right one back."""
+    if not recorded or not reported or recorded.split("?", 1)[0] == reported.split("?", 1)[0]:
+        return True
+    return uri_policy.refusal(recorded) is not None
+
+
 def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((s for s in states if s.get("service_up") and s.get("uuid")), key=lambda s: s["uuid"])
 
@@ -103,7 +174,8 @@ def _facts_values(state: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) -> dict[str, Any]:
+def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
+         uri_policy: UriPolicy = DEFAULT_POLICY) -> dict[str, Any]:
     """Write the answering hypervisors of ``states`` and mark the others down; then reconcile
     each answering one's instances and claims with the domains it reported.
 
@@ -112,15 +184,20 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
     finished_builds, and, on the answering hypervisors, what dead builds left there
     (leftovers, see artefacts.sort_out) and their orphan volumes (orphan_volumes).
     """
-    states = [_within_range(state) for state in states]
+    states, conflicts = _identity_conflicts(db, [_within_range(_uri_allowed(state, uri_policy)) for state in states],
+                                            uri_policy)
     answering = _answering(states)
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
-                              "leftovers": [], "orphan_volumes": [], "power_states": []}
+                              "leftovers": [], "orphan_volumes": [], "power_states": [],
+                              "identity_conflicts": conflicts}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
+    # The row a conflicting state claims is its owner's: it stays as it is.
+    spared = {state["conflicting_uuid"] for state in down if state.get("conflicting_uuid")}
     down_uuids = set(db.execute(select(H.uuid).where(H.name.in_([state["host"] for state in down]))).scalars())
+    down_uuids -= spared
     # Every row this sync writes is locked at once, in UUID order, as claims lock them.
     locked = db.execute(
         select(H.uuid, H.generation, H.sync_status, H.uri,
@@ -164,7 +241,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime) 
             "host": state["host"], "uuid": state["uuid"], "generation": generations[state["uuid"]],
             "changed": state["uuid"] in changed, "orphans": sorted(orphans.get(state["uuid"], [])),
         })
-    report["down"] = _mark_down(db, down)
+    report["down"] = _mark_down(db, down, spared)
     _reconcile(db, answering, now, report)
     _leftovers(db, answering, report)
     _follow_power_states(db, answering, now, report)
@@ -293,15 +370,18 @@ def _sync_unmanaged(db: Connection, answering: Sequence[Mapping[str, Any]], now:
     return names
 
 
-def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Hypervisors that did not answer: down, with why; their last synced state stays."""
+def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]], spared: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Hypervisors that did not answer: down, with why; their last synced state stays. The rows
+    of ``spared`` (UUIDs another host claimed) are not this sync's to touch."""
     reasons = {state["host"]: state.get("down_reason") or "did not answer" for state in down}
-    entries = []
+    entries: list[dict[str, Any]] = []
     if not reasons:
         return entries
     rows = db.execute(select(H.uuid, H.name, H.sync_status, H.down_reason, H.synced_at)
                       .where(H.name.in_(sorted(reasons))).order_by(H.uuid)).all()
     for uuid, name, status, old_reason, synced_at in rows:
+        if uuid in spared:
+            continue
         changed = (status, old_reason) != (HV_DOWN, reasons[name])
         if changed:
             db.execute(update(HT).where(H.uuid == uuid).values(sync_status=HV_DOWN, down_reason=reasons[name]))
@@ -474,6 +554,26 @@ def set_disabled(db: Connection, host: str, disabled: bool, reason: str | None, 
             disabled=disabled, disabled_reason=wanted_reason, generation=H.generation + 1))
     return {"changed": changed, "host": row.name, "uuid": row.uuid, "disabled": disabled,
             "disabled_reason": wanted_reason}
+
+
+def rehome(db: Connection, host: str, name: str | None, uri: str | None, reason: str, now: dt.datetime,
+           dry_run: bool) -> dict[str, Any]:
+    """Ledger.rehome_hypervisor's transaction (see there)."""
+    row = find_hypervisor(db, host)
+    name = name or row.name
+    uri = uri or row.uri
+    if name != row.name:
+        holder = db.execute(select(H.uuid).where(H.name == name, H.uuid != row.uuid)).scalar()
+        if holder is not None:
+            raise InputError("name", f"hypervisor {name} is in the ledger already, with host UUID {holder}: retire it "
+                                     f"first (berth.fleet.hypervisor state=retired) if {row.uuid} is that host now")
+    changed = (row.name, row.uri) != (name, uri)
+    if changed and not dry_run:
+        db.execute(update(HT).where(H.uuid == row.uuid).values(
+            name=name, uri=uri, rehomed_reason=reason, rehomed_at=now, generation=H.generation + 1))
+        db.execute(update(instances).where(instances.c.hypervisor_uuid == row.uuid).values(host=name))
+    return {"changed": changed, "host": name, "uuid": row.uuid, "was": {"host": row.name, "uri": row.uri},
+            "uri": uri, "rehomed_reason": reason if changed else row.rehomed_reason}
 
 
 def retire(db: Connection, host: str, now: dt.datetime, dry_run: bool) -> dict[str, Any]:

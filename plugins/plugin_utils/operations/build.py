@@ -36,6 +36,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     volume_instance_uuid,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     PLANNED_UUID,
     CleanupFailed,
@@ -82,6 +83,7 @@ class Build:
         # A launch's request, checked once already (operations/launch.check_request): its image
         # (an image by URL fetched) and guest hardware are not checked again.
         self._checked = checked
+        self._uri_policy = UriPolicy.from_settings(self.args.get("uri_policy"))
 
     def _ledger(self, args: Mapping[str, Any], reading: bool = False) -> Ledger | None:
         """The ledger: None without it, and in check mode unless ``reading`` (nothing is
@@ -94,7 +96,7 @@ class Build:
         """The task's one session with ``host``: one connection, one read of its pool."""
         with self._sessions_lock:
             if host not in self._sessions:
-                self._sessions[host] = HostSession(host, uri, timeout_s)
+                self._sessions[host] = HostSession(host, uri, timeout_s, self._uri_policy)
             return self._sessions[host]
 
     def run(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSession
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import (
     PAUSE,
@@ -37,8 +38,8 @@ class Power:
     to ``wanted``. Every instance is planned before any is touched: one refusal changes nothing."""
 
     def __init__(self, rows: Sequence[dict[str, Any]], wanted: str, ledger: Ledger, shutdown_timeout_s: int,
-                 timeout_s: float, check_mode: bool) -> None:
-        self.rows, self.wanted, self.ledger = list(rows), wanted, ledger
+                 timeout_s: float, check_mode: bool, uri_policy: UriPolicy) -> None:
+        self.rows, self.wanted, self.ledger, self.uri_policy = list(rows), wanted, ledger, uri_policy
         self.shutdown_timeout_s, self.timeout_s, self.check_mode = shutdown_timeout_s, timeout_s, check_mode
 
     def run(self) -> dict[str, Any]:
@@ -47,7 +48,7 @@ class Power:
         try:
             for row in rows:
                 if row["host"] not in sessions:
-                    sessions[row["host"]] = HostSession(row["host"], row["uri"], self.timeout_s)
+                    sessions[row["host"]] = HostSession(row["host"], row["uri"], self.timeout_s, self.uri_policy)
             # Every instance is planned before any is touched: one refusal changes nothing.
             plans = [self._plan(row, self.wanted, sessions[row["host"]]) for row in rows]
             if self.check_mode:

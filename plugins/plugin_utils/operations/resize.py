@@ -12,6 +12,7 @@ from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -67,7 +68,8 @@ class Resize:
         if target["warnings"]:
             result["warnings"] = list(target["warnings"])
         pool = args["storage_pool"]
-        with Hypervisor(source, instance["uri"], **connections(args)) as src:
+        uri_policy = UriPolicy.from_settings(args["uri_policy"])
+        with Hypervisor(source, instance["uri"], **connections(args), uri_policy=uri_policy) as src:
             xml = src.domain_xml(uuid, inactive=True)
             if xml is None:
                 raise HypervisorError(source, f"domain {uuid} of {name} is not there, though the ledger says so")
@@ -85,7 +87,7 @@ class Resize:
             else:
                 move = Move(args, ledger, instance, target, self.hooks, new_flavor=new,
                             rewrite=lambda moved_xml: resized_domain_xml(moved_xml, new))
-                with Hypervisor(target["host"], target["uri"], **connections(args)) as dst:
+                with Hypervisor(target["host"], target["uri"], **connections(args), uri_policy=uri_policy) as dst:
                     move.plan(src, dst, xml)
                     if self.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}

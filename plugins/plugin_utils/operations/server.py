@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, instance_names
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
@@ -106,7 +107,7 @@ class Server:
             if busy:
                 raise BerthError(f"{', '.join(busy)}: another run is building or moving it; run again once it is done")
             powered = Power(placed, wanted, self.ledger, args["shutdown_timeout"], args["timeout"],
-                            self.check_mode).run()
+                            self.check_mode, UriPolicy.from_settings(args["uri_policy"])).run()
             if powered.get("failed"):
                 result.update(failed=True, msg=powered["msg"])
             elif powered["changed"]:

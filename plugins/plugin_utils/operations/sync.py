@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     host_state,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_recorded
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
@@ -40,7 +41,8 @@ READ_DEADLINE_TIMEOUTS = 2
 FRESHNESS_WARNING_SHARE = 0.5
 # The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
-                 "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states")
+                 "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states",
+                 "identity_conflicts")
 
 SessionOpener = Callable[["Target", bool], ContextManager[Hypervisor]]
 
@@ -59,9 +61,11 @@ class Target:
     keepalive: Mapping[str, Any]
     # The live facts the inventory plugin gathered (gather_facts: true), used as they are.
     host_state: Mapping[str, Any] | None = None
+    # The operator's (module_utils/uri_policy.py): checked when the URI is opened and recorded.
+    uri_policy: UriPolicy = DEFAULT_POLICY
 
     @classmethod
-    def from_hostvars(cls, host: str, variables: Mapping[str, Any]) -> Target:
+    def from_hostvars(cls, host: str, variables: Mapping[str, Any], uri_policy: UriPolicy = DEFAULT_POLICY) -> Target:
         uri = variables.get("berth_libvirt_uri")
         hypervisor = variables.get("berth_hypervisor")
         if not uri or not isinstance(hypervisor, Mapping):
@@ -72,7 +76,7 @@ class Target:
                    aggregates=tuple(hypervisor["aggregates"]), availability_zone=hypervisor["availability_zone"],
                    keepalive={"keepalive_interval": hypervisor["keepalive_interval"],
                               "keepalive_count": hypervisor["keepalive_count"]},
-                   host_state=variables.get("berth_host_state") or None)
+                   host_state=variables.get("berth_host_state") or None, uri_policy=uri_policy)
 
     @property
     def deadline_s(self) -> float:
@@ -85,7 +89,8 @@ def open_hypervisor(target: Target, bounded_by_caller: bool) -> ContextManager[H
     no call needs a timeout (and a thread) of its own."""
     return Hypervisor(target.host, target.uri, target.timeout_s,
                       keepalive_interval_s=target.keepalive["keepalive_interval"],
-                      keepalive_count=target.keepalive["keepalive_count"], bounded_by_caller=bounded_by_caller)
+                      keepalive_count=target.keepalive["keepalive_count"], bounded_by_caller=bounded_by_caller,
+                      uri_policy=target.uri_policy)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class SyncRequest:
     keep_leftovers: bool = False
     service_down_time_s: int = 600
     dry_run: bool = False
+    # The operator's; a URI it refuses is never recorded (the targets carry it for their connections).
+    uri_policy: UriPolicy = DEFAULT_POLICY
     names: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
@@ -134,7 +141,7 @@ class Sync:
         changed = False
         reader = _BoundedReader(self._read, self.request.workers)
         for states in reader.batches(self.request.targets, self.request.batch_size):
-            batch = self.ledger.tracker_sync(states, dry_run=self.request.dry_run)
+            batch = self.ledger.tracker_sync(states, dry_run=self.request.dry_run, uri_policy=self.request.uri_policy)
             changed = batch.pop("changed") or changed
             changed = self._reclaim(batch) or changed
             for name in _REPORT_LISTS:
@@ -320,8 +327,12 @@ def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
     """(host, line) pairs: one per hypervisor (the ledger's view beside the hypervisor's own),
     then each finding, with the hypervisor it is about."""
     lines = []
+    conflicts = {conflict["host"]: conflict["reason"] for conflict in report.get("identity_conflicts", [])}
     for state in states:
         row = hypervisors.get(state.get("uuid") or "")
+        if state["host"] in conflicts:
+            lines.append((state["host"], f"{state['host']}: IDENTITY CONFLICT: {conflicts[state['host']]}"))
+            continue
         if not state.get("service_up") or row is None:
             lines.append((state["host"], f"{state['host']}: did not answer ({state.get('down_reason') or 'no facts'}); "
                                          f"its claims are kept"))

@@ -96,7 +96,7 @@ def test_the_root_volume_is_the_first_disk_when_it_is_in_the_pool():
 
 def hypervisor(name, uuid, reserved_mb):
     return {
-        "host": name, "nodename": name, "uuid": uuid, "uri": f"test:///{name}", "service_up": True,
+        "host": name, "nodename": name, "uuid": uuid, "uri": f"qemu+ssh://{name}/system", "service_up": True,
         "disabled": False, "vcpus_total": 8, "vcpus_used": 0, "total_usable_ram_mb": 8192, "free_ram_mb": 0,
         "total_usable_disk_gb": 200, "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0,
         "cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
@@ -132,7 +132,7 @@ def test_its_own_host_is_kept_where_the_new_flavor_fits_with_its_own_claim_given
 def test_a_flavor_its_host_cannot_take_goes_where_the_scheduler_says_with_why(fleet):
     [web] = fleet.instances(["web-1"])
     target = destination(ARGS, {}, fleet, web, MEDIUM)
-    assert (target["host"], target["uri"]) == ("hv2", "test:///hv2")
+    assert (target["host"], target["uri"]) == ("hv2", "qemu+ssh://hv2/system")
     assert target["why"].startswith("hv1 has no room (insufficient RAM: needs 4096 MB")
     assert "chosen by the scheduler" in target["why"]
 

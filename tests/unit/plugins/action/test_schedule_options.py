@@ -5,7 +5,6 @@ import importlib
 import re
 
 import pytest
-import yaml
 
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as CapacityAction
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
@@ -21,6 +20,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
     WEIGHERS,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
+from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_documentation
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     Fleet,
     failure_message,
@@ -106,8 +106,9 @@ def test_failure_message_on_a_compact_explanation_names_the_closest_misses():
 # --- DOCUMENTATION and argument specs: one set of options, every filter and weigher named ------
 
 def documented_options(module_name):
+    """The options ansible-doc shows: the module's own and its doc fragments'."""
     module = importlib.import_module(f"ansible_collections.berth.fleet.plugins.modules.{module_name}")
-    return yaml.safe_load(module.DOCUMENTATION)["options"]
+    return module_documentation(module.__file__)["options"]
 
 
 @pytest.mark.parametrize("module_name, spec", [

@@ -18,10 +18,11 @@ from ansible.template import Templar
 from ansible_collections.berth.fleet.plugins.inventory import instances as plugin_module
 from ansible_collections.berth.fleet.plugins.inventory.instances import InventoryModule, awaits_address, preferred_address
 
-# What the fragments default to: ansible.builtin.constructed and inventory_cache, berth.fleet.ledger and
-# libvirt_auth.
+# What the fragments default to: ansible.builtin.constructed and inventory_cache, berth.fleet.ledger,
+# libvirt_auth and uri_policy.
 FRAGMENT_DEFAULTS = {"strict": False, "compose": {}, "groups": {}, "keyed_groups": [], "use_extra_vars": False,
-                     "leading_separator": True, "cache": False, "ledger_url": None, "username": None, "password": None}
+                     "leading_separator": True, "cache": False, "ledger_url": None, "username": None, "password": None,
+                     "uri_policy": None}
 
 
 def row(name, host="hv1", state="ACTIVE", flavor="m1.tiny", server_group=None, project_id="default", **extra):

@@ -22,7 +22,7 @@ from ansible_collections.berth.fleet.plugins.modules.hypervisor_facts import run
 DEFAULTS = {"name": "hv1", "uri": "qemu:///system", "storage_pool": "default", "timeout": 1.0,
             "cpu_allocation_ratio": None, "ram_allocation_ratio": None, "disk_allocation_ratio": None,
             "reserved_host_memory_mb": None, "reserved_host_disk_mb": None, "aggregates": [],
-            "default_availability_zone": "nova"}
+            "default_availability_zone": "nova", "uri_policy": None}
 
 
 @pytest.mark.parametrize(
@@ -47,10 +47,11 @@ def test_bad_options_name_the_option(params, field):
 
 def test_the_argument_spec_is_the_documented_one():
     """What the module accepts on the hypervisor: its DOCUMENTATION, read there by the converter
-    the actions use on the controller; these are the options it has always had."""
+    the actions use on the controller; the options it has always had, and the URI policy."""
     assert documented_argument_spec(hypervisor_facts.DOCUMENTATION) == {
         "name": {"type": "str", "required": True},
         "uri": {"type": "str", "default": "qemu:///system"},
+        "uri_policy": {"type": "dict"},
         "storage_pool": {"type": "str", "default": "default"},
         "timeout": {"type": "float", "default": 10},
         "cpu_allocation_ratio": {"type": "float"},

@@ -29,6 +29,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     SCHEMA_REVISION,
     ClaimConflict,
     Ledger,
+    mask_secrets,
     safe_url,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
@@ -119,6 +120,31 @@ def test_unwritable_directory_is_refused(tmp_path):
 
 def test_password_never_shown():
     assert "s3cret" not in safe_url("postgresql+psycopg://berth:s3cret@db.example/berth")
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://berth:s3cret@db.example/berth",
+    "postgresql+psycopg://berth@db.example/berth?password=s3cret",
+    "postgresql+psycopg://berth@db.example/berth?sslpassword=s3cret&sslkey=/etc/berth/client.key",
+    "postgresql+psycopg://berth@db.example/berth?oauth_client_secret=s3cret",
+    "postgresql+psycopg://berth@db.example/berth?PASSWORD=s3cret",
+    "postgresql+psycopg://berth@db.example/berth?password=first&password=s3cret",
+    "postgresql+psycopg://berth@db.example/berth?service=postgresql://other:s3cret@elsewhere/db",
+], ids=["userinfo", "password", "sslpassword", "oauth-secret", "upper-case", "repeated", "nested-url"])
+def test_every_secret_of_a_ledger_url_is_masked_where_it_is_shown(url):
+    shown = safe_url(url)
+    assert "s3cret" not in shown and "***" in shown and "db.example/berth" in shown
+    assert mask_secrets(url, f"FATAL: password s3cret refused for {url}").count("s3cret") == 0
+    # What is not secret stays, so that the URL can still be told apart.
+    assert ("sslkey=" in shown) == ("sslkey" in url)
+
+
+def test_an_error_naming_the_secret_parameter_is_masked_in_the_message():
+    url = "postgresql+psycopg://berth@127.0.0.1:1/berth?password=s3cret-param&sslpassword=keypass"
+    with pytest.raises(LedgerError) as caught:
+        Ledger(url).open()
+    assert "s3cret-param" not in str(caught.value) and "keypass" not in str(caught.value)
+    assert "password=***" in str(caught.value)
 
 
 def test_sync_writes_inventories_per_resource_and_moves_the_generation_only_on_change(ledger):

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import event
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
     Sync,
     SyncRequest,
@@ -17,6 +18,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import
     open_hypervisor,
 )
 
+# The operator's policy of a fleet of test-driver node files (labs only).
+NODE_FILES = UriPolicy(allow_test_files=True)
 SETTINGS = {"storage_pool": "default", "settings": {}, "aggregates": [], "availability_zone": "nova",
             "keepalive_interval": 5, "keepalive_count": 3}
 
@@ -40,8 +43,8 @@ def fleet(tmp_path):
     for number in range(1, 8):
         path = tmp_path / f"hv{number}.xml"
         path.write_text(node(number))
-        targets.append(Target.from_hostvars(f"hv{number}", {"berth_libvirt_uri": f"test://{path}",
-                                                            "berth_hypervisor": {**SETTINGS, "timeout": 5.0}}))
+        variables = {"berth_libvirt_uri": f"test://{path}", "berth_hypervisor": {**SETTINGS, "timeout": 5.0}}
+        targets.append(Target.from_hostvars(f"hv{number}", variables, NODE_FILES))
     return tuple(targets)
 
 
@@ -58,7 +61,7 @@ def statements(ledger) -> list[str]:
 
 
 def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_sync_time(ledger, fleet):
-    request = SyncRequest(targets=fleet, workers=2, batch_size=3)
+    request = SyncRequest(uri_policy=NODE_FILES, targets=fleet, workers=2, batch_size=3)
     first = Sync(request, ledger).run()
     assert first["changed"] and first["summary"]["changed"] == 7 and first["summary"]["down"] == 0
     generations = {row["host"]: row["generation"] for row in ledger.hypervisors()}
@@ -82,7 +85,7 @@ def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_s
 
 
 def test_check_mode_works_it_out_and_writes_nothing(ledger, fleet):
-    dry = Sync(SyncRequest(targets=fleet, dry_run=True), ledger).run()
+    dry = Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet, dry_run=True), ledger).run()
     assert dry["changed"] and dry["summary"]["changed"] == 7
     assert ledger.hypervisors() == []
 
@@ -111,7 +114,7 @@ def test_a_hypervisor_that_does_not_answer_is_down_within_its_deadline_and_holds
     started = time.monotonic()
     try:
         # One worker: the hung hypervisor's thread is given up and another reads the rest.
-        result = Sync(SyncRequest(targets=(hung, *fleet[1:]), workers=1, batch_size=2, service_down_time_s=2),
+        result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(hung, *fleet[1:]), workers=1, batch_size=2, service_down_time_s=2),
                       ledger, open_session).run()
     finally:
         release.set()
@@ -126,9 +129,9 @@ def test_a_hypervisor_that_does_not_answer_is_down_within_its_deadline_and_holds
 
 
 def test_a_hypervisor_the_ledger_knows_is_marked_down_with_the_reason(ledger, fleet, tmp_path):
-    Sync(SyncRequest(targets=fleet), ledger).run()
+    Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet), ledger).run()
     gone = Target(**{**fleet[2].__dict__, "uri": f"test://{tmp_path}/nowhere.xml"})
-    result = Sync(SyncRequest(targets=(gone,)), ledger).run()
+    result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(gone,)), ledger).run()
     [down] = result["report"]["down"]
     assert (down["host"], down["changed"]) == ("hv3", True)
     [row] = [row for row in ledger.hypervisors() if row["host"] == "hv3"]
@@ -140,16 +143,45 @@ def test_a_hypervisor_the_ledger_knows_is_marked_down_with_the_reason(ledger, fl
                          ids=["no-workers", "negative-batch", "bool"])
 def test_a_request_names_the_option_it_refuses(fleet, field, value, option):
     with pytest.raises(InputError) as refused:
-        SyncRequest(targets=fleet, **{field: value})
+        SyncRequest(uri_policy=NODE_FILES, targets=fleet, **{field: value})
     assert refused.value.field == option
 
 
 def test_a_host_listed_twice_or_without_the_inventory_s_variables_is_refused(fleet):
     with pytest.raises(InputError, match="listed twice: hv1"):
-        SyncRequest(targets=(fleet[0], fleet[0]))
+        SyncRequest(uri_policy=NODE_FILES, targets=(fleet[0], fleet[0]))
     with pytest.raises(InputError, match="does not come from a berth.fleet.hypervisors inventory source"):
         Target.from_hostvars("web1", {"ansible_host": "web1"})
 
 
 def test_hooks_are_accepted(ledger, fleet):
-    assert Sync(SyncRequest(targets=fleet[:1]), ledger, hooks=object()).run()["summary"]["hypervisors"] == 1
+    assert Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet[:1]), ledger, hooks=object()).run()["summary"]["hypervisors"] == 1
+
+
+def test_a_host_reporting_another_hosts_uuid_is_reported_as_an_identity_conflict(ledger, fleet):
+    Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet[:2]), ledger).run()
+    owner = {row["host"]: row["uuid"] for row in ledger.hypervisors()}["hv1"]
+    # hv2 answers with hv1's UUID, as a copied SMBIOS would make it.
+    copied = Target(**{**fleet[1].__dict__})
+    impostor = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(copied,)), ledger,
+                    open_session=lambda target, bounded: _reporting(open_hypervisor(target, bounded), owner)).run()
+    [line] = impostor["findings"]["hv2"]
+    assert line.startswith(f"hv2: IDENTITY CONFLICT: identity conflict: hv2 reports host UUID {owner}")
+    assert [(c["host"], c["owner"]) for c in impostor["report"]["identity_conflicts"]] == [("hv2", "hv1")]
+    assert impostor["summary"]["down"] == 1
+
+
+class _reporting:
+    """A session whose host reports ``uuid`` (the test driver's node files report none)."""
+
+    def __init__(self, session, uuid):
+        self.session, self.uuid = session, uuid
+
+    def __enter__(self):
+        hv = self.session.__enter__()
+        facts = hv.facts
+        hv.facts = lambda pool: {**facts(pool), "uuid": self.uuid}
+        return hv
+
+    def __exit__(self, *exc):
+        return self.session.__exit__(*exc)

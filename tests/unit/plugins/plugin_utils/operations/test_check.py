@@ -96,4 +96,4 @@ def test_a_refused_connection_is_the_one_finding_with_where_to_look(tmp_path):
 def test_the_action_on_a_host_that_is_no_hypervisor_says_where_to_run_it():
     with pytest.raises(BerthError, match="^host localhost has no berth_libvirt_uri .*run berth.fleet.hypervisor_check "
                                          "on the hypervisors' group$"):
-        HypervisorCheck.run_berth(None, {"networks": []}, {"inventory_hostname": "localhost"})  # type: ignore[arg-type]
+        HypervisorCheck.run_berth(None, {"networks": [], "uri_policy": None}, {"inventory_hostname": "localhost"})  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ def hypervisor(index, rng):
     name = f"hv{index}"
     zone = rng.choice(ZONES)
     return {
-        "host": name, "nodename": name, "uuid": f"hv-{index}", "uri": f"test:///{name}", "service_up": True,
+        "host": name, "nodename": name, "uuid": f"hv-{index}", "uri": f"qemu+ssh://{name}/system", "service_up": True,
         "disabled": False, "vcpus_total": rng.choice([4, 8]), "vcpus_used": 0,
         "total_usable_ram_mb": rng.choice([4096, 8192, 12288]), "free_ram_mb": 0, "total_usable_disk_gb": 200,
         "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0, "cpu_allocation_ratio": 2.0,

@@ -165,7 +165,10 @@ def test_a_running_domain_is_compared_without_what_libvirt_assigned_at_start():
     xml, _instance = launched(launch_request())
     running = as_libvirt_gives_it(xml).replace(
         "<serial type='pty'>", "<serial type='pty'><source path='/dev/pts/7'/>").replace(
-        "<mac address=", "<target dev='vnet3'/><mac address=", 1)
+        "<mac address=", "<target dev='vnet3'/><mac address=", 1).replace(
+        f"<source file='{POOL}/{root_volume_name(UUID)}'/>",
+        f"<source file='{POOL}/{root_volume_name(UUID)}' index='2'/><backingStore type='file' index='3'>"
+        f"<format type='qcow2'/><source file='{POOL}/debian.qcow2'/></backingStore>")
     assert foreign_parts(running, xml, running=True) == []
     # Attached while it runs: a host device, and a CD-ROM's medium changed to a host file.
     device, named = HOSTILE["hostdev"]
