@@ -185,6 +185,8 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
 # run brings its own) and the image volume (a move carries its disks, it needs no image there).
 NOT_RECORDED = ("force_hosts", "force_nodes", "ignore_hosts", "retry_hosts", "explain", "engine",
                 "service_down_time", "image_volume")
+
+
 def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor: Flavor) -> dict[str, Any]:
     """What an instance records of the request it was launched with (the ledger's
     instances.request), as Nova keeps the boot's RequestSpec: its flavor (with extra specs), the
