@@ -61,7 +61,7 @@ def leased_address(lab, host: str, domain: str) -> str:
 def test_a_play_launches_then_reaches_web_1_by_name_over_ssh_and_delete_removes_them(lab, tmp_path):
     lab.keep_synced((), None)  # the ledger knows each hypervisor's network
     lab.server_group("inv-spread", "present")
-    request = {"name": "inv", "count": 2, "flavor": "m1.tiny", "networks": NETWORKS, "server_group": "inv-spread",
+    request = {"server_name": "inv", "count": 2, "flavor": "m1.tiny", "networks": NETWORKS, "server_group": "inv-spread",
                "metadata": {"role": "front"}}
     instances_dir = str(fleet.instances_inventory_dir(lab.dir))
     try:
@@ -126,7 +126,7 @@ def test_a_play_launches_then_reaches_web_1_by_name_over_ssh_and_delete_removes_
         assert "ansible_host" not in only and only["berth_address_source"] == "unknown"
         assert only["berth_instance"]["host"] == rows["inv-1"]["host"] and only["berth_instance"]["metadata"] is None
     finally:
-        deleted = lab.playbook("delete.yml", "-e", "name=inv")
+        deleted = lab.playbook("delete.yml", "-e", "server_name=inv")
         lab.server_group("inv-spread", "absent")
     assert deleted["rc"] == 0, failed_messages(deleted)
     listing, _stderr = inventory(lab)
@@ -135,7 +135,7 @@ def test_a_play_launches_then_reaches_web_1_by_name_over_ssh_and_delete_removes_
 
 
 def test_a_user_mode_guest_is_listed_without_an_address_and_says_why(lab):
-    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "slirp", "networks": [{"type": "user"}]}))
+    launched = lab.playbook("launch.yml", "-e", json.dumps({"server_name": "slirp", "networks": [{"type": "user"}]}))
     assert launched["rc"] == 0, failed_messages(launched)
     try:
         listing, _stderr = inventory(lab)
@@ -145,7 +145,7 @@ def test_a_user_mode_guest_is_listed_without_an_address_and_says_why(lab):
         assert "user-mode networking only" in variables["berth_address_reason"]
         assert variables["berth_domain"]["interfaces"][0]["type"] == "user"
     finally:
-        assert lab.playbook("delete.yml", "-e", "name=slirp")["rc"] == 0
+        assert lab.playbook("delete.yml", "-e", "server_name=slirp")["rc"] == 0
 
 
 # What a hostile guest's agent answers (lab/guest.py's berth.agent=): an SSH option, an address
@@ -157,7 +157,7 @@ def test_a_guest_agent_answer_that_is_not_an_address_of_its_network_never_become
     lab.keep_synced((), None)
     hostile = ",".join(HOSTILE_AGENT_ANSWER)
     for name, answer in (("liar", hostile), ("liar-bare", hostile.removesuffix(",own"))):
-        launched = lab.playbook("launch.yml", "-e", json.dumps({"name": name, "networks": NETWORKS}),
+        launched = lab.playbook("launch.yml", "-e", json.dumps({"server_name": name, "networks": NETWORKS}),
                                 "-e", json.dumps({"berth_boot_cmdline": f"console=ttyS0 berth.agent={answer}"}))
         assert launched["rc"] == 0, failed_messages(launched)
     try:
@@ -172,7 +172,7 @@ def test_a_guest_agent_answer_that_is_not_an_address_of_its_network_never_become
         # The agent alone: the guest's own address is kept, the rest refused.
         source = tmp_path / "agent_only.berth_instances.yml"
         source.write_text(f"plugin: berth.fleet.instances\nledger_url: sqlite:///{lab.ledger_path}\n"
-                          "address_sources: [agent]\n")
+                          "address_sources: [agent]\n" + "\n".join(fleet.LAB_URI_POLICY) + "\n")
         deadline = time.monotonic() + 60
         while True:  # the lab guest's agent loop starts beside its DHCP client
             listing, _stderr = inventory(lab, str(source))
@@ -191,5 +191,5 @@ def test_a_guest_agent_answer_that_is_not_an_address_of_its_network_never_become
         assert "is not an IP address" in bare["berth_address_reason"]
         assert "192.0.2.1 is outside the networks of interface" in bare["berth_address_reason"]
     finally:
-        assert lab.playbook("delete.yml", "-e", "name=liar")["rc"] == 0
-        assert lab.playbook("delete.yml", "-e", "name=liar-bare")["rc"] == 0
+        assert lab.playbook("delete.yml", "-e", "server_name=liar")["rc"] == 0
+        assert lab.playbook("delete.yml", "-e", "server_name=liar-bare")["rc"] == 0

@@ -27,7 +27,10 @@ def listing(db: Connection, states: Sequence[str]) -> list[dict[str, Any]]:
     """The instances in ``states``, by name: each its ledger row plus ``server_group`` ({name,
     policy} or None), ``uri`` (its hypervisor's, as the last sync recorded it; None if unknown)
     and ``hypervisor_status`` (up, down or missing; None without a hypervisor)."""
-    query = (select(instances, H.uri, H.sync_status, G.name.label("group_name"), G.policy.label("group_policy"))
+    # Not the recorded launch request (what moves schedule and define with, user options
+    # included): a host's variables have no use for it.
+    columns = [column for column in instances.c if column.name != "request"]
+    query = (select(*columns, H.uri, H.sync_status, G.name.label("group_name"), G.policy.label("group_policy"))
              .outerjoin(hypervisors, H.uuid == N.hypervisor_uuid)
              .outerjoin(server_group_members, M.instance_uuid == N.uuid)
              .outerjoin(server_groups, G.uuid == M.group_uuid)
@@ -36,6 +39,7 @@ def listing(db: Connection, states: Sequence[str]) -> list[dict[str, Any]]:
     found = []
     for row in db.execute(query):
         group = {"name": row.group_name, "policy": row.group_policy} if row.group_name else None
-        found.append({**instance_dict(row._mapping), "server_group": group, "uri": row.uri,
-                      "hypervisor_status": row.sync_status})
+        instance = instance_dict(row._mapping)
+        del instance["request"]
+        found.append({**instance, "server_group": group, "uri": row.uri, "hypervisor_status": row.sync_status})
     return found
