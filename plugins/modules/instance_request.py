@@ -35,6 +35,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.launch
   - berth.fleet.guest
+  - berth.fleet.seed
   - berth.fleet.image_download
   - berth.fleet.limits
 attributes:

@@ -17,6 +17,7 @@ import os
 import threading
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils._static_network import has_static_config
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
@@ -31,7 +32,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriP
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
-from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
+from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
     AFTER_DEFINE,
     AFTER_ROOT_VOLUME,
@@ -52,6 +53,13 @@ def mac_address(instance_uuid: str, index: int) -> str:
     """
     digest = hashlib.sha256(f"{instance_uuid}/{index}".encode()).digest()
     return "52:54:00:" + ":".join(f"{byte:02x}" for byte in digest[:3])
+
+
+def wants_seed(request: Mapping[str, Any]) -> bool:
+    """Whether a build gives the guest a NoCloud seed: for its user data, its SSH keys or the
+    static settings of an interface."""
+    return (request["user_data"] is not None or bool(request["public_keys"])
+            or any(has_static_config(network) for network in request["networks"]))
 
 
 def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
@@ -195,10 +203,13 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     if request["guest"]["firmware"] == "uefi":
         # libvirt copies OVMF's variable template there when the domain first starts.
         result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(request["uuid"]))}
-    if request["user_data"] is not None:
+    if wants_seed(request):
+        macs = [mac_address(request["uuid"], index) for index in range(len(request["networks"]))]
         result["seed"] = {
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
-            "data": seed_iso(request["uuid"], request["name"], request["user_data"]),
+            "data": seed_iso(request["uuid"], request["name"], request["user_data"],
+                             public_keys=request["public_keys"],
+                             network_config=network_config(request["networks"], macs)),
         }
     # Everything make() makes (an image upload is not the instance's: later builds share it).
     result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]

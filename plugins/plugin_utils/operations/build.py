@@ -19,6 +19,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -47,6 +48,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     plan,
     remove_instance,
     remove_recorded,
+    wants_seed,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
@@ -178,6 +180,7 @@ class Build:
             "networks": network_specs(args["networks"]),
             "metadata": metadata_spec(args["metadata"]),
             "user_data": user_data_spec(args["user_data"]),
+            "public_keys": public_keys_spec(args["ssh_authorized_keys"], args["key_name"], args["key_pairs"]),
             "boot": boot_spec(args["boot"]),
             "pool": args["storage_pool"],
         }
@@ -328,7 +331,7 @@ def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[st
     guest = request["guest"]
     return {"metadata": dict(request["metadata"]), "networks": [dict(net) for net in request["networks"]],
             "boot": dict(request["boot"]), "guest": {key: guest[key] for key in GUEST_OPTIONS},
-            "seed": request["user_data"] is not None, "domain_type": args["domain_type"] or ""}
+            "seed": wants_seed(request), "domain_type": args["domain_type"] or ""}
 
 
 def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: DomainTemplate, pool_path: str,
