@@ -321,7 +321,7 @@ class Build:
 
 
 # The guest options build_record keeps: guest_spec's inputs, which give its full answer again.
-GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "graphics")
+GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "cdrom_bus", "graphics")
 
 
 def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
