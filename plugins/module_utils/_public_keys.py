@@ -62,7 +62,8 @@ def public_key(field: str, text: Any) -> str:
     if len(strings) != 1 + KEY_TYPES[kind]:
         raise InputError(field, f"{field}: the {kind} key's data has {len(strings) - 1} field(s) after its type, "
                                 f"not {KEY_TYPES[kind]}")
-    return " ".join(parts)
+    comment = parts[2].strip() if len(parts) > 2 else ""
+    return f"{kind} {encoded} {comment}" if comment else f"{kind} {encoded}"
 
 
 def _blob_strings(blob: bytes) -> list[bytes] | None:
