@@ -133,7 +133,8 @@ def _on_link(field: str, text: Any, interfaces: Sequence[Interface]) -> ipaddres
     address = _address(field, text)
     subnets = [interface.network for interface in interfaces if interface.version == address.version]
     if not any(address in subnet for subnet in subnets):
-        own = ", ".join(str(subnet) for subnet in subnets) or f"none: give the interface an IPv{address.version} address"
+        own = (", ".join(str(subnet) for subnet in subnets)
+               or f"none: give the interface an IPv{address.version} address")
         raise InputError(field, f"{field}: {address} is not inside the interface's IPv{address.version} subnets "
                                 f"({own})")
     if address in [interface.ip for interface in interfaces]:

@@ -91,8 +91,8 @@ options:
       - Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name)
         (the libvirt network or the bridge). MAC addresses are derived from the instance UUID.
       - Each may carry the guest's static settings of its interface (C(addresses), C(gateway), C(routes),
-        C(nameservers), C(dhcp)), given on the NoCloud seed as M(berth.fleet.server)'s O(berth.fleet.server#module:networks)
-        describes them.
+        C(nameservers), C(dhcp)), given on the NoCloud seed as
+        M(berth.fleet.server)'s O(berth.fleet.server#module:networks) describes them.
     type: raw
     default: []
   user_data:

@@ -48,7 +48,8 @@ def network_config(networks: Sequence[Mapping[str, Any]], macs: Sequence[str]) -
         if network.get("addresses"):
             entry["addresses"] = list(network["addresses"])
         entry["dhcp4"] = network.get("dhcp", not network.get("addresses"))
-        routes = [{"to": _DEFAULT_NETWORKS[_version(gateway)], "via": gateway} for gateway in network.get("gateway", [])]
+        routes = [{"to": _DEFAULT_NETWORKS[_version(gateway)], "via": gateway}
+                  for gateway in network.get("gateway", [])]
         for route in network.get("routes", []):
             to = _DEFAULT_NETWORKS[_version(route["via"])] if route_is_default(route["to"]) else route["to"]
             routes.append({**route, "to": to})

@@ -12,7 +12,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMHAHKTOP2ZweYwdkDpx84WRcq9TQF+EoJE7iTdXnww7 alice@example"
 RSA = ("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQDIiXlWXsXY1ikygUoSvcXtLqGmQqpvNWH06394m9lawNnjtvbLqnKl9D6vvugWk5Uy"
-       "fftfWSaxsCqO8EF4rRvJe/o2s3QKzvJ1VFhdrKRT/lLIFIT739XyIllTwXIVh4ZHAkONgZnqkwjEvCImI9O0Zf8B27NUWT362WzzBQXrTw== bob")
+       "fftfWSaxsCqO8EF4rRvJe/o2s3QKzvJ1VFhdrKRT/lLIFIT739XyIllTwXIVh4ZHAkONgZnqkwjEvCImI9O0Zf8B27NUWT362WzzBQXrTw=="
+       " bob")
 ECDSA = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBBo11hXraCWlnFi1q1CApq7W1yioD5znLY9g"
          "iI1xNA6yaRcNQ4AAXtpAiUgWONlYPgT4WBM2l3SNMbEBnEVTKwM=")
 ED25519_BLOB = base64.b64decode(ED25519.split()[1])
