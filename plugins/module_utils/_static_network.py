@@ -113,8 +113,8 @@ def _interface(field: str, text: Any) -> Interface:
         raise InputError(field, f"{field}: {address} is not an address to give an interface "
                                 f"(multicast, unspecified, loopback or link-local)")
     subnet = interface.network
-    if subnet.version == 4 and subnet.prefixlen <= 30 and address in (subnet.network_address,
-                                                                       subnet.broadcast_address):
+    reserved = (subnet.network_address, subnet.broadcast_address)
+    if subnet.version == 4 and subnet.prefixlen <= 30 and address in reserved:
         raise InputError(field, f"{field}: {address} is the network or broadcast address of {subnet}")
     return interface
 
