@@ -37,8 +37,8 @@ BUILD_SPEC = module_argument_spec(f"{COLLECTION_ROOT}/plugins/action/instance.py
 def check_request(args: Mapping[str, Any]) -> dict[str, Any]:
     """A launch's request, every part checked against its limits before anything is scheduled:
     the flavor (when given), image, networks (with their static settings), metadata, user data,
-    SSH keys, boot paths and the guest's hardware; an image by URL is downloaded into the controller's cache (in check mode too) and
-    its checksum checked. Contacts no hypervisor."""
+    SSH keys, boot paths and the guest's hardware; an image by URL is downloaded into the
+    controller's cache (in check mode too) and its checksum checked. Contacts no hypervisor."""
     flavor = flavor_option(args).to_dict() if args.get("flavor") is not None else None
     image = image_spec(args.get("image"))
     check_image_source(image, image_source_dirs(args), args["image_max_mb"])
