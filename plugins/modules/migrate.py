@@ -33,8 +33,8 @@ description:
     O(migrate_max_retries) times. With no host left, a O(mode=live) migration is refused before
     anything is claimed, naming each host and its reason; O(mode=auto) moves cold to the first
     host chosen and says why in RV(live_refused). A guest under plain QEMU emulation (domain
-    type C(qemu), TCG) is not compared, as Nova does not compare it: its CPU is QEMU's software.
-    A cold move is not compared either: the destination defines and starts the guest afresh,
+    type C(qemu), TCG) is not compared, as Nova does not compare it - its CPU is QEMU's software.
+    A cold move is not compared either, since the destination defines and starts the guest afresh,
     and libvirt checks its CPU as it starts it (a failed start leaves it on the source).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
