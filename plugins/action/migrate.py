@@ -57,7 +57,7 @@ class ActionModule(BerthAction):
             move = Move(args, ledger, instance, target, hooks.installed())
             accepted = check.accepted if check is not None else None
             dst = accepted if accepted is not None and accepted.host == target["host"] else open_host(target)
-            move.plan(src, dst)
+            move.plan(src, dst, check.defined_xml if check is not None else None)
             if self._task.check_mode:
                 result["msg"] = f"would migrate {args['name']} from {source} to {target['host']} ({target['why']})"
                 return result

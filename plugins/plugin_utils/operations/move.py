@@ -54,7 +54,7 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
 
 # What a screen of candidate destinations says of one: (why it cannot take the instance, or None;
 # a note for the explanation, or None).
-Screen = Callable[[Mapping[str, Any]], "tuple[str | None, str | None]"]
+Screen = Callable[[Mapping[str, Any]], tuple[str | None, str | None]]
 
 
 def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
@@ -116,7 +116,12 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         if not state.service_up:
             raise BerthError(f"{named} does not answer: {state.down_reason or 'down'}")
         target = {**build_target(fleet, ledger, state), "why": "named by to_host", "warnings": warnings}
-        return _screened([target], screen, args, name) if screen else target
+        if screen is None:
+            return target
+        refusal, note = screen(target)
+        if refusal is not None:
+            return _no_live_destination([{**target, "refused": refusal}], args, name)
+        return _passed(target, [], note)
     passed_over: list[dict[str, Any]] = []
     retries = args.get("migrate_max_retries", -1)
     while True:
@@ -138,12 +143,12 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             return _passed(target, passed_over, note)
         passed_over.append({**target, "refused": refusal})
         if 0 <= retries < len(passed_over):
-            return _screened(passed_over, None, args, name, f"no more than {retries} other hosts tried "
-                                                            f"(migrate_max_retries)")
+            return _no_live_destination(passed_over, args, name,
+                                        f"no more than {retries} other hosts tried (migrate_max_retries)")
         spec = move_request(instance, flavor, args["service_down_time"],
                             [source, *(host["host"] for host in passed_over)], group)
     if passed_over:
-        return _screened(passed_over, None, args, name, f"no other host: {failure_message(decision)}")
+        return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
     if new_flavor is not None:
         raise BerthError(f"cannot resize {name} to {new_flavor.name}: its host {source} has no room ({why_not}), "
                          f"and elsewhere {failure_message(decision)}")
@@ -160,22 +165,16 @@ def _passed(target: Mapping[str, Any], passed_over: list[dict[str, Any]], note: 
     return {**target, "why": why}
 
 
-def _screened(candidates: list[dict[str, Any]], screen: Screen | None, args: Mapping[str, Any], name: str,
-              ending: str | None = None) -> dict[str, Any]:
-    """The one candidate (a named host) put to ``screen``; or, for candidates a screen already
-    turned down, the answer when no host is left: refused with every host's reason, or, for
-    mode auto, a cold move to the first of them saying why it is not live."""
-    if screen is not None:
-        [target] = candidates
-        refusal, note = screen(target)
-        if refusal is None:
-            return _passed(target, [], note)
-        candidates = [{**target, "refused": refusal}]
-    reasons = "; ".join(f"{host['host']}: {host['refused']}" for host in candidates)
+def _no_live_destination(passed_over: list[dict[str, Any]], args: Mapping[str, Any], name: str,
+                         ending: str | None = None) -> dict[str, Any]:
+    """The answer when every host chosen was ``passed_over`` by the screen (each with why it was
+    ``refused``) and no other is left (``ending`` says why): refused naming each host and its
+    reason, or, for mode auto, a cold move to the first of them saying why it is not live."""
+    reasons = "; ".join(f"{host['host']}: {host['refused']}" for host in passed_over)
     if ending:
         reasons += f"; and {ending}"
     if args.get("mode") == "auto":
-        first = {key: value for key, value in candidates[0].items() if key != "refused"}
+        first = {key: value for key, value in passed_over[0].items() if key != "refused"}
         return {**first, "live_refused": f"no destination can run it live: {reasons}"}
     raise BerthError(f"cannot live-migrate {name}: no destination can run it live: {reasons}")
 
@@ -196,7 +195,9 @@ class CpuCheck:
         if live_xml is None:
             raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
         self.src, self.open_host = src, open_host
-        self.guest = _move.guest_cpu(live_xml, src.domain_xml(uuid, inactive=True))
+        # Read once: the move's plan takes it too.
+        self.defined_xml = src.domain_xml(uuid, inactive=True)
+        self.guest = _move.guest_cpu(live_xml, self.defined_xml)
         self.accepted: Hypervisor | None = None
 
     def __call__(self, target: Mapping[str, Any]) -> tuple[str | None, str | None]:
