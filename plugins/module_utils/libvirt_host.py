@@ -456,41 +456,51 @@ class Hypervisor:
         """
         if "/" in file_name or file_name in ("", ".", ".."):
             raise ValueError(f"{file_name!r} is not a file name")
-        pool, transient = self._directory_pool(directory)
-        try:
-            vol = self._pool_volume(pool, file_name)
-            if vol is None:
-                return None
-            path = self._call(vol.path)
-            kind = VOLUME_TYPES.get(self._call(vol.info)[0], "unknown")
-            if kind != "file" or self.is_link(path):
-                # Only the hypervisor's own daemon writes there; anything but a plain file was
-                # put there by someone else, and is not read.
-                raise HypervisorError(self.host, f"{path} is not a regular file ({'a link' if kind == 'file' else kind})")
-            # The file's size itself (physical), not a capacity probed from its first bytes,
-            # which the guest wrote.
-            size_bytes = int(self._call(vol.infoFlags, libvirt.VIR_STORAGE_VOL_GET_PHYSICAL)[2])
-            stream = self._call(self.conn.newStream, 0)
-            self._call(vol.download, stream, max(0, size_bytes - max_bytes), max_bytes, 0)
+        for last_try in (False, True):
+            pool, transient = self._directory_pool(directory)
+            try:
+                return self._volume_tail(pool, file_name, max_bytes)
+            except HypervisorError:
+                # Another read's transient pool, read through, may be destroyed under this
+                # read: once, start again (with a pool of this read's own, most likely).
+                if last_try or transient or not self._call(pool.name).startswith(READER_POOL_PREFIX):
+                    raise
+            finally:
+                if transient:
+                    try:
+                        self._call(pool.destroy)
+                    except HypervisorError:
+                        pass  # transient: gone at the daemon's next start; the next read uses it meanwhile
+        raise AssertionError("unreachable: the last try returns or raises")
 
-            def receive() -> bytes:
-                received, total = [], 0
-                for chunk in iter(lambda: stream.recv(max_bytes), b""):
-                    received.append(chunk)
-                    total += len(chunk)
-                    if total > max_bytes:
-                        stream.abort()
-                        raise HypervisorError(self.host, f"sent more of {path} than the {max_bytes} bytes asked for")
-                stream.finish()
-                return b"".join(received)
+    def _volume_tail(self, pool: Any, file_name: str, max_bytes: int) -> tuple[bytes, int] | None:
+        vol = self._pool_volume(pool, file_name)
+        if vol is None:
+            return None
+        path = self._call(vol.path)
+        kind = VOLUME_TYPES.get(self._call(vol.info)[0], "unknown")
+        if kind != "file" or self.is_link(path):
+            # Only the hypervisor's own daemon writes there; anything but a plain file was
+            # put there by someone else, and is not read.
+            raise HypervisorError(self.host, f"{path} is not a regular file ({'a link' if kind == 'file' else kind})")
+        # The file's size itself (physical), not a capacity probed from its first bytes, which
+        # the guest wrote.
+        size_bytes = int(self._call(vol.infoFlags, libvirt.VIR_STORAGE_VOL_GET_PHYSICAL)[2])
+        stream = self._call(self.conn.newStream, 0)
+        self._call(vol.download, stream, max(0, size_bytes - max_bytes), max_bytes, 0)
 
-            return call_with_timeout(self.host, self.timeout_s, receive), size_bytes
-        finally:
-            if transient:
-                try:
-                    self._call(pool.destroy)
-                except HypervisorError:
-                    pass  # transient: gone at the daemon's next start; the next read uses it meanwhile
+        def receive() -> bytes:
+            received, total = [], 0
+            for chunk in iter(lambda: stream.recv(max_bytes), b""):
+                received.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    stream.abort()
+                    raise HypervisorError(self.host, f"sent more of {path} than the {max_bytes} bytes asked for")
+            stream.finish()
+            return b"".join(received)
+
+        return call_with_timeout(self.host, self.timeout_s, receive), size_bytes
 
     def _directory_pool(self, directory: str) -> tuple[Any, bool]:
         """The active storage pool whose target is ``directory``, and whether it is a transient

@@ -215,14 +215,20 @@ class FakeVolume:
 
 
 class FakePool:
-    def __init__(self, volumes, listed=True):
+    def __init__(self, volumes, listed=True, name="serial-logs", active=True):
         self.volumes, self.listed, self.destroyed, self.refreshed = volumes, listed, False, 0
+        self.pool_name, self.active = name, active
+
+    def name(self):
+        return self.pool_name
 
     def refresh(self, flags):
         self.refreshed += 1
         self.listed = True
 
     def storageVolLookupByName(self, name):
+        if not self.active:
+            raise FakeLibvirtError(libvirt.VIR_ERR_OPERATION_INVALID, "storage pool is not active")
         if not self.listed or name not in self.volumes:
             raise FakeLibvirtError(libvirt.VIR_ERR_NO_STORAGE_VOL)
         return self.volumes[name]
@@ -232,13 +238,17 @@ class FakePool:
 
 
 class FakeConnection:
-    def __init__(self, pool=None, transient=None):
-        self.pool, self.transient, self.created, self.stream = pool, transient, [], FakeStream()
+    """Its pools over the directory, one per lookup (the last one stays); ``transient``: the pool
+    a create makes."""
+
+    def __init__(self, *pools, transient=None):
+        self.pools, self.transient, self.created, self.stream = list(pools), transient, [], FakeStream()
 
     def storagePoolLookupByTargetPath(self, path):
-        if self.pool is None:
+        pool = self.pools.pop(0) if len(self.pools) > 1 else (self.pools or [None])[0]
+        if pool is None:
             raise FakeLibvirtError(libvirt.VIR_ERR_NO_STORAGE_POOL)
-        return self.pool
+        return pool
 
     def storagePoolCreateXML(self, xml, flags):
         self.created.append(xml)
@@ -257,7 +267,7 @@ def hypervisor(conn):
 def test_only_the_tail_is_downloaded_through_the_operator_s_pool_which_is_kept():
     volume = FakeVolume(b"x" * (10 * 1024 * 1024) + b"end\n")
     pool = FakePool({"web-1.serial.log": volume}, listed=False)  # made since the pool's last scan
-    conn = FakeConnection(pool=pool)
+    conn = FakeConnection(pool)
     data, size = hypervisor(conn).read_file_tail(LOGS, "web-1.serial.log", 65536)
     assert volume.downloads == [(len(volume.content) - 65536, 65536)] and len(data) == 65536
     assert data.endswith(b"end\n") and size == len(volume.content) and conn.stream.finished
@@ -283,3 +293,19 @@ def test_no_such_file_is_none_and_the_transient_pool_is_destroyed_all_the_same()
 def test_a_file_name_is_one_path_component(file_name):
     with pytest.raises(ValueError):
         hypervisor(FakeConnection()).read_file_tail(LOGS, file_name, 65536)
+
+
+def test_another_read_s_transient_pool_destroyed_under_this_read_is_tried_once_more():
+    borrowed = FakePool({}, name=f"{READER_POOL_PREFIX}other", active=False)  # destroyed meanwhile
+    transient = FakePool({"web-1.serial.log": FakeVolume(b"hello\n")})
+    conn = FakeConnection(borrowed, None, transient=transient)
+    assert hypervisor(conn).read_file_tail(LOGS, "web-1.serial.log", 65536) == (b"hello\n", 6)
+    assert len(conn.created) == 1 and transient.destroyed and not borrowed.destroyed
+
+
+def test_the_operator_s_pool_that_fails_is_not_tried_again():
+    pool = FakePool({}, active=False)
+    conn = FakeConnection(pool)
+    with pytest.raises(HypervisorError, match="storage pool is not active"):
+        hypervisor(conn).read_file_tail(LOGS, "web-1.serial.log", 65536)
+    assert conn.created == []
