@@ -62,8 +62,8 @@ def test_a_huge_line_without_newline_stays_one_bounded_line():
 
 def test_random_bytes_never_give_a_character_a_terminal_acts_on():
     generator = random.Random(23)
-    for _ in range(200):
-        data = bytes(generator.randrange(256) for _ in range(generator.randrange(1, 400)))
+    for _attempt in range(200):
+        data = generator.randbytes(generator.randrange(1, 400))
         lines, _left_out = console_lines(data, 1000, generator.random() < 0.5)
         for line in lines:
             assert all(character == "\t" or unicodedata.category(character) not in ("Cc", "Cf", "Cs", "Zl", "Zp")
