@@ -55,7 +55,7 @@ ADDRESS_SOURCES = ("lease", "agent", "arp")
 GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 # Uploads go in chunks of this size: what the controller holds of an image at a time.
-UPLOAD_CHUNK_BYTES = 4 * 1024 * 1024
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 # The slowest link an upload is given time for (40 Mbit/s): a 2 GiB image may take 7 minutes.
 UPLOAD_FLOOR_BYTES_PER_S = 5 * 1024 * 1024
 
