@@ -58,7 +58,7 @@ PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
 # operator's covers (with a random suffix), so that an operator seeing one knows whose it is.
 READER_POOL_PREFIX = "berth-read-"
 # Uploads go in chunks of this size: what the controller holds of an image at a time.
-UPLOAD_CHUNK_BYTES = 4 * 1024 * 1024
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 # The slowest link an upload is given time for (40 Mbit/s): a 2 GiB image may take 7 minutes.
 UPLOAD_FLOOR_BYTES_PER_S = 5 * 1024 * 1024
 
