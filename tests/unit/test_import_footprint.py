@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 COLLECTIONS = Path(__file__).resolve().parents[2] / ".cache" / "collections"
-ACTIONS = ("server", "schedule", "migrate", "resize", "tracker_sync", "instance")
+ACTIONS = ("server", "schedule", "migrate", "resize", "tracker_sync", "instance", "console")
 
 
 @pytest.mark.parametrize("action", ACTIONS)
