@@ -82,6 +82,9 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``, and
     ``warnings`` (an instance without a recorded request moves without its constraints)."""
     source, name = instance["host"], instance["name"]
+    retries = args.get("migrate_max_retries", -1)
+    if retries < -1:
+        raise InputError("migrate_max_retries", f"migrate_max_retries must be -1 (no limit) or more, got {retries}")
     flavor = new_flavor or instance_flavor(instance)
     group = ledger.moving_member_group(instance["uuid"])
     spec = move_request(instance, flavor, args["service_down_time"], [source], group)
@@ -123,7 +126,6 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             return _no_live_destination([{**target, "refused": refusal}], args, name)
         return _passed(target, [], note)
     passed_over: list[dict[str, Any]] = []
-    retries = args.get("migrate_max_retries", -1)
     while True:
         decision = schedule(fleet.hosts, spec)
         if not decision.ok:

@@ -12,7 +12,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, NotSupported
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    HypervisorError,
+    InputError,
+    NotSupported,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
@@ -118,6 +123,12 @@ def test_a_named_host_that_cannot_run_its_cpu_is_refused_not_replaced(placed):
     cold = destination({**MOVE_ARGS, "to_host": "hv3", "mode": "auto"}, {}, ledger, instance, screen=screen)
     assert (cold["host"], cold["live_refused"]) == ("hv3", f"no destination can run it live: hv3: {INCOMPATIBLE}")
     assert destination({**MOVE_ARGS, "to_host": "hv4"}, {}, ledger, instance, screen=screen)["host"] == "hv4"
+
+
+def test_a_retry_bound_below_minus_one_is_refused_naming_the_option(placed):
+    ledger, instance = placed
+    with pytest.raises(InputError, match="migrate_max_retries must be -1 .no limit. or more, got -2"):
+        destination({**MOVE_ARGS, "migrate_max_retries": -2}, {}, ledger, instance, screen=TableScreen({}))
 
 
 def test_a_resize_or_a_cold_move_has_no_screen_and_takes_the_first_choice(placed):
