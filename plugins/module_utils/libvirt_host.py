@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, NotSupported
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 
 try:
@@ -719,6 +719,49 @@ class Hypervisor:
         """Whether this host's capabilities offer live migration."""
         caps = ET.fromstring(self._call(self.conn.getCapabilities))
         return caps.find("host/migration_features/live") is not None
+
+    def host_cpu_xml(self) -> str:
+        """This host's own CPU as its capabilities describe it (a ``<cpu>`` of the host kind)."""
+        cpu = ET.fromstring(self._call(self.conn.getCapabilities)).find("host/cpu")
+        if cpu is None:
+            raise HypervisorError(self.host, "its capabilities describe no host CPU")
+        return ET.tostring(cpu, encoding="unicode")
+
+    def compare_cpu(self, cpu_xml: str, domain_type: str | None = None, arch: str | None = None,
+                    host_kind: bool = False) -> str | None:
+        """Whether this host can run the CPU ``cpu_xml``: None if it can, else libvirt's reason,
+        which names the features it lacks (asked with VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE).
+
+        A guest CPU is compared with what this host's hypervisor gives a guest of ``domain_type``
+        and ``arch`` (compareHypervisorCPU: the KVM view of the CPU, not the bare silicon),
+        where the daemon has that call (libvirt 4.4); else, and for a ``host_kind`` CPU (another
+        host's own, which a host-passthrough guest gets whole), with this host's own CPU
+        (compareCPU). Any other libvirt error raises HypervisorError, and a daemon that cannot
+        compare at all raises NotSupported."""
+        flags = libvirt.VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE
+        # A binding built against libvirt older than 4.4 has no compareHypervisorCPU.
+        hypervisor_compare = None if host_kind else getattr(self.conn, "compareHypervisorCPU", None)
+        try:
+            answer = None
+            if hypervisor_compare is not None:
+                try:
+                    answer = self._call(hypervisor_compare, None, arch, None, domain_type, cpu_xml, flags)
+                except HypervisorError as exc:
+                    if _error_code(exc) != libvirt.VIR_ERR_NO_SUPPORT:
+                        raise
+            if answer is None:
+                answer = self._call(self.conn.compareCPU, cpu_xml, flags)
+        except HypervisorError as exc:
+            if _error_code(exc) == libvirt.VIR_ERR_CPU_INCOMPATIBLE:
+                return str(exc).removeprefix(f"{self.host}: ")
+            if _error_code(exc) == libvirt.VIR_ERR_NO_SUPPORT:
+                raise NotSupported(self.host, f"it cannot compare CPUs: {exc}") from exc
+            raise
+        if answer == libvirt.VIR_CPU_COMPARE_INCOMPATIBLE:
+            # The flag makes libvirt raise the error above instead; a daemon that ignores it
+            # names no feature.
+            return "the CPU is incompatible with host CPU"
+        return None
 
     def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None,
                      definition: str | None = None) -> None:
