@@ -26,4 +26,3 @@ def test_loading_an_action_imports_neither_alembic_nor_numpy(action):
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert run.stdout.strip() == "[]"
-
