@@ -22,6 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     volume_instance_uuid,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import plan
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
@@ -170,3 +171,29 @@ def test_a_resize_on_its_own_host_redefines_the_disks_as_the_new_flavor_has_them
         root_volume_name(UUID), ephemeral_volume_name(UUID), seed_volume_name(UUID)]
     back = ET.fromstring(with_local_disks(ET.tostring(resized, encoding="unicode"), xml))
     assert [disk.find("target").get("dev") for disk in back.findall("devices/disk")] == ["vda", "vdb", "vdc", "sda"]
+
+
+class PoolHost:
+    """A hypervisor's pool of plain files, as a move reads it."""
+
+    host = "hv1"
+
+    def __init__(self, names):
+        self.names = set(names)
+
+    @staticmethod
+    def pool_path(pool):
+        return POOL
+
+    def volume(self, pool, name, refresh=True):
+        return ({"name": name, "backing": None, "link": False, "type": "file", "path": f"{POOL}/{name}"}
+                if name in self.names else None)
+
+
+def test_a_move_carries_the_ephemeral_and_swap_disks_like_the_root_disk_and_checks_their_copies():
+    xml, _instance = launched()
+    names = [root_volume_name(UUID), ephemeral_volume_name(UUID), swap_volume_name(UUID), seed_volume_name(UUID)]
+    disks, volumes = _move.movable_volumes(PoolHost(names), PoolHost([]), {"uuid": UUID, "name": "web-1"},
+                                           "default", xml)
+    assert (disks, volumes) == (names[:3], names)
+    _move._check_copies(PoolHost(names), "default", volumes)
