@@ -219,9 +219,9 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
         result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(request["uuid"]))}
     flavor = request["flavor"]
     result.update(local_disks(pool_path, request["uuid"], flavor))
-    vendor_data = local_disks_vendor_data(request["guest"]["disk_bus"], flavor.ephemeral_gb, flavor.swap,
-                                          (image or {}).get("properties"))
     if seed_wanted(request):
+        vendor_data = local_disks_vendor_data(request["guest"]["disk_bus"], flavor.ephemeral_gb, flavor.swap,
+                                              (image or {}).get("properties"))
         result["seed"] = {
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
             "data": seed_iso(request["uuid"], request["name"], request["user_data"] or "", vendor_data=vendor_data),
