@@ -126,7 +126,7 @@ def test_the_seed_asks_cloud_init_to_format_mount_and_enable_the_disks_even_with
     ("ide", 1, 0, None, {"ephemeral": ("/dev/sdb", "vfat")}),
 ], ids=["linux-ext4", "swap-only", "scsi-windows", "ide-libata"])
 def test_the_vendor_data_names_disks_as_the_guest_kernel_and_formats_as_nova(bus, ephemeral_gb, swap_mb, os_type,
-                                                                           expected):
+                                                                             expected):
     config = local_disks_vendor_data(bus, ephemeral_gb, swap_mb, {"os_type": os_type} if os_type else None)
     if "ephemeral" in expected:
         [setup] = config["fs_setup"]
