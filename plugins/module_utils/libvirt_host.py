@@ -364,14 +364,16 @@ class Hypervisor:
     # ---- building and removing instances ---------------------------------------------------
 
     def create_volume(self, pool_name: str, name: str, capacity_gb: int,
-                      backing: dict[str, str] | None = None) -> str:
+                      backing: dict[str, str] | None = None, capacity_mb: int | None = None) -> str:
         """Create a sparse qcow2 volume through the storage API and return its path.
 
         With ``backing`` ({path, format}) the volume is a copy-on-write overlay of that base
-        volume, as Nova's qcow2 image backend makes one per instance.
+        volume, as Nova's qcow2 image backend makes one per instance. ``capacity_mb``, where
+        given, is its size instead of ``capacity_gb`` (a swap disk is sized in MiB).
         """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        vol_xml = _volume_xml(name, capacity_gb, backing)
+        size_bytes = None if capacity_mb is None else capacity_mb * _BYTES_PER_MIB
+        vol_xml = _volume_xml(name, capacity_gb, backing, size_bytes=size_bytes)
         vol = self._call(pool.createXML, vol_xml, 0)
         return vol.path()
 

@@ -1,8 +1,8 @@
 """cloud-init NoCloud seed images, built in memory on the controller.
 
-The seed is an ISO 9660 image labelled ``cidata`` holding ``user-data`` and ``meta-data``, and
-``network-config`` where an interface has static settings, as cloud-init's NoCloud datasource
-reads them. It is built with pycdlib (no genisoimage, no shell) and uploaded to the instance's
+The seed is an ISO 9660 image labelled ``cidata`` holding ``user-data`` and ``meta-data``,
+``network-config`` where an interface has static settings and ``vendor-data`` where the flavor
+has ephemeral or swap disks, as cloud-init's NoCloud datasource reads them. It is built with pycdlib (no genisoimage, no shell) and uploaded to the instance's
 storage pool through libvirt.
 
 cloud-init takes a seed only when it has both ``user-data`` and ``meta-data``: a seed made for
@@ -66,16 +66,19 @@ def _version(address: str) -> int:
 
 
 def seed_iso(instance_uuid: str, hostname: str, user_data: str | None, *, public_keys: Sequence[str] = (),
-             network_config: Mapping[str, Any] | None = None) -> bytes:
-    """The seed's bytes. ``user_data`` None is an empty user-data file."""
+             network_config: Mapping[str, Any] | None = None, vendor_data: Mapping[str, Any] | None = None) -> bytes:
+    """The seed's bytes. ``user_data`` None is an empty user-data file; ``vendor_data`` is
+    cloud-config of Berth's own (the ephemeral and swap disks' formatting)."""
     pycdlib = import_library("pycdlib", "pycdlib", "the instance's NoCloud seed ISO (user_data, keys, network "
-                                                   "settings)")
+                                                   "settings, local disks)")
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
     files = [("USERDATA.;1", "user-data", user_data or ""),
              ("METADATA.;1", "meta-data", meta_data(instance_uuid, hostname, public_keys))]
     if network_config is not None:
         files.append(("NETWORKC.;1", "network-config", json.dumps(network_config, indent=2) + "\n"))
+    if vendor_data is not None:
+        files.append(("VENDORDA.;1", "vendor-data", "#cloud-config\n" + json.dumps(vendor_data) + "\n"))
     for iso_name, name, text in files:
         data = text.encode("utf-8")
         iso.add_fp(io.BytesIO(data), len(data), f"/{iso_name}", rr_name=name, joliet_path=f"/{name}")

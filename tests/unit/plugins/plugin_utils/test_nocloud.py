@@ -10,7 +10,8 @@ import pycdlib
 import yaml
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import network_specs
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import wants_seed
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import seed_wanted
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 
 
@@ -91,7 +92,15 @@ def test_a_seed_for_user_data_alone_has_no_keys_and_no_network_config():
 
 
 def test_the_build_makes_a_seed_when_user_data_keys_or_static_settings_need_it():
-    plain = {"user_data": None, "public_keys": [], "networks": network_specs([{"type": "user"}])}
-    assert not wants_seed(plain)
-    assert wants_seed({**plain, "user_data": ""}) and wants_seed({**plain, "public_keys": [KEY]})
-    assert wants_seed({**plain, "networks": network_specs([{"type": "user", "dhcp": True}])})
+    plain = {"user_data": None, "public_keys": [], "networks": network_specs([{"type": "user"}]),
+             "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)}
+    assert not seed_wanted(plain)
+    assert seed_wanted({**plain, "user_data": ""}) and seed_wanted({**plain, "public_keys": [KEY]})
+    assert seed_wanted({**plain, "networks": network_specs([{"type": "user", "dhcp": True}])})
+
+
+def test_the_seed_carries_the_disks_vendor_data_beside_keys_and_network_config():
+    config = network_config(network_specs([{"type": "user", "addresses": ["10.0.2.20/24"]}]), MACS[:1])
+    files = _files(seed_iso(UUID, "web-1", None, public_keys=[KEY], network_config=config,
+                            vendor_data={"mounts": []}))
+    assert sorted(files) == ["meta-data", "network-config", "user-data", "vendor-data"]
