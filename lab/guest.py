@@ -26,6 +26,12 @@ driver and answers ``guest-sync`` and ``guest-network-get-interfaces``, the latt
 and those addresses verbatim (``own`` stands for eth0's DHCP address), whatever they are. Tests
 use it to check that what a guest says about its addresses is only data.
 
+It reads its NoCloud seed where the domain has one on IDE (launched with ``cdrom_bus: ide``: the
+cloud kernel has no AHCI driver for the default SATA bus): it prints ``BERTH-GUEST-KEYS <count>``
+for the meta-data's public keys, which it adds to root's authorized keys, and where the seed's
+network-config gives eth0's MAC a static IPv4 address, it sets that address (and the default
+gateway) instead of asking DHCP, and prints ``BERTH-GUEST-NET eth0 <address>`` as for a lease.
+
 It answers the ACPI power button as a real guest does (the graceful shutdown of
 berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
 busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
@@ -37,8 +43,8 @@ in bytes, from /sys/block, on the serial console as one line: ``BERTH-GUEST-DISK
 vdb=<bytes>...`` (tests of ephemeral and swap disks read it).
 
 The cloud kernel has the 8250 serial driver and its console, devtmpfs, initrd and gzip support
-built in; virtio, virtio-net, the ACPI button and evdev are modules, copied with what they
-depend on.
+built in; virtio, virtio-net, the ACPI button, evdev, the PIIX IDE driver, the SCSI CD-ROM driver
+and ISO 9660 are modules, copied with what they depend on.
 
 Stdlib only; needs root (apt-get download as root, mknod), apt-get, apt-cache, dpkg-deb, cpio,
 ldd (the SSH server's libraries are this machine's, which is Debian 12 like the packages) and
@@ -70,7 +76,7 @@ NET_MARKER = "BERTH-GUEST-NET"
 POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 DISKS_MARKER = "BERTH-GUEST-DISKS"
 # Bump when the guest's contents change: a cached guest of another format is built again.
-FORMAT = 5
+FORMAT = 6
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
 NET_MODULES = ("virtio_pci", "virtio_net")
 # Kernel modules /init loads for the guest agent's virtio-serial port (berth.agent=).
@@ -79,6 +85,11 @@ AGENT_MODULES = ("virtio_pci", "virtio_console")
 AGENT_PORT = "org.qemu.guest_agent.0"
 # Kernel modules /init loads to see virtio disks (report_disks).
 DISK_MODULES = ("virtio_pci", "virtio_blk")
+# Kernel modules /init loads to read the NoCloud seed: a CD-ROM on IDE (the cloud kernel has no
+# AHCI driver for the default SATA bus, so lab launches give cdrom_bus=ide) and its ISO 9660
+# file system.
+SEED_MODULES = ("ata_piix", "sr_mod", "isofs")
+KEYS_MARKER = "BERTH-GUEST-KEYS"
 # Kernel modules /init loads for the ACPI power button to reach acpid (an input event device).
 ACPI_MODULES = ("evdev", "button")
 # DIR/guest/ssh: the key pair that logs into every lab guest as root, and the guests' host key.
@@ -122,6 +133,49 @@ if [ "$acpi" != ignore ]; then
   acpid -l /tmp/acpid.log -p /tmp/acpid.pid
 fi
 
+# The NoCloud seed, as far as Berth writes it (JSON, one value a line): its meta-data's public keys
+# counted, printed and let into root's authorized_keys; its network-config's static IPv4 address
+# and default gateway for eth0's MAC set by seed_static, which network() asks before DHCP (defined
+# before network() starts: a background shell knows only the functions defined before it).
+read_seed() {{
+  for module in $(cat /lib/modules/seed/load.order); do insmod "/lib/modules/seed/$module.ko"; done
+  mkdir -p /seed
+  # A CD-ROM shows within a second of its driver; a guest without one waits no longer than this.
+  for second in 1 2 3 4 5; do
+    [ -b /dev/sr0 ] && mount -t iso9660 -o ro /dev/sr0 /seed && break
+    sleep 1
+  done
+  if [ -f /seed/meta-data ]; then
+    keys=$(grep -cE '^    "(ssh-|ecdsa-|sk-)' /seed/meta-data)
+    sed -nE 's/^    "((ssh-|ecdsa-|sk-)[^"]*)",?$/\\1/p' /seed/meta-data >> /root/.ssh/authorized_keys
+    for tty in /dev/ttyS0 /dev/console; do
+      echo "{KEYS_MARKER} $keys" > "$tty" 2>/dev/null
+    done
+  fi
+  touch /tmp/seed.read
+}}
+seed_static() {{
+  for second in 1 2 3 4 5 6 7 8 9 10; do
+    [ -e /tmp/seed.read ] && break
+    sleep 1
+  done
+  [ -f /seed/network-config ] || return 1
+  mac=$(cat "/sys/class/net/$1/address")
+  set -- "$1" $(awk -v mac="$mac" '
+    /"macaddress"/ {{ gsub(/[",]/, "", $2); mine = ($2 == mac); next }}
+    mine && /^      "addresses"/ {{ listed = 1; next }}
+    listed && /\\]/ {{ listed = 0 }}
+    listed && address == "" && /\\./ {{ gsub(/[",]/, "", $1); address = $1 }}
+    mine && /"to": "0\\.0\\.0\\.0\\/0"/ {{ route = 1; next }}
+    route {{ gsub(/[",]/, "", $2); gateway = $2; route = 0 }}
+    END {{ if (address != "") print address, gateway }}' /seed/network-config)
+  [ -n "$2" ] || return 1
+  ip addr add "$2" dev "$1"
+  [ -n "$3" ] && ip route replace default via "$3" dev "$1"
+  echo "{NET_MARKER} $1 ${{2%/*}}" > /dev/ttyS0
+}}
+read_seed </dev/null >/dev/null 2>&1 &
+
 # The network, beside the marker loop: the NIC driver, DHCP (udhcpc keeps renewing), SSH.
 network() {{
   for module in $(cat /lib/modules/net/load.order); do insmod "/lib/modules/net/$module.ko"; done
@@ -135,7 +189,7 @@ network() {{
   mkdir -p /dev/pts /var/run
   mount -t devpts devpts /dev/pts
   dropbear -s -r /etc/dropbear/{HOST_KEY} -p 22
-  udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 2
+  seed_static eth0 || udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 2
 }}
 network </dev/null >/dev/null 2>&1 &
 
@@ -422,7 +476,7 @@ def _add_power_button(root: Path, modules: list[Path]) -> None:
 
 
 def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path],
-                     agent_modules: list[Path], disk_modules: list[Path]) -> None:
+                     agent_modules: list[Path], disk_modules: list[Path], seed_modules: list[Path]) -> None:
     root = work / "initramfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -438,6 +492,7 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_m
     _add_power_button(root, acpi_modules)
     _add_modules(root, "agent", agent_modules)
     _add_modules(root, "disks", disk_modules)
+    _add_modules(root, "seed", seed_modules)
     # The kernel opens /dev/console for PID 1 before /init mounts devtmpfs.
     try:
         os.mknod(root / "dev" / "console", 0o600 | stat.S_IFCHR, os.makedev(5, 1))
@@ -523,7 +578,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
         acpi_modules = _module_closure(work / "kernel" / "lib" / "modules", ACPI_MODULES)
         agent_modules = _module_closure(work / "kernel" / "lib" / "modules", AGENT_MODULES)
         disk_modules = _module_closure(work / "kernel" / "lib" / "modules", DISK_MODULES)
-        _build_initramfs(busybox, initrd, work, network, acpi_modules, agent_modules, disk_modules)
+        seed_modules = _module_closure(work / "kernel" / "lib" / "modules", SEED_MODULES)
+        _build_initramfs(busybox, initrd, work, network, acpi_modules, agent_modules, disk_modules, seed_modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)

@@ -28,6 +28,14 @@ options:
       - Not given, the image's C(hw_vif_model) property decides, else V(virtio).
     type: str
     choices: [virtio, e1000, e1000e, rtl8139, vmxnet3, ne2k_pci, pcnet]
+  cdrom_bus:
+    description:
+      - Bus of the CD-ROM that carries the instance's NoCloud seed, V(sata) (C(sda), or C(sdb) after a C(sda) root
+        disk), V(scsi) (virtio-scsi) or V(ide) (C(hda), or C(hdb)), as Nova's C(hw_cdrom_bus); a guest kernel
+        without an AHCI driver reads its seed on V(ide) or V(scsi).
+      - Not given, the image's C(hw_cdrom_bus) property decides, else V(sata).
+    type: str
+    choices: [sata, scsi, ide]
   guest_agent:
     description:
       - Give the guest a virtio-serial channel C(org.qemu.guest_agent.0) for the QEMU guest agent.

@@ -1,6 +1,6 @@
-# The documentation of what a launch asks for (the flavor, the image, the guest's interfaces,
-# metadata, user data, boot), shared by berth.fleet.instance_request and berth.fleet.server, which
-# check it through plugins/module_utils/request.py.
+# The documentation of what a launch asks for (the flavor, the image, the guest's interfaces and
+# their settings, metadata, user data, boot), shared by berth.fleet.instance_request and
+# berth.fleet.server, which check it through plugins/module_utils/request.py.
 from __future__ import annotations
 
 
@@ -34,7 +34,23 @@ options:
         fails on that host and says so.
     type: raw
   networks:
-    description: Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name).
+    description:
+      - Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name), and optionally
+        the guest's static settings of that interface, which it gets on its NoCloud seed as cloud-init's
+        C(network-config) (version 2), matched by the interface's MAC address (derived from the instance UUID).
+      - C(addresses), a list of addresses with their prefix length (C(10.0.0.5/24), C(2001:db8::5/64)).
+      - C(gateway), the default gateway (or a list of one IPv4 and one IPv6 one), inside one of the interface's
+        subnets.
+      - C(routes), a list of C(to) (a network, C(10.1.0.0/16), or C(default)), C(via) (inside one of the
+        interface's subnets) and optionally C(metric).
+      - C(nameservers), with C(addresses) (at most 3 DNS servers) and C(search) (DNS names).
+      - C(dhcp), whether the guest also asks DHCP for an IPv4 address; default V(true) without C(addresses),
+        V(false) with them. Where no interface has static settings there is no C(network-config), and the
+        guest's image configures its interfaces (cloud images use DHCP); where one has, every other interface
+        is listed with DHCP.
+      - At most one default route (a C(gateway) or a C(default) route) per address family across all
+        interfaces. A bad value is refused before anything is scheduled or claimed, naming it
+        (C(networks[1].addresses[0])).
     type: raw
     default: []
   metadata:

@@ -70,6 +70,22 @@ notes:
     C(user_data): at most 65536 bytes (64 KiB). Why: about Nova's limit for user data (65535 bytes,
     base64-encoded there); it goes on a small NoCloud seed ISO.
   - >-
+    C(ssh_authorized_keys): at most 64 keys (with C(key_name)'s), each of at most 8192 characters. Why:
+    each is a line of the guest's authorized_keys, carried on its small NoCloud seed; an RSA key of
+    16384 bits, the largest OpenSSH makes, is under 3 KiB with its comment.
+  - >-
+    C(networks[<index>].addresses): at most 16 addresses. Why: static addresses of one interface,
+    carried on the guest's NoCloud seed.
+  - >-
+    C(networks[<index>].routes): at most 64 routes. Why: static routes of one interface, carried on the
+    guest's NoCloud seed.
+  - >-
+    C(networks[<index>].nameservers.addresses): at most 3 addresses. Why: the C library's resolver reads
+    3 name servers (MAXNS) and ignores the rest.
+  - >-
+    C(networks[<index>].nameservers.search): at most 6 domains. Why: the classic limit of resolv.conf's
+    search list, which older resolvers still keep.
+  - >-
     C(scheduler_hints), C(image_properties), C(image.properties): at most 65536 bytes as JSON (64 KiB),
     nested at most 32 levels of lists and mappings deep (C(scheduler_hints.query) too, as JSON text).
     Why: recorded with every decision of the launch, so it can be replayed; Python's json module and the

@@ -19,11 +19,13 @@ GRAPHICS_TYPES = ("none", "vnc", "spice")
 # A console nobody asked to expose stays on the hypervisor: graphics listen on loopback unless
 # the launch names another address.
 DEFAULT_GRAPHICS_LISTEN = "127.0.0.1"
-DEFAULTS = {"firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True}
+# Buses a CD-ROM (the NoCloud seed) can be on, each with the device name prefix libvirt expects.
+CDROM_BUSES = {"sata": "sd", "scsi": "sd", "ide": "hd"}
+DEFAULTS = {"firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True, "cdrom_bus": "sata"}
 # Nova's image properties for the same choices: an image that needs UEFI or an e1000 NIC says
 # so once, and every launch of it follows unless the launch itself says otherwise.
 IMAGE_PROPERTIES = {"firmware": "hw_firmware_type", "disk_bus": "hw_disk_bus", "nic_model": "hw_vif_model",
-                    "guest_agent": "hw_qemu_guest_agent"}
+                    "guest_agent": "hw_qemu_guest_agent", "cdrom_bus": "hw_cdrom_bus"}
 _TRUE = ("yes", "true", "1", "on")
 _FALSE = ("no", "false", "0", "off")
 
@@ -74,12 +76,13 @@ def graphics_spec(graphics: Any) -> dict[str, str] | None:
 
 def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The guest's hardware from the launch's ``options`` (firmware, disk_bus, nic_model,
-    guest_agent, graphics; None or missing means "not said"), else the image's Nova properties
-    (hw_firmware_type, hw_disk_bus, hw_vif_model, hw_qemu_guest_agent), else Berth's defaults.
+    guest_agent, cdrom_bus, graphics; None or missing means "not said"), else the image's Nova
+    properties (hw_firmware_type, hw_disk_bus, hw_vif_model, hw_qemu_guest_agent, hw_cdrom_bus),
+    else Berth's defaults.
 
     Returns the choices and the names the domain template needs: the target devices of the root,
-    ephemeral and swap disks (DISK_SLOTS) and of the NoCloud seed (a SATA CD-ROM, after the
-    disks' slots where they use sdX names too).
+    ephemeral and swap disks (DISK_SLOTS) and of the NoCloud seed (a CD-ROM on ``cdrom_bus``,
+    after the disks' slots where it uses their names too).
     """
     properties = image_properties or {}
     chosen: dict[str, Any] = {}
@@ -96,14 +99,16 @@ def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] |
         "disk_bus": _choice(fields["disk_bus"], chosen["disk_bus"], tuple(DISK_BUSES)),
         "nic_model": _choice(fields["nic_model"], chosen["nic_model"], NIC_MODELS),
         "guest_agent": _flag(fields["guest_agent"], chosen["guest_agent"]),
+        "cdrom_bus": _choice(fields["cdrom_bus"], chosen["cdrom_bus"], tuple(CDROM_BUSES)),
         "graphics": graphics_spec(options.get("graphics")),
     }
     prefix = DISK_BUSES[spec["disk_bus"]]
     for slot, disk in enumerate(DISK_SLOTS):
         spec[f"{disk}_dev"] = prefix + chr(ord("a") + slot)
-    # The seed is a SATA CD-ROM: after every disk slot where the disks have sdX names too (libvirt
-    # refuses two devices of one name, whatever their buses).
-    spec["seed_dev"] = "sd" + chr(ord("a") + (len(DISK_SLOTS) if prefix == "sd" else 0))
+    # The seed's CD-ROM goes after every disk slot where the disks have names of its prefix too
+    # (libvirt refuses two devices of one name, whatever their buses).
+    seed_prefix = CDROM_BUSES[spec["cdrom_bus"]]
+    spec["seed_dev"] = seed_prefix + chr(ord("a") + (len(DISK_SLOTS) if prefix == seed_prefix else 0))
     return spec
 
 

@@ -123,6 +123,19 @@ METADATA_VALUE = LengthLimit("metadata.<key>", 1024, "characters",
 USER_DATA = LengthLimit("user_data", 64 * 1024, "bytes",
                         "about Nova's limit for user data (65535 bytes, base64-encoded there); it goes on a "
                         "small NoCloud seed ISO")
+# What the guest's NoCloud seed carries beside its user data (keys, static network settings).
+PUBLIC_KEY = LengthLimit("ssh_authorized_keys[<index>]", 8 * 1024, "characters",
+                         "an RSA key of 16384 bits, the largest OpenSSH makes, is under 3 KiB with its comment")
+PUBLIC_KEYS = Limit("ssh_authorized_keys", 0, 64, "keys", "each is a line of the guest's authorized_keys, "
+                    "carried on its small NoCloud seed")
+NIC_ADDRESSES = Limit("networks[<index>].addresses", 0, 16, "addresses",
+                      "static addresses of one interface, carried on the guest's NoCloud seed")
+NIC_ROUTES = Limit("networks[<index>].routes", 0, 64, "routes",
+                   "static routes of one interface, carried on the guest's NoCloud seed")
+NAMESERVERS = Limit("networks[<index>].nameservers.addresses", 0, 3, "addresses",
+                    "the C library's resolver reads 3 name servers (MAXNS) and ignores the rest")
+SEARCH_DOMAINS = Limit("networks[<index>].nameservers.search", 0, 6, "domains",
+                       "the classic limit of resolv.conf's search list, which older resolvers still keep")
 # Free-form mappings a decision records with its request (each decision row keeps them).
 REQUEST_MAPPING = LengthLimit("scheduler_hints", 64 * 1024, "bytes as JSON",
                               "recorded with every decision of the launch, so it can be replayed")
@@ -321,6 +334,10 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))
     rows.append(("C(user_data)", f"at most {USER_DATA.describe()}", USER_DATA.why))
+    rows.append(("C(ssh_authorized_keys)", f"at most {PUBLIC_KEYS.maximum} keys (with C(key_name)'s), each of at "
+                                           f"most {PUBLIC_KEY.describe()}", f"{PUBLIC_KEYS.why}; {PUBLIC_KEY.why}"))
+    rows += [(f"C({limit.field})", f"at most {limit.maximum} {limit.unit}", limit.why)
+             for limit in (NIC_ADDRESSES, NIC_ROUTES, NAMESERVERS, SEARCH_DOMAINS)]
     rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)",
                  f"at most {REQUEST_MAPPING.describe()}, nested at most {NESTING_DEPTH.describe()} deep "
                  "(C(scheduler_hints.query) too, as JSON text)", f"{REQUEST_MAPPING.why}; {NESTING_DEPTH.why}"))

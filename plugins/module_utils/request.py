@@ -9,6 +9,12 @@ from typing import Any, BinaryIO, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._static_network import (
+    STATIC_KEYS,
+    check_default_routes,
+    has_static_config,
+    static_config,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 
@@ -202,29 +208,41 @@ def image_checksum(checksum: Any) -> tuple[str, str]:
     return algorithm, digest
 
 
-def network_specs(networks: Any) -> list[dict[str, str]]:
-    """``networks``: a list of {type: none|user|network|bridge, name}; [] and [{type: none}] mean none."""
+def network_specs(networks: Any) -> list[dict[str, Any]]:
+    """``networks``: a list of {type: none|user|network|bridge, name}, each optionally with the
+    guest's static settings of that interface (module_utils/_static_network.py: addresses,
+    gateway, routes, nameservers, dhcp); [] and [{type: none}] mean none."""
     if networks in (None, ""):
         return []
     if not isinstance(networks, list):
         raise InputError("networks", f"networks must be a list of {{type, name}}, got {networks!r}")
-    specs = []
+    specs, fields = [], []
     for index, network in enumerate(networks):
         field = f"networks[{index}]"
         if isinstance(network, str):
             network = {"type": network}
         if not isinstance(network, Mapping) or network.get("type") not in NETWORK_TYPES:
             raise InputError(f"{field}.type", f"{field}.type must be one of {', '.join(NETWORK_TYPES)}, got {network!r}")
+        unknown = sorted(set(network) - set(_NETWORK_KEYS), key=str)
+        if unknown:
+            raise InputError(field, f"{field} has unknown keys {unknown} (allowed: {', '.join(_NETWORK_KEYS)})")
         kind = network["type"]
         if kind == "none":
+            if has_static_config(network):
+                raise InputError(field, f"{field} is type none (no interface): it takes no {', '.join(STATIC_KEYS)}")
             continue
         name = network.get("name")
         if kind in ("network", "bridge"):
             if not isinstance(name, str) or not _NETWORK_NAME.match(name):
                 raise InputError(f"{field}.name", f"{field}.name must name the libvirt {kind} "
                                  f"(letters, digits, '.', '_', '-'), got {name!r}")
-        specs.append({"type": kind, "name": name or ""})
+        specs.append({"type": kind, "name": name or "", **static_config(field, network)})
+        fields.append(field)
+    check_default_routes(fields, specs)
     return specs
+
+
+_NETWORK_KEYS = ("type", "name", *STATIC_KEYS)
 
 
 def metadata_spec(metadata: Any) -> dict[str, str]:

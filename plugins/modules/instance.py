@@ -13,8 +13,9 @@ description:
   - With O(state=active), on the hypervisor O(host) reached through O(uri), creates the
     instance's root volume in O(storage_pool) through libvirt's storage API (a qcow2 overlay of
     the O(image)'s base volume when an image is given; an image missing from that pool is
-    uploaded through a libvirt stream from C(image.source), or refused), a NoCloud seed with
-    O(user_data) if given, renders the domain
+    uploaded through a libvirt stream from C(image.source), or refused), a NoCloud seed where
+    O(user_data), SSH keys (O(ssh_authorized_keys), O(key_name)) or static interface settings
+    (O(networks)) are given, renders the domain
     XML from O(template) with Jinja2 autoescaping (every value is XML-escaped), defines the
     domain and starts it, then marks the instance ACTIVE in the ledger.
   - Before it makes anything on a hypervisor, the build records in the ledger each volume and
@@ -89,6 +90,9 @@ options:
     description:
       - Interfaces, each a dict with C(type) (V(none), V(user), V(network), V(bridge)) and C(name)
         (the libvirt network or the bridge). MAC addresses are derived from the instance UUID.
+      - Each may carry the guest's static settings of its interface (C(addresses), C(gateway), C(routes),
+        C(nameservers), C(dhcp)), given on the NoCloud seed as
+        M(berth.fleet.server)'s O(berth.fleet.server#module:networks) describes them.
     type: raw
     default: []
   user_data:
@@ -164,6 +168,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.uri_policy
   - berth.fleet.guest
+  - berth.fleet.seed
   - berth.fleet.image_download
   - berth.fleet.limits
 attributes:

@@ -35,6 +35,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.launch
   - berth.fleet.guest
+  - berth.fleet.seed
   - berth.fleet.image_download
   - berth.fleet.limits
 attributes:
@@ -86,12 +87,12 @@ image:
   type: dict
 guest:
   description:
-    - The guest's hardware as it will be built (C(firmware), C(disk_bus), C(nic_model), C(guest_agent),
+    - The guest's hardware as it will be built (C(firmware), C(disk_bus), C(nic_model), C(guest_agent), C(cdrom_bus),
       C(graphics) with C(type) and C(listen), or null), the image's properties filling what the request did not say.
   returned: always
   type: dict
 networks:
-  description: The interfaces, checked.
+  description: The interfaces, checked, each with the static settings it was given (normalised).
   returned: always
   type: list
   elements: dict

@@ -133,6 +133,7 @@ extends_documentation_fragment:
   - berth.fleet.uri_policy
   - berth.fleet.launch
   - berth.fleet.guest
+  - berth.fleet.seed
   - berth.fleet.image_download
   - berth.fleet.ledger
   - berth.fleet.limits

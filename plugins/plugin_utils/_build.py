@@ -18,6 +18,7 @@ import threading
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import local_disks_vendor_data
+from ansible_collections.berth.fleet.plugins.module_utils._static_network import has_static_config
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
@@ -35,7 +36,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriP
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
-from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import seed_iso
+from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
     AFTER_DEFINE,
     AFTER_ROOT_VOLUME,
@@ -171,10 +172,13 @@ def local_disks(pool_path: str, instance_uuid: str, flavor: Any) -> dict[str, An
 
 
 def seed_wanted(request: Mapping[str, Any]) -> bool:
-    """Whether a build makes a NoCloud seed: for the user's data, or, without it, for the
-    vendor-data that has the guest format and mount its ephemeral and swap disks."""
+    """Whether a build makes a NoCloud seed: for the user's data, the SSH keys, the static
+    settings of an interface, or the vendor-data that has the guest format and mount its
+    ephemeral and swap disks."""
     flavor = request["flavor"]
-    return request["user_data"] is not None or bool(flavor.ephemeral_gb or flavor.swap)
+    return (request["user_data"] is not None or bool(request["public_keys"])
+            or any(has_static_config(network) for network in request["networks"])
+            or bool(flavor.ephemeral_gb or flavor.swap))
 
 
 def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str, Any]:
@@ -222,9 +226,12 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     if seed_wanted(request):
         vendor_data = local_disks_vendor_data(request["guest"]["disk_bus"], flavor.ephemeral_gb, flavor.swap,
                                               (image or {}).get("properties"))
+        macs = [mac_address(request["uuid"], index) for index in range(len(request["networks"]))]
         result["seed"] = {
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
-            "data": seed_iso(request["uuid"], request["name"], request["user_data"] or "", vendor_data=vendor_data),
+            "data": seed_iso(request["uuid"], request["name"], request["user_data"],
+                             public_keys=request["public_keys"],
+                             network_config=network_config(request["networks"], macs), vendor_data=vendor_data),
         }
     # Everything make() makes (an image upload is not the instance's: later builds share it).
     result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]

@@ -19,6 +19,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -180,6 +181,7 @@ class Build:
             "networks": network_specs(args["networks"]),
             "metadata": metadata_spec(args["metadata"]),
             "user_data": user_data_spec(args["user_data"]),
+            "public_keys": public_keys_spec(args["ssh_authorized_keys"], args["key_name"], args["key_pairs"]),
             "boot": boot_spec(args["boot"]),
             "pool": args["storage_pool"],
         }
@@ -320,7 +322,7 @@ class Build:
 
 
 # The guest options build_record keeps: guest_spec's inputs, which give its full answer again.
-GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "graphics")
+GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "cdrom_bus", "graphics")
 
 
 def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -35,15 +36,16 @@ BUILD_SPEC = module_argument_spec(f"{COLLECTION_ROOT}/plugins/action/instance.py
 
 def check_request(args: Mapping[str, Any]) -> dict[str, Any]:
     """A launch's request, every part checked against its limits before anything is scheduled:
-    the flavor (when given), image, networks, metadata, user data, boot paths and the guest's
-    hardware; an image by URL is downloaded into the controller's cache (in check mode too) and
-    its checksum checked. Contacts no hypervisor."""
+    the flavor (when given), image, networks (with their static settings), metadata, user data,
+    SSH keys, boot paths and the guest's hardware; an image by URL is downloaded into the
+    controller's cache (in check mode too) and its checksum checked. Contacts no hypervisor."""
     flavor = flavor_option(args).to_dict() if args.get("flavor") is not None else None
     image = image_spec(args.get("image"))
     check_image_source(image, image_source_dirs(args), args["image_max_mb"])
     networks = network_specs(args.get("networks") or [])
     metadata_spec(args.get("metadata") or {})
     user_data_spec(args.get("user_data"))
+    public_keys_spec(args.get("ssh_authorized_keys"), args.get("key_name"), args.get("key_pairs"))
     boot_spec(args.get("boot") or {})
     guest = guest_spec(args, (image or {}).get("properties"))
     # Last, after every cheap check: the download.

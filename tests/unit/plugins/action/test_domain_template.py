@@ -66,6 +66,15 @@ def test_disk_bus_sets_the_root_disk_target_and_the_seed_moves_aside(bus, dev, s
     assert (scsi is not None and scsi.get("model") == "virtio-scsi") == (bus == "scsi")
 
 
+@pytest.mark.parametrize("cdrom_bus, seed_dev, controller", [("sata", "sda", False), ("ide", "hda", False),
+                                                             ("scsi", "sda", True)], ids=str)
+def test_cdrom_bus_puts_the_seed_on_that_bus(cdrom_bus, seed_dev, controller):
+    domain = render({"cdrom_bus": cdrom_bus})
+    seed = domain.find("devices/disk[@device='cdrom']/target")
+    assert (seed.get("dev"), seed.get("bus")) == (seed_dev, cdrom_bus)
+    assert (domain.find("devices/controller[@type='scsi']") is not None) == controller
+
+
 @pytest.mark.parametrize("model", ["e1000", "rtl8139", "e1000e"])
 def test_nic_model_on_every_interface(model):
     domain = render({"nic_model": model}, networks=[{"type": "user", "name": ""}, {"type": "network", "name": "n"}])

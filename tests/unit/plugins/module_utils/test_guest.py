@@ -11,9 +11,23 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 
 def test_defaults_are_bios_virtio_virtio_agent_on_no_graphics():
     assert guest_spec({}) == {
-        "firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True,
+        "firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True, "cdrom_bus": "sata",
         "graphics": None, "disk_dev": "vda", "ephemeral_dev": "vdb", "swap_dev": "vdc", "seed_dev": "sda",
     }
+
+
+@pytest.mark.parametrize("disk_bus, cdrom_bus, seed_dev", [
+    ("virtio", "ide", "hda"), ("ide", "ide", "hdd"), ("virtio", "scsi", "sda"), ("sata", "scsi", "sdd"),
+    ("scsi", "sata", "sdd"), ("ide", "sata", "sda"),
+], ids=str)
+def test_the_seed_s_cdrom_bus_names_its_device_after_the_disks(disk_bus, cdrom_bus, seed_dev):
+    spec = guest_spec({"disk_bus": disk_bus, "cdrom_bus": cdrom_bus})
+    assert (spec["cdrom_bus"], spec["seed_dev"]) == (cdrom_bus, seed_dev)
+
+
+def test_the_image_s_hw_cdrom_bus_is_the_default_of_cdrom_bus():
+    assert guest_spec({}, {"hw_cdrom_bus": "ide"})["cdrom_bus"] == "ide"
+    assert guest_spec({"cdrom_bus": "scsi"}, {"hw_cdrom_bus": "ide"})["cdrom_bus"] == "scsi"
 
 
 @pytest.mark.parametrize("bus, devices", [
@@ -55,6 +69,8 @@ def test_guest_agent_takes_what_ansible_passes_for_a_boolean(value, expected):
     ({"nic_model": ["virtio"]}, {}, "nic_model"),
     ({"guest_agent": "maybe"}, {}, "guest_agent"),
     ({}, {"hw_disk_bus": "fdc"}, "image.properties.hw_disk_bus"),
+    ({"cdrom_bus": "virtio"}, {}, "cdrom_bus"),
+    ({}, {"hw_cdrom_bus": "usb"}, "image.properties.hw_cdrom_bus"),
     ({}, {"hw_vif_model": "virtio-net"}, "image.properties.hw_vif_model"),
     ({}, {"hw_firmware_type": "efi"}, "image.properties.hw_firmware_type"),
     ({"graphics": "rdp"}, {}, "graphics.type"),
@@ -63,6 +79,7 @@ def test_guest_agent_takes_what_ansible_passes_for_a_boolean(value, expected):
     ({"graphics": {"type": "vnc", "password": "x"}}, {}, "graphics"),
     ({"graphics": 5}, {}, "graphics"),
 ], ids=["firmware", "firmware-xml", "disk-bus", "disk-bus-xml", "nic-xml", "nic-list", "agent", "image-bus",
+        "cdrom-bus", "image-cdrom-bus",
         "image-nic", "image-firmware", "graphics-type", "listen-xml", "listen-name", "graphics-key", "graphics-int"])
 def test_refusals_name_the_field_and_the_allowed_values(options, properties, field):
     with pytest.raises(InputError) as caught:

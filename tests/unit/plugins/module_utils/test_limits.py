@@ -11,12 +11,14 @@ import yaml
 
 from ansible_collections.berth.fleet.plugins.doc_fragments.limits import ModuleDocFragment
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     image_spec,
     instance_names,
     metadata_spec,
+    network_specs,
     resolve_flavor,
     user_data_spec,
 )
@@ -188,9 +190,48 @@ def test_a_ledger_json_column_nested_past_python_s_stack_reads_as_missing():
     assert _ledger_parsed(["[" * 100000 + "]" * 100000, '{"a": 1}', None]) == [None, {"a": 1}, None]
 
 
+# ---- limits of an entry of a list (its field names the entry): (limit, the field named, what takes it) ----
+
+_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+def _static(**settings):
+    return lambda: network_specs([{"type": "user", "addresses": ["10.0.0.5/24"], **settings}])
+
+
+INDEXED_CASES = [
+    (limits.NIC_ADDRESSES, "networks[0].addresses",
+     lambda count: network_specs([{"type": "user", "addresses": [f"10.0.0.{index + 2}/24" for index in range(count)]}])),
+    (limits.NIC_ROUTES, "networks[0].routes",
+     lambda count: _static(routes=[{"to": f"10.{index + 1}.0.0/16", "via": "10.0.0.1"} for index in range(count)])()),
+    (limits.NAMESERVERS, "networks[0].nameservers.addresses",
+     lambda count: _static(nameservers={"addresses": [f"10.0.0.{index + 100}" for index in range(count)]})()),
+    (limits.SEARCH_DOMAINS, "networks[0].nameservers.search",
+     lambda count: _static(nameservers={"search": [f"d{index}.example" for index in range(count)]})()),
+    (limits.PUBLIC_KEYS, "ssh_authorized_keys", lambda count: public_keys_spec([_KEY] * count, None, {})),
+]
+
+
+@pytest.mark.parametrize("limit, field, take", INDEXED_CASES, ids=[case[1] for case in INDEXED_CASES])
+def test_a_list_at_its_limit_passes_and_one_more_is_refused_naming_the_entry(limit, field, take):
+    take(limit.maximum)
+    message = refused(lambda: take(limit.maximum + 1), field)
+    assert message == f"{field}: {limit.maximum + 1} is over the limit of {limit.describe()}"
+
+
+def test_a_public_key_at_its_length_limit_passes_and_one_more_is_refused_naming_it():
+    def take(size):
+        return public_keys_spec([_KEY + " " + "c" * (size - len(_KEY) - 1)], None, {})
+
+    take(limits.PUBLIC_KEY.maximum)
+    message = refused(lambda: take(limits.PUBLIC_KEY.maximum + 1), "ssh_authorized_keys[0]")
+    assert str(limits.PUBLIC_KEY.maximum) in message
+
+
 def test_every_limit_has_a_test_here():
     tested = {limit.field for limit, _take in INTEGER_CASES} | {field for field, _take, _max in LENGTH_CASES} | \
-        {field for field, _take in NESTING_CASES}
+        {field for field, _take in NESTING_CASES} | {limit.field for limit, _field, _take in INDEXED_CASES} | \
+        {limits.PUBLIC_KEY.field}
     declared = {value.field for value in vars(limits).values() if isinstance(value, (limits.Limit, limits.LengthLimit))}
     host = {limit.field for limit in (limits.HOST_VCPUS, limits.HOST_MEMORY_MB, limits.HOST_DISK_GB,
                                       limits.HOST_RESERVED_MEMORY_MB, limits.HOST_RESERVED_DISK_MB,

@@ -53,7 +53,7 @@ class Session:
 
 def request(flavor=WITH_DISKS, user_data=None, **guest):
     return {"name": "web-1", "uuid": UUID, "flavor": flavor, "image": None, "guest": guest_spec(guest),
-            "networks": [], "metadata": {}, "user_data": user_data, "pool": "default",
+            "networks": [], "metadata": {}, "user_data": user_data, "public_keys": [], "pool": "default",
             "boot": boot_spec({"kernel": "/srv/vmlinuz", "cmdline": "console=ttyS0"})}
 
 

@@ -144,6 +144,11 @@ def test_a_disk_or_interface_changed_in_place_is_foreign():
     ({"guest": {"nic_model": "<evil/>"}}, "nic_model"),
     ({"domain_type": "lxc"}, "domain_type"),
     ({"metadata": {"k": ["not", "text"]}}, "metadata"),
+    ({"networks": [{"type": "user", "addresses": ["10.0.0.5"]}]}, "networks[0].addresses[0]"),
+    ({"networks": [{"type": "user", "addresses": ["10.0.0.5/24"], "gateway": "192.0.2.1"}]}, "networks[0].gateway"),
+    ({"networks": [{"type": "user", "addresses": ["10.0.0.5/24"], "nameservers": {"search": ["a;b"]}}]},
+     "networks[0].nameservers.search[0]"),
+    ({"guest": {"cdrom_bus": "usb"}}, "cdrom_bus"),
 ])
 def test_a_record_a_ledger_writer_changed_is_checked_again_as_a_launch_is(change, field):
     _xml, instance = launched(launch_request())
@@ -151,6 +156,17 @@ def test_a_record_a_ledger_writer_changed_is_checked_again_as_a_launch_is(change
     with pytest.raises(InputError) as refused:
         recorded_definition(instance, TINY, TEMPLATE, POOL, ["qemu"], LOGS)
     assert field in refused.value.field
+
+
+def test_a_build_with_keys_or_static_settings_alone_records_its_seed_and_its_settings():
+    static = network_specs([{"type": "user", "addresses": ["10.0.0.5/24"], "gateway": "10.0.0.1"}])
+    for change in ({"public_keys": ["ssh-ed25519 AAAA"]}, {"networks": static}):
+        request = {**launch_request(), "user_data": None, "public_keys": [], **change}
+        record = build_record(request, {"domain_type": ""})
+        assert record["seed"] is True
+    assert record["networks"] == [{"type": "user", "name": "", "addresses": ["10.0.0.5/24"], "gateway": ["10.0.0.1"]}]
+    plain = build_record({**launch_request(), "user_data": None, "public_keys": []}, {"domain_type": ""})
+    assert plain["seed"] is False
 
 
 def test_an_instance_without_a_build_record_cannot_be_defined_again():
