@@ -190,7 +190,15 @@ hypervisors:
     ram_allocation_ratio: 1.5
     reserved_host_memory_mb: 2048
   kvm03: {}                          # takes uri_template
+  kvm04:
+    uri: qemu+ssh://root@kvm04.example.com/system
+    # This host's guests: the first of these models it can run, with PCID added
+    cpu_mode: custom
+    cpu_models: [Cascadelake-Server-noTSX, Skylake-Server-noTSX-IBRS]
+    cpu_model_extra_flags: [+pcid]
 uri_template: qemu+ssh://{name}.example.com/system
+# Every other host's guests (Nova's default for kvm and qemu guests)
+cpu_mode: host-model
 # Beyond the default: what these URIs may hold, and where the libvirt login may go besides them
 uri_policy:
   allow_parameters: ["keyfile=/etc/berth/id_ed25519"]
