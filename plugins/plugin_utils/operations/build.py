@@ -264,7 +264,9 @@ class Build:
                                     args["uuid"], args["storage_pool"])
                     raise BerthError(f"{args['name']}: {lost}; what was built on {target['host']} is removed "
                                      f"(give launches a longer berth_lease_seconds)") from lost
-            result.update(host=target["host"], failed_attempts=reasons)
+            # The CPU it was given there (mode, model, features, topology, and why a default was
+            # changed): the host's settings, which the request did not show.
+            result.update(host=target["host"], failed_attempts=reasons, cpu=on_target["cpu"])
             return result
         reason = f"build failed on {len(reasons)} host(s): " + "; ".join(reasons)
         # The claim is already back; the instance stays, in ERROR, with every reason.
