@@ -98,6 +98,15 @@ def test_custom_models_boot_with_their_topology_keep_them_when_moving_and_what_a
             assert f"{name}-1" not in lab.virsh(host, "list", "--all", "--name").split()
             assert failed["uuid"] not in lab.virsh(host, "vol-list", "default")
         assert "avx512f" in message  # libvirt's own comparison names the feature TCG lacks
+
+        # Topology specs that leave no sockets x cores x threads equal to vcpus: refused naming
+        # the spec, before anything is scheduled or claimed.
+        tight = {**DUAL, "name": "c1.tight", "extra_specs": {"hw:cpu_max_sockets": "1", "hw:cpu_max_cores": "1",
+                                                             "hw:cpu_max_threads": "1"}}
+        refused = play("launch.yml", "-e", json.dumps({"name": "cputight", "flavor": tight}))
+        assert refused["rc"] != 0
+        assert "flavor.extra_specs.hw:cpu_max_sockets" in " ".join(failed_messages(refused))
+        assert not [r for r in rows(url, "instances") if r["name"].startswith("cputight")]
     finally:
         for name in ("cpuw", "cpupt", "cpuflag"):
             play("delete.yml", "-e", f"name={name}")
