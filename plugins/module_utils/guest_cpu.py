@@ -107,8 +107,8 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
     record = record if isinstance(record, Mapping) else {}
     field = f"hypervisors.{host}"
     settings = cpu_settings(field, record.get("settings") if isinstance(record.get("settings"), Mapping) else {})
-    capabilities = (record.get("domain_capabilities") or {}) if isinstance(record.get("domain_capabilities"),
-                                                                              Mapping) else {}
+    capabilities = record.get("domain_capabilities")
+    capabilities = capabilities if isinstance(capabilities, Mapping) else {}
     offered = capabilities.get(domain_type) if isinstance(capabilities.get(domain_type), Mapping) else None
     modes = offered.get("modes") if offered and isinstance(offered.get("modes"), Mapping) else {}
     mode = settings["cpu_mode"]

@@ -210,8 +210,8 @@ failed_attempts:
   elements: str
 cpu:
   description:
-    - The guest CPU the host's settings gave it (see the C(cpu_mode) option of the inventory plugin
-      M(berth.fleet.hypervisors#inventory)), C(mode), C(model) (with mode custom), C(features)
+    - The guest CPU the host's settings gave it (see the option O(berth.fleet.hypervisors#inventory:cpu_mode) of
+      the inventory plugin), C(mode), C(model) (with mode custom), C(features)
       ([{policy, name}]), C(topology) ({sockets, cores, threads}) and, where a default had to change
       on that host, C(note) saying why; null for domain types without CPU models.
   returned: with state=active

@@ -98,8 +98,8 @@ def test_nova_style_comma_separated_lists_and_flag_case_are_taken():
 
 
 def test_nova_default_is_host_model_on_kvm_and_qemu_and_nothing_for_other_types():
-    assert guest_cpu(recorded(), "hv1", "qemu", TOPOLOGY) == {"mode": "host-model", "model": None, "features": [],
-                                                             "topology": TOPOLOGY}
+    expected = {"mode": "host-model", "model": None, "features": [], "topology": TOPOLOGY}
+    assert guest_cpu(recorded(), "hv1", "qemu", TOPOLOGY) == expected
     assert guest_cpu(None, "hv1", "kvm", TOPOLOGY)["mode"] == "host-model"
     assert guest_cpu(recorded(), "hv1", "lxc", TOPOLOGY) is None
 

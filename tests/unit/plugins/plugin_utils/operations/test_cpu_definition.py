@@ -58,9 +58,10 @@ def test_custom_model_features_and_topology_land_in_one_cpu_element_after_vcpu()
     assert domain.findtext("vcpu") == "4"
 
 
-@pytest.mark.parametrize("mode, attributes", [("host-model", {"mode": "host-model"}),
-                                               ("host-passthrough", {"mode": "host-passthrough"}),
-                                               ("none", {})], ids=str)
+MODES = [("host-model", {"mode": "host-model"}), ("host-passthrough", {"mode": "host-passthrough"}), ("none", {})]
+
+
+@pytest.mark.parametrize("mode, attributes", MODES, ids=str)
 def test_modes_without_a_model_keep_the_topology(mode, attributes):
     request = request_for(QUAD)
     cpu = render(request, guest_cpu({"settings": {"cpu_mode": mode}}, "hv1", "kvm", request["cpu_topology"])).find("cpu")
