@@ -255,7 +255,7 @@ class Build:
             if ledger is not None:
                 # The instance as the ledger now has it: a play's closing table shows it.
                 try:
-                    result["instance"] = (ledger.mark_active(args["uuid"], build_record(request, on_target))
+                    result["instance"] = (ledger.mark_active(args["uuid"], build_record(request, {**args, "cpu": on_target["cpu"]}))
                                           if result["changed"] else ledger.instances([args["name"]])[0])
                 except ClaimLost as lost:
                     # The lease ran out before the build ended and a sync gave the claim back:
@@ -358,7 +358,8 @@ def _cpu_record(cpu: Mapping[str, Any] | None, properties: Mapping[str, Any] | N
     if cpu is None:
         return None
     return {"mode": cpu["mode"], "model": cpu["model"], "features": [dict(item) for item in cpu["features"]],
-            "image_properties": {key: value for key, value in (properties or {}).items() if key.startswith("hw_cpu_")}}
+            "image_properties": {key: value for key, value in (properties or {}).items()
+                                 if key in CPU_TOPOLOGY_PROPERTIES}}
 
 
 def _described_cpu(cpu: Mapping[str, Any] | None) -> str:

@@ -75,7 +75,8 @@ def test_no_cpu_no_element():
 
 
 def test_the_record_defines_the_same_cpu_again_and_a_resize_gets_its_own_topology():
-    request = request_for(QUAD, {"hw_cpu_max_threads": "1", "hw_disk_bus": "virtio"})
+    # hw_cpu_policy is a CPU property of Nova's too, but not the topology's: not recorded.
+    request = request_for(QUAD, {"hw_cpu_max_threads": "1", "hw_disk_bus": "virtio", "hw_cpu_policy": "shared"})
     cpu = guest_cpu(HOST_CPU, "hv1", "qemu", request["cpu_topology"])
     launched = render(request, cpu)
     record = build_record(request, {"domain_type": "qemu", "cpu": cpu})
