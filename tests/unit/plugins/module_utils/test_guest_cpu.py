@@ -15,7 +15,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import (
     guest_cpu,
     recorded_cpu,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import validate_hypervisors
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state, validate_hypervisors
 
 URI = "qemu+ssh://kvm1.example.com/system"
 TOPOLOGY = {"sockets": 2, "cores": 2, "threads": 1}
@@ -169,3 +169,24 @@ def test_a_recorded_cpu_that_does_not_check_is_refused_naming_the_field(record, 
     with pytest.raises(InputError) as caught:
         recorded_cpu("cpu", record, TOPOLOGY)
     assert caught.value.field == field
+
+
+def test_the_host_state_carries_the_hosts_guest_cpu_beside_its_own_cpu():
+    offered = host_capabilities.domain_cpu_capabilities(ET.fromstring(DOMCAPS_QEMU))
+    facts = {
+        "nodename": "node1", "uuid": "11111111-2222-3333-4444-555555555555", "vcpus_total": 8,
+        "hypervisor_type": "QEMU", "hypervisor_version": 7002000, "libvirt_version": 9000000,
+        "cpu_info": {"arch": "x86_64", "model": "kvm64", "features": ["aes"]}, "numa_topology": {"cells": []},
+        "supported_instances": [["x86_64", "qemu", "hvm"]], "domain_capabilities": {"qemu": offered},
+        "memory": {"total_mb": 16000, "free_mb": 9000, "buffers_mb": 500, "cached_mb": 2500},
+        "memory_source": "libvirt", "metrics": {}, "uri_uuid": "derived", "storage_pool": "default",
+        "pools": [{"name": "default", "active": True, "capacity_mb": 1024, "allocation_mb": 0, "available_mb": 0}],
+        "domains": [],
+    }
+    settings = validate_hypervisors({"hv1": {"uri": URI, "cpu_mode": "custom", "cpu_models": ["Westmere"]}})["hv1"]
+    cpu_info = host_state("hv1", facts, settings)["cpu_info"]
+    assert (cpu_info["model"], cpu_info["features"]) == ("kvm64", ["aes"])
+    assert cpu_info["guest"] == {"settings": {"cpu_mode": "custom", "cpu_models": ["Westmere"]},
+                                 "domain_capabilities": {"qemu": offered}}
+    # What a build reads of it gives the guest its CPU.
+    assert guest_cpu(cpu_info["guest"], "hv1", "qemu", TOPOLOGY)["model"] == "Westmere"
