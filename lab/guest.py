@@ -36,6 +36,10 @@ busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to 
 powers the guest off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a
 guest without an ACPI daemon: a graceful shutdown then times out.
 
+Once at boot it lists its disks (it loads the virtio-blk driver) and prints each with its size
+in bytes, from /sys/block, on the serial console as one line: ``BERTH-GUEST-DISKS vda=<bytes>
+vdb=<bytes>...`` (tests of ephemeral and swap disks read it).
+
 The cloud kernel has the 8250 serial driver and its console, devtmpfs, initrd and gzip support
 built in; virtio, virtio-net, the ACPI button and evdev are modules, copied with what they
 depend on.
@@ -69,6 +73,7 @@ MARKER = "BERTH-GUEST-BOOTED"
 NET_MARKER = "BERTH-GUEST-NET"
 POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 CPU_MARKER = "BERTH-GUEST-CPU"
+DISKS_MARKER = "BERTH-GUEST-DISKS"
 # Bump when the guest's contents change: a cached guest of another format is built again.
 FORMAT = 5
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
@@ -77,6 +82,8 @@ NET_MODULES = ("virtio_pci", "virtio_net")
 AGENT_MODULES = ("virtio_pci", "virtio_console")
 # The port's name, as QEMU gives it to the guest (libvirt's channel target name).
 AGENT_PORT = "org.qemu.guest_agent.0"
+# Kernel modules /init loads to see virtio disks (report_disks).
+DISK_MODULES = ("virtio_pci", "virtio_blk")
 # Kernel modules /init loads for the ACPI power button to reach acpid (an input event device).
 ACPI_MODULES = ("evdev", "button")
 # DIR/guest/ssh: the key pair that logs into every lab guest as root, and the guests' host key.
@@ -189,6 +196,25 @@ report_cpu() {{
   done
 }}
 report_cpu </dev/null >/dev/null 2>&1 &
+
+# Each disk and its size in bytes, once, as one line (/sys/block counts 512-byte sectors).
+report_disks() {{
+  for module in $(cat /lib/modules/disks/load.order); do insmod "/lib/modules/disks/$module.ko"; done
+  for second in 1 2 3 4 5 6 7 8 9 10; do
+    ls /sys/block | grep -q '^[vsh]d' && break
+    sleep 1
+  done
+  sleep 1
+  line=
+  for path in /sys/block/*; do
+    name="${{path##*/}}"
+    case "$name" in
+      vd*|sd*|hd*) line="$line $name=$(( $(cat "$path/size") * 512 ))" ;;
+    esac
+  done
+  echo "{DISKS_MARKER}$line" > /dev/ttyS0
+}}
+report_disks </dev/null >/dev/null 2>&1 &
 
 while :; do
   for tty in /dev/ttyS0 /dev/console; do
@@ -417,7 +443,7 @@ def _add_power_button(root: Path, modules: list[Path]) -> None:
 
 
 def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_modules: list[Path],
-                     agent_modules: list[Path]) -> None:
+                     agent_modules: list[Path], disk_modules: list[Path]) -> None:
     root = work / "initramfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -432,6 +458,7 @@ def _build_initramfs(busybox: Path, out: Path, work: Path, network: dict, acpi_m
     _add_network(root, **network)
     _add_power_button(root, acpi_modules)
     _add_modules(root, "agent", agent_modules)
+    _add_modules(root, "disks", disk_modules)
     # The kernel opens /dev/console for PID 1 before /init mounts devtmpfs.
     try:
         os.mknod(root / "dev" / "console", 0o600 | stat.S_IFCHR, os.makedev(5, 1))
@@ -516,7 +543,8 @@ def build(dir: str | os.PathLike | None = None, force: bool = False) -> dict:
                        dropbear=dropbear, libraries=_shared_libraries(dropbear, lib_dir), keys=keys)
         acpi_modules = _module_closure(work / "kernel" / "lib" / "modules", ACPI_MODULES)
         agent_modules = _module_closure(work / "kernel" / "lib" / "modules", AGENT_MODULES)
-        _build_initramfs(busybox, initrd, work, network, acpi_modules, agent_modules)
+        disk_modules = _module_closure(work / "kernel" / "lib" / "modules", DISK_MODULES)
+        _build_initramfs(busybox, initrd, work, network, acpi_modules, agent_modules, disk_modules)
         tmpk = kernel.with_name("vmlinuz.tmp")
         shutil.copyfile(vmlinuz[0], tmpk)
         os.chmod(tmpk, 0o644)

@@ -3,7 +3,8 @@ An adapter: the work is plugins/plugin_utils/operations/move.py."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
@@ -18,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import
     Move,
     connections,
     destination,
+    live_cpu_check,
     placed_instance,
 )
 
@@ -34,18 +36,28 @@ class ActionModule(BerthAction):
         ledger = Ledger(args["ledger_url"]).open()
         instance = placed_instance(ledger, args["name"], MOVABLE_STATES, "migrate")
         source = instance["host"]
-        target = destination(args, task_vars, ledger, instance)
-        result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
-                                  "from_host": source, "to_host": target["host"], "why": target["why"]}
-        if target["warnings"]:
-            result["warnings"] = list(target["warnings"])
         if not instance["uri"]:
             raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
-        move = Move(args, ledger, instance, target, hooks.installed())
         uri_policy = UriPolicy.from_settings(args["uri_policy"])
-        with Hypervisor(source, instance["uri"], **connections(args), uri_policy=uri_policy) as src, \
-                Hypervisor(target["host"], target["uri"], **connections(args), uri_policy=uri_policy) as dst:
-            move.plan(src, dst)
+        with contextlib.ExitStack() as connected:
+
+            def open_host(target: Mapping[str, Any]) -> Hypervisor:
+                return connected.enter_context(Hypervisor(target["host"], target["uri"], **connections(args),
+                                                          uri_policy=uri_policy))
+
+            src = open_host({"host": source, "uri": instance["uri"]})
+            check = live_cpu_check(args, src, instance, open_host)
+            target = destination(args, task_vars, ledger, instance, screen=check)
+            result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
+                                      "from_host": source, "to_host": target["host"], "why": target["why"]}
+            if target["warnings"]:
+                result["warnings"] = list(target["warnings"])
+            if target.get("live_refused"):
+                result["live_refused"] = target["live_refused"]
+            move = Move(args, ledger, instance, target, hooks.installed())
+            accepted = check.accepted if check is not None else None
+            dst = accepted if accepted is not None and accepted.host == target["host"] else open_host(target)
+            move.plan(src, dst, check.defined_xml if check is not None else None)
             if self._task.check_mode:
                 result["msg"] = f"would migrate {args['name']} from {source} to {target['host']} ({target['why']})"
                 return result

@@ -11,6 +11,9 @@ options:
     description:
       - The flavor, a name from O(flavors_file) or a dict of sizes (C(vcpus), C(memory_mb), C(root_gb),
         C(ephemeral_gb), C(swap), C(extra_specs)), checked against the limits below.
+      - C(ephemeral_gb) (GiB) and C(swap) (MiB) are built as volumes of the storage pool after the
+        root disk; the NoCloud seed's C(vendor-data) has cloud-init format the ephemeral disk
+        (label C(ephemeral0), mounted at C(/mnt)) and make and enable the swap disk.
     type: raw
   flavors_file:
     description: A YAML file with a mapping C(berth_flavors) of name to sizes; default the collection's C(playbooks/vars/flavors.yml).

@@ -55,6 +55,9 @@ notes:
     C(decisions_max_count): 1 to 1000000 decisions. Why: each keeps up to 100 host states (a few KiB
     each): a million is already gigabytes.
   - >-
+    C(lines): 1 to 1000 lines. Why: they come from the last 65536 bytes (64 KiB) of the serial log at
+    most, which hold about 1000 lines of a boot log.
+  - >-
     C(flavor.name): at most 255 characters. Why: the ledger records it with each instance (a
     255-character column).
   - >-

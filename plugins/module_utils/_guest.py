@@ -77,9 +77,9 @@ def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] |
     guest_agent, graphics; None or missing means "not said"), else the image's Nova properties
     (hw_firmware_type, hw_disk_bus, hw_vif_model, hw_qemu_guest_agent), else Berth's defaults.
 
-    Returns the choices and the names the domain template needs: the root disk's and the
-    NoCloud seed's target devices (the seed is a SATA CD-ROM, after the root disk where both
-    use sdX names).
+    Returns the choices and the names the domain template needs: the target devices of the root,
+    ephemeral and swap disks (DISK_SLOTS) and of the NoCloud seed (a SATA CD-ROM, after the
+    disks' slots where they use sdX names too).
     """
     properties = image_properties or {}
     chosen: dict[str, Any] = {}
@@ -98,6 +98,55 @@ def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] |
         "guest_agent": _flag(fields["guest_agent"], chosen["guest_agent"]),
         "graphics": graphics_spec(options.get("graphics")),
     }
-    spec["disk_dev"] = DISK_BUSES[spec["disk_bus"]] + "a"
-    spec["seed_dev"] = "sdb" if spec["disk_dev"] == "sda" else "sda"
+    prefix = DISK_BUSES[spec["disk_bus"]]
+    for slot, disk in enumerate(DISK_SLOTS):
+        spec[f"{disk}_dev"] = prefix + chr(ord("a") + slot)
+    # The seed is a SATA CD-ROM: after every disk slot where the disks have sdX names too (libvirt
+    # refuses two devices of one name, whatever their buses).
+    spec["seed_dev"] = "sd" + chr(ord("a") + (len(DISK_SLOTS) if prefix == "sd" else 0))
     return spec
+
+
+# The disks a flavor gives, in Nova's order on the guest's disk bus (its blockinfo: root, then
+# ephemeral, then swap), each in a slot of its own whatever the flavor: a resize that adds one
+# renames none of the others in the definition.
+DISK_SLOTS = ("disk", "ephemeral", "swap")
+# The guest kernel names the disks by their order on the bus, with no gaps: virtio-blk as vdX, and
+# SCSI, SATA and (through libata) IDE disks as sdX. The seed CD-ROM is srX, outside both.
+_GUEST_KERNEL_PREFIXES = {"virtio": "vd", "scsi": "sd", "sata": "sd", "ide": "sd"}
+# The file system Nova's libvirt driver gives an ephemeral disk, by the image's os_type property
+# (nova/privsep/fs.py): ext4 for Linux, NTFS for Windows, VFAT for anything else.
+EPHEMERAL_FILE_SYSTEMS = {"linux": "ext4", "windows": "ntfs"}
+DEFAULT_EPHEMERAL_FILE_SYSTEM = "vfat"
+EPHEMERAL_LABEL = "ephemeral0"
+# Where cloud-init mounts ephemeral0 on Nova's guests (its default mounts).
+EPHEMERAL_MOUNT_POINT = "/mnt"
+# Run at every boot by cloud-init's bootcmd, with the swap disk as $1: a disk with no signature at
+# all (just made: at the first boot, or recreated by a resize, as Nova recreates swap) becomes
+# swap space; a disk holding anything else is never touched.
+_SWAP_SCRIPT = ('[ -n "$(blkid -p -o value -s TYPE "$1")" ] || mkswap "$1"; '
+                'grep -q "^$1 " /proc/swaps || swapon "$1" || true')
+
+
+def local_disks_vendor_data(disk_bus: str, ephemeral_gb: int, swap_mb: int,
+                            image_properties: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The cloud-config (a NoCloud vendor-data) that does in the guest what Nova's libvirt driver
+    does on the host and Berth cannot: the ephemeral disk formatted and labelled ephemeral0 and
+    mounted at /mnt, the swap disk made swap space and enabled. The user's user-data overrides
+    any of it (cloud-init merges vendor-data under user-data). None without such disks."""
+    if not ephemeral_gb and not swap_mb:
+        return None
+    prefix = "/dev/" + _GUEST_KERNEL_PREFIXES[disk_bus]
+    devices = [name for name, size in (("ephemeral", ephemeral_gb), ("swap", swap_mb)) if size]
+    # After the root disk (a), in order.
+    path = {name: prefix + chr(ord("b") + index) for index, name in enumerate(devices)}
+    config: dict[str, Any] = {"mounts": []}
+    if ephemeral_gb:
+        os_type = str((image_properties or {}).get("os_type") or "").lower()
+        config["fs_setup"] = [{"device": path["ephemeral"], "partition": "none", "label": EPHEMERAL_LABEL,
+                               "filesystem": EPHEMERAL_FILE_SYSTEMS.get(os_type, DEFAULT_EPHEMERAL_FILE_SYSTEM)}]
+        config["mounts"].append([path["ephemeral"], EPHEMERAL_MOUNT_POINT, "auto", "defaults,nofail", "0", "2"])
+    if swap_mb:
+        config["bootcmd"] = [["sh", "-c", _SWAP_SCRIPT, "berth-swap", path["swap"]]]
+        config["mounts"].append([path["swap"], "none", "swap", "sw", "0", "0"])
+    return config

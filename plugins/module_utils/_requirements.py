@@ -8,6 +8,7 @@ package that needs it everywhere, as the ledger does with SQLAlchemy).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 
@@ -36,3 +37,15 @@ def import_library(module: str, package: str, needed_for: str,
     except ImportError as error:
         # Not chained: the message carries the import's error, and Ansible would append it again.
         raise error_class(package, needed_for, error) from None
+
+
+def require_library(module: str, package: str, needed_for: str,
+                    error_class: type[MissingLibraryError] = MissingLibraryError) -> None:
+    """``error_class`` naming ``package`` unless ``module`` is installed; nothing is imported (for
+    a library only some runs need, whose import is too large to pay in every process)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError) as error:
+        raise error_class(package, needed_for, ImportError(str(error))) from None
+    if not found:
+        raise error_class(package, needed_for, ImportError(f"No module named {module!r}"))

@@ -27,5 +27,10 @@ class HypervisorError(BerthError):
         self.host = host
 
 
+class NotSupported(HypervisorError):
+    """The hypervisor's driver does not offer the call at all (libvirt's VIR_ERR_NO_SUPPORT): a
+    check that needs it is skipped, and says so, where a failed call would refuse."""
+
+
 class LedgerError(BerthError):
     """The ledger cannot be used (locked, corrupt, newer schema, unreachable)."""

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, NotSupported
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 
 try:
@@ -54,8 +54,11 @@ ADDRESS_SOURCES = ("lease", "agent", "arp")
 # The guest agent's virtio-serial channel, as libvirt names it in the domain XML.
 GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 PASSWORD_ENV = "BERTH_LIBVIRT_PASSWORD"
+# The name of a transient storage pool read_file_tail starts over a directory that no pool of the
+# operator's covers (with a random suffix), so that an operator seeing one knows whose it is.
+READER_POOL_PREFIX = "berth-read-"
 # Uploads go in chunks of this size: what the controller holds of an image at a time.
-UPLOAD_CHUNK_BYTES = 4 * 1024 * 1024
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 # The slowest link an upload is given time for (40 Mbit/s): a 2 GiB image may take 7 minutes.
 UPLOAD_FLOOR_BYTES_PER_S = 5 * 1024 * 1024
 
@@ -392,14 +395,16 @@ class Hypervisor:
     # ---- building and removing instances ---------------------------------------------------
 
     def create_volume(self, pool_name: str, name: str, capacity_gb: int,
-                      backing: dict[str, str] | None = None) -> str:
+                      backing: dict[str, str] | None = None, capacity_mb: int | None = None) -> str:
         """Create a sparse qcow2 volume through the storage API and return its path.
 
         With ``backing`` ({path, format}) the volume is a copy-on-write overlay of that base
-        volume, as Nova's qcow2 image backend makes one per instance.
+        volume, as Nova's qcow2 image backend makes one per instance. ``capacity_mb``, where
+        given, is its size instead of ``capacity_gb`` (a swap disk is sized in MiB).
         """
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
-        vol_xml = _volume_xml(name, capacity_gb, backing)
+        size_bytes = None if capacity_mb is None else capacity_mb * _BYTES_PER_MIB
+        vol_xml = _volume_xml(name, capacity_gb, backing, size_bytes=size_bytes)
         vol = self._call(pool.createXML, vol_xml, 0)
         return vol.path()
 
@@ -469,6 +474,103 @@ class Hypervisor:
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         root = ET.fromstring(self._call(pool.XMLDesc, 0))
         return root.findtext("target/path") or ""
+
+    def read_file_tail(self, directory: str, file_name: str, max_bytes: int) -> tuple[bytes, int] | None:
+        """The last ``max_bytes`` (at most) of the regular file ``file_name`` in ``directory`` on the
+        hypervisor, with the file's size in bytes; None if there is no such file.
+
+        libvirt reads a host's file only as a storage volume: the volume is downloaded from an
+        offset with a length (virStorageVolDownload), so no more than ``max_bytes`` ever cross
+        the connection, whatever the file's size. The pool is the active one whose target is
+        ``directory`` where the operator has one; else a transient directory pool started for
+        this read and destroyed after it (nothing of it persists, not even across a daemon
+        restart). ``file_name`` must be one path component, ``directory`` an absolute path: the
+        caller builds both from the operator's settings and a validated name.
+        """
+        if "/" in file_name or file_name in ("", ".", ".."):
+            raise ValueError(f"{file_name!r} is not a file name")
+        for last_try in (False, True):
+            pool, transient = self._directory_pool(directory)
+            try:
+                return self._volume_tail(pool, file_name, max_bytes)
+            except HypervisorError:
+                # Another read's transient pool, read through, may be destroyed under this
+                # read: once, start again (with a pool of this read's own, most likely).
+                if last_try or transient or not self._call(pool.name).startswith(READER_POOL_PREFIX):
+                    raise
+            finally:
+                if transient:
+                    try:
+                        self._call(pool.destroy)
+                    except HypervisorError:
+                        pass  # transient: gone at the daemon's next start; the next read uses it meanwhile
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    def _volume_tail(self, pool: Any, file_name: str, max_bytes: int) -> tuple[bytes, int] | None:
+        vol = self._pool_volume(pool, file_name)
+        if vol is None:
+            return None
+        path = self._call(vol.path)
+        kind = VOLUME_TYPES.get(self._call(vol.info)[0], "unknown")
+        if kind != "file" or self.is_link(path):
+            # Only the hypervisor's own daemon writes there; anything but a plain file was
+            # put there by someone else, and is not read.
+            raise HypervisorError(self.host, f"{path} is not a regular file ({'a link' if kind == 'file' else kind})")
+        # The file's size itself (physical), not a capacity probed from its first bytes, which
+        # the guest wrote.
+        size_bytes = int(self._call(vol.infoFlags, libvirt.VIR_STORAGE_VOL_GET_PHYSICAL)[2])
+        stream = self._call(self.conn.newStream, 0)
+        self._call(vol.download, stream, max(0, size_bytes - max_bytes), max_bytes, 0)
+
+        def receive() -> bytes:
+            received, total = [], 0
+            for chunk in iter(lambda: stream.recv(max_bytes), b""):
+                received.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    stream.abort()
+                    raise HypervisorError(self.host, f"sent more of {path} than the {max_bytes} bytes asked for")
+            stream.finish()
+            return b"".join(received)
+
+        return call_with_timeout(self.host, self.timeout_s, receive), size_bytes
+
+    def _directory_pool(self, directory: str) -> tuple[Any, bool]:
+        """The active storage pool whose target is ``directory``, and whether it is a transient
+        one started here for the caller (which destroys it)."""
+        try:
+            return self._call(self.conn.storagePoolLookupByTargetPath, directory), False
+        except HypervisorError as exc:
+            if _error_code(exc) != libvirt.VIR_ERR_NO_STORAGE_POOL:
+                raise
+        pool = ET.Element("pool", type="dir")
+        ET.SubElement(pool, "name").text = f"{READER_POOL_PREFIX}{uuidlib.uuid4().hex[:12]}"
+        ET.SubElement(ET.SubElement(pool, "target"), "path").text = directory
+        try:
+            return self._call(self.conn.storagePoolCreateXML, ET.tostring(pool, encoding="unicode"), 0), True
+        except HypervisorError as refused:
+            # Another read's transient pool came first (libvirt allows one pool per directory):
+            # read through it. An inactive pool of the operator's over the directory also
+            # refuses a second one; that one Berth does not start.
+            try:
+                return self._call(self.conn.storagePoolLookupByTargetPath, directory), False
+            except HypervisorError:
+                why = _error_message(refused)
+                raise HypervisorError(self.host, f"no active storage pool has {directory} as its target, and "
+                                                 f"Berth could not start one for the read: {why}") from refused
+
+    def _pool_volume(self, pool: Any, name: str) -> Any:
+        """The volume ``name`` of ``pool``, the pool rescanned first if it does not list it yet
+        (a file made since its last scan); None if it is not there."""
+        for rescan in (False, True):
+            if rescan:
+                self._call(pool.refresh, 0)
+            try:
+                return self._call(pool.storageVolLookupByName, name)
+            except HypervisorError as exc:
+                if _error_code(exc) != libvirt.VIR_ERR_NO_STORAGE_VOL:
+                    raise
+        return None
 
     def network_names(self) -> list[str]:
         return sorted(self._call(self.conn.listNetworks) + self._call(self.conn.listDefinedNetworks))
@@ -650,6 +752,49 @@ class Hypervisor:
         """Whether this host's capabilities offer live migration."""
         caps = ET.fromstring(self._call(self.conn.getCapabilities))
         return caps.find("host/migration_features/live") is not None
+
+    def host_cpu_xml(self) -> str:
+        """This host's own CPU as its capabilities describe it (a ``<cpu>`` of the host kind)."""
+        cpu = ET.fromstring(self._call(self.conn.getCapabilities)).find("host/cpu")
+        if cpu is None:
+            raise HypervisorError(self.host, "its capabilities describe no host CPU")
+        return ET.tostring(cpu, encoding="unicode")
+
+    def compare_cpu(self, cpu_xml: str, domain_type: str | None = None, arch: str | None = None,
+                    host_kind: bool = False) -> str | None:
+        """Whether this host can run the CPU ``cpu_xml``: None if it can, else libvirt's reason,
+        which names the features it lacks (asked with VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE).
+
+        A guest CPU is compared with what this host's hypervisor gives a guest of ``domain_type``
+        and ``arch`` (compareHypervisorCPU: the KVM view of the CPU, not the bare silicon),
+        where the daemon has that call (libvirt 4.4); else, and for a ``host_kind`` CPU (another
+        host's own, which a host-passthrough guest gets whole), with this host's own CPU
+        (compareCPU). Any other libvirt error raises HypervisorError, and a daemon that cannot
+        compare at all raises NotSupported."""
+        flags = libvirt.VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE
+        # A binding built against libvirt older than 4.4 has no compareHypervisorCPU.
+        hypervisor_compare = None if host_kind else getattr(self.conn, "compareHypervisorCPU", None)
+        try:
+            answer = None
+            if hypervisor_compare is not None:
+                try:
+                    answer = self._call(hypervisor_compare, None, arch, None, domain_type, cpu_xml, flags)
+                except HypervisorError as exc:
+                    if _error_code(exc) != libvirt.VIR_ERR_NO_SUPPORT:
+                        raise
+            if answer is None:
+                answer = self._call(self.conn.compareCPU, cpu_xml, flags)
+        except HypervisorError as exc:
+            if _error_code(exc) == libvirt.VIR_ERR_CPU_INCOMPATIBLE:
+                return str(exc).removeprefix(f"{self.host}: ")
+            if _error_code(exc) == libvirt.VIR_ERR_NO_SUPPORT:
+                raise NotSupported(self.host, f"it cannot compare CPUs: {exc}") from exc
+            raise
+        if answer == libvirt.VIR_CPU_COMPARE_INCOMPATIBLE:
+            # The flag makes libvirt raise the error above instead; a daemon that ignores it
+            # names no feature.
+            return "the CPU is incompatible with host CPU"
+        return None
 
     def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None,
                      definition: str | None = None) -> None:
@@ -859,6 +1004,12 @@ def _error_code(exc: HypervisorError) -> int | None:
     """libvirt's error code behind a HypervisorError (None for a timeout or a non-libvirt error)."""
     cause = exc.__cause__
     return cause.get_error_code() if isinstance(cause, libvirt.libvirtError) else None
+
+
+def _error_message(exc: HypervisorError) -> str:
+    """libvirt's own message behind a HypervisorError, without the host it already names."""
+    cause = exc.__cause__
+    return (cause.get_error_message() or str(cause)) if isinstance(cause, libvirt.libvirtError) else str(exc)
 
 
 def _connection_lost(exc: HypervisorError) -> bool:

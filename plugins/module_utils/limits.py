@@ -146,10 +146,16 @@ DECISIONS_MAX_AGE_DAYS = Limit("decisions_max_age_days", 1, 10 * 365, "days",
                                "decisions are kept to explain and replay launches, not as an archive")
 DECISIONS_MAX_COUNT = Limit("decisions_max_count", 1, 1000 * 1000, "decisions",
                             "each keeps up to 100 host states (a few KiB each): a million is already gigabytes")
+# The most of a serial console log read (from its end) and sent over the libvirt connection,
+# whatever the file's size and the lines asked for.
+CONSOLE_TAIL_BYTES = 64 * 1024
+CONSOLE_LINES = Limit("lines", 1, 1000, "lines",
+                      f"they come from the last {_described(CONSOLE_TAIL_BYTES, 'bytes')} of the serial log at most, "
+                      "which hold about 1000 lines of a boot log")
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                                                   MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
-                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT)}
+                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT, CONSOLE_LINES)}
 
 
 def check_options(args: Mapping[str, Any]) -> None:
@@ -310,7 +316,7 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                           MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
-                          DECISIONS_MAX_COUNT)]
+                          DECISIONS_MAX_COUNT, CONSOLE_LINES)]
     rows += [(f"C({limit.field})", f"at most {limit.describe()}", limit.why) for limit in (FLAVOR_NAME, EXTRA_SPEC_TEXT)]
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))

@@ -65,6 +65,22 @@ def seed_volume_name(instance_uuid: str) -> str:
     return f"berth-{instance_uuid}-seed.iso"
 
 
+def ephemeral_volume_name(instance_uuid: str) -> str:
+    """The flavor's ephemeral disk (Nova's disk.local), which the guest formats as ephemeral0."""
+    return f"berth-{instance_uuid}-ephemeral0.qcow2"
+
+
+def swap_volume_name(instance_uuid: str) -> str:
+    """The flavor's swap disk (Nova's disk.swap)."""
+    return f"berth-{instance_uuid}-swap.qcow2"
+
+
+def instance_volume_names(instance_uuid: str) -> tuple[str, ...]:
+    """Every volume a build of the instance may make, by name: what removing it deletes."""
+    return (root_volume_name(instance_uuid), ephemeral_volume_name(instance_uuid), swap_volume_name(instance_uuid),
+            seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid))
+
+
 def nvram_volume_name(instance_uuid: str) -> str:
     """A UEFI instance's variable store: a volume of the pool, so that it is Berth's like the
     disks, moves with them and goes with the instance."""

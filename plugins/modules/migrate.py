@@ -23,6 +23,19 @@ description:
     cold migration and says why. The destination's hostvar C(berth_migration_address), or the
     play's variable of that name, if set, is the address the source's QEMU sends memory and disks
     to (else its hostname).
+  - Before a live migration, as Nova's conductor and compute do, each destination the scheduler
+    chooses is asked, through its own libvirt (C(compareHypervisorCPU), else C(compareCPU)),
+    whether it can run the guest's CPU as the running domain has it on the source (a host-model
+    CPU as libvirt expanded it, a host-passthrough guest the source host's CPU), and the custom
+    CPU its definition asks for where the guest got less. A host that cannot, cannot be reached,
+    or fails the comparison is passed over with the reason (libvirt's, naming the missing
+    features) in RV(why), and the scheduler is asked again without it, up to
+    O(migrate_max_retries) times. With no host left, a O(mode=live) migration is refused before
+    anything is claimed, naming each host and its reason; O(mode=auto) moves cold to the first
+    host chosen and says why in RV(live_refused). A guest under plain QEMU emulation (domain
+    type C(qemu), TCG) is not compared, as Nova does not compare it - its CPU is QEMU's software.
+    A cold move is not compared either, since the destination defines and starts the guest afresh,
+    and libvirt checks its CPU as it starts it (a failed start leaves it on the source).
   - On any failure the destination is cleaned up, the domain runs on the source again and the
     claim goes back to the source.
   - Each step is printed as it happens (C(web-1 on hv1 - claimed hv2), C(web-1 on hv1 - moved to
@@ -53,6 +66,20 @@ options:
   ledger_url:
     description: SQLAlchemy URL of the ledger (see M(berth.fleet.schedule)). Never printed.
     type: str
+  migrate_max_retries:
+    description:
+      - How many more destinations a live migration tries after the scheduler's first choice cannot
+        run the guest's CPU (Nova's option of that name); V(-1) until no host is left, V(0) the
+        first choice only.
+    type: int
+    default: -1
+  skip_cpu_compare_on_dest:
+    description:
+      - Do not compare the guest's CPU with the destinations before a live migration (Nova's
+        C([workarounds]) option of that name). libvirt still checks the CPU on the destination
+        during the migration, which then fails late, with the guest left on the source.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - berth.fleet.uri_policy
   - berth.fleet.limits
@@ -91,7 +118,10 @@ to_host:
   returned: always
   type: str
 why:
-  description: Named by to_host, or the scheduler's summary.
+  description:
+    - Named by to_host, or the scheduler's summary; for a live migration, the hosts passed over
+      before it and why (each CPU refusal names the features the host lacks), and whether its CPU
+      was compared.
   returned: always
   type: str
 mode:
@@ -99,7 +129,7 @@ mode:
   returned: changed and not check mode
   type: str
 live_refused:
-  description: Why an O(mode=auto) migration was not live.
+  description: Why an O(mode=auto) migration was not live (in check mode too, where no destination can run its CPU).
   returned: when mode is cold
   type: str
 source_left:

@@ -36,6 +36,9 @@ description:
     The task fails and says so.
   - A disk is never shrunk - a flavor with a smaller C(root_gb) or C(ephemeral_gb) is refused, as
     Nova's libvirt driver refuses it. A domain with per-vCPU settings or NUMA cells is refused.
+  - The ephemeral disk grows to the new C(ephemeral_gb) (it is made where the old flavor had
+    none) and the swap disk is made anew at the new C(swap), as Nova makes it; the guest makes it
+    swap space again at its next boot (the seed's vendor-data).
   - There is no confirm step - Nova keeps a resized instance in C(VERIFY_RESIZE), with the old one
     kept on its source host, until the user confirms or reverts it (or C(resize_confirm_window)
     confirms it). Berth confirms at once - once the resized domain is defined (and started, if it

@@ -17,15 +17,19 @@ import os
 import threading
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import local_disks_vendor_data
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
+    ephemeral_volume_name,
     image_checksum,
+    instance_volume_names,
     nvram_volume_name,
     open_image_source,
     pool_image,
     root_volume_name,
     seed_volume_name,
+    swap_volume_name,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
@@ -57,7 +61,7 @@ def mac_address(instance_uuid: str, index: int) -> str:
 def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
     """Remove an instance's domain and volumes from a host; True if anything was there."""
     removed = hv.remove_domain(instance_uuid)
-    for volume in (root_volume_name(instance_uuid), seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid)):
+    for volume in instance_volume_names(instance_uuid):
         removed = hv.delete_volume(pool, volume) or removed
     return removed
 
@@ -155,6 +159,24 @@ class HostSession:
             return self._networks
 
 
+def local_disks(pool_path: str, instance_uuid: str, flavor: Any) -> dict[str, Any]:
+    """The flavor's ephemeral and swap disks as the domain template takes them ({path, size};
+    None for a size of 0), in ``pool_path``: what a build makes and a move defines again."""
+    return {
+        "ephemeral": ({"path": os.path.join(pool_path, ephemeral_volume_name(instance_uuid)),
+                       "capacity_mb": flavor.ephemeral_gb * 1024} if flavor.ephemeral_gb else None),
+        "swap": ({"path": os.path.join(pool_path, swap_volume_name(instance_uuid)), "capacity_mb": flavor.swap}
+                 if flavor.swap else None),
+    }
+
+
+def seed_wanted(request: Mapping[str, Any]) -> bool:
+    """Whether a build makes a NoCloud seed: for the user's data, or, without it, for the
+    vendor-data that has the guest format and mount its ephemeral and swap disks."""
+    flavor = request["flavor"]
+    return request["user_data"] is not None or bool(flavor.ephemeral_gb or flavor.swap)
+
+
 def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str, Any]:
     """What the build will make on ``session``'s host, found with read-only calls: refuses
     unknown images and networks. ``render(plan)`` gives the domain XML."""
@@ -195,13 +217,20 @@ def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str
     if request["guest"]["firmware"] == "uefi":
         # libvirt copies OVMF's variable template there when the domain first starts.
         result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(request["uuid"]))}
-    if request["user_data"] is not None:
+    flavor = request["flavor"]
+    result.update(local_disks(pool_path, request["uuid"], flavor))
+    if seed_wanted(request):
+        vendor_data = local_disks_vendor_data(request["guest"]["disk_bus"], flavor.ephemeral_gb, flavor.swap,
+                                              (image or {}).get("properties"))
         result["seed"] = {
             "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
-            "data": seed_iso(request["uuid"], request["name"], request["user_data"]),
+            "data": seed_iso(request["uuid"], request["name"], request["user_data"] or "", vendor_data=vendor_data),
         }
     # Everything make() makes (an image upload is not the instance's: later builds share it).
     result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]
+    for disk, volume in (("ephemeral", ephemeral_volume_name), ("swap", swap_volume_name)):
+        if result[disk]:
+            result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": volume(request["uuid"])})
     if result["seed"]:
         result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(request["uuid"])})
     if result["nvram"]:  # libvirt makes it at the first start, which a dead build may have reached
@@ -246,6 +275,10 @@ def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any],
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
         step("volume created", detail=True)
         hooks.reached(AFTER_ROOT_VOLUME, host=host, instance=uuid)
+        for disk, volume in (("ephemeral", ephemeral_volume_name), ("swap", swap_volume_name)):
+            if planned[disk]:
+                hv.create_volume(pool, volume(uuid), 0, capacity_mb=planned[disk]["capacity_mb"])
+                step(f"{disk} disk created", detail=True)
         if planned["seed"]:
             seed = planned["seed"]["data"]
             hv.upload_volume(pool, seed_volume_name(uuid), io.BytesIO(seed), len(seed), "raw")

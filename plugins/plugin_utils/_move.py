@@ -12,9 +12,15 @@ from __future__ import annotations
 import collections
 import os
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    HypervisorError,
+    InputError,
+    NotSupported,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
@@ -80,18 +86,18 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
 
 def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
          address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
-         hooks: Hooks = NO_HOOKS, definition: str | None = None) -> dict[str, Any]:
+         hooks: Hooks = NO_HOOKS, definition: str | None = None, live_refused: str | None = None) -> dict[str, Any]:
     """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold.
     ``definition``: the domain XML the destination defines (see cold_move); None carries the
-    source's."""
+    source's. ``live_refused``: why it cannot go live, found before (the destination cannot run
+    its CPU): cold at once."""
     domain = src.find_domain(uuid)
     if domain is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
     running = domain["state"] == "running"
     ensure_base_images(src, dst, pool, volumes, step)
-    live_refused = None
     if mode in ("auto", "live"):
-        live_refused = _live_refused(src, dst, running)
+        live_refused = live_refused or _live_refused(src, dst, running)
         if live_refused is None:
             try:
                 for volume in volumes:
@@ -125,6 +131,112 @@ def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None
         if not hv.can_live_migrate():
             return f"{hv.host} does not offer live migration in its capabilities"
     return None
+
+
+# The parts of a guest's <cpu> that say what it needs of the host's CPU; the rest (NUMA cells,
+# cache, its topology) is placement, not compatibility.
+_CPU_PARTS = ("model", "vendor", "feature")
+# Modes whose guest gets the host's own CPU whole: only another host's own CPU stands for it.
+_WHOLE_HOST_MODES = ("host-passthrough", "maximum")
+
+
+@dataclass(frozen=True)
+class GuestCpu:
+    """What a running guest needs of a live migration's destination CPU (read by guest_cpu()).
+
+    ``compared``: (what, CPU XML) pairs, each compared on the destination with what its
+    hypervisor gives a guest of ``domain_type`` and ``arch``; ``host_cpu``: the guest gets the
+    source host's CPU whole (host-passthrough), which the destination's own CPU must hold;
+    ``not_compared``: why nothing is compared, or None."""
+    domain_type: str
+    arch: str | None
+    compared: tuple[tuple[str, str], ...] = field(default=())
+    host_cpu: bool = False
+    not_compared: str | None = None
+
+
+def guest_cpu(live_xml: str, defined_xml: str | None) -> GuestCpu:
+    """The CPU a live migration must find on its destination, from the running domain's XML
+    (``live_xml``) and its persistent definition (``defined_xml``), both as the source's
+    hypervisor gives them (parsed, never passed on: the CPU elements compared are built anew).
+
+    - A guest under plain QEMU emulation (domain type qemu: TCG) is not compared, as Nova skips
+      it: its CPU is QEMU's software, whatever the host's. libvirt's own model of a TCG CPU is
+      no better a judge: it calls features TCG does emulate missing (x2apic, measured with
+      libvirt 9.0).
+    - The running CPU is the live XML's <cpu>: libvirt writes there what QEMU really gave the
+      guest - a host-model guest's model and features expanded, features the host could not
+      give disabled - so it is exactly what the destination must give.
+    - A host-passthrough guest has the source host's CPU itself: that CPU is compared.
+    - The CPU its definition asks for (a custom model; Nova's vcpu_model) is compared too where
+      it asks for more than it got (a check='none' definition runs without what the host
+      lacks): the destination keeps that definition and starts the guest from it next time."""
+    live = ET.fromstring(live_xml)
+    domain_type = live.get("type") or ""
+    arch = live.find("os/type")
+    arch_name = arch.get("arch") if arch is not None else None
+    if domain_type == "qemu":
+        return GuestCpu(domain_type, arch_name, not_compared=(
+            "it runs under plain QEMU emulation (TCG): its CPU is emulated in software, not the host's (as Nova "
+            "skips it)"))
+    running = live.find("cpu")
+    if running is not None and running.get("mode") in _WHOLE_HOST_MODES:
+        return GuestCpu(domain_type, arch_name, host_cpu=True)
+    compared = []
+    running_cpu = _cpu_needs(running)
+    if running_cpu is not None:
+        compared.append(("its running CPU", running_cpu))
+    defined = ET.fromstring(defined_xml).find("cpu") if defined_xml else None
+    defined_cpu = _cpu_needs(defined) if defined is not None and defined.get("mode", "custom") == "custom" else None
+    if defined_cpu is not None and _required(defined) - _required(running):
+        compared.append(("the CPU its definition asks for", defined_cpu))
+    if not compared:
+        return GuestCpu(domain_type, arch_name, not_compared="its domain describes no CPU model")
+    return GuestCpu(domain_type, arch_name, tuple(compared))
+
+
+def _cpu_needs(cpu: ET.Element | None) -> str | None:
+    """A <cpu> of a guest rebuilt from its model, vendor and features alone, or None without a model."""
+    if cpu is None or not (cpu.findtext("model") or "").strip():
+        return None
+    needs = ET.Element("cpu", mode="custom", match=cpu.get("match") or "exact")
+    for child in cpu:
+        if child.tag in _CPU_PARTS:
+            part = ET.SubElement(needs, child.tag, {key: value for key, value in child.attrib.items()
+                                                    if key in ("name", "policy")})
+            part.text = (child.text or "").strip() or None
+    return ET.tostring(needs, encoding="unicode")
+
+
+def _required(cpu: ET.Element | None) -> set[str]:
+    """The model and the features a <cpu> requires (a feature without policy is required)."""
+    if cpu is None:
+        return set()
+    wanted = {f"model {(cpu.findtext('model') or '').strip()}"}
+    return wanted | {feature.get("name", "") for feature in cpu.findall("feature")
+                     if feature.get("policy", "require") in ("require", "force")}
+
+
+def cpu_refusal(src: Hypervisor, dst: Hypervisor, guest: GuestCpu) -> tuple[str | None, str | None]:
+    """Whether ``dst`` can run ``guest``'s CPU: (why not, None) when it cannot - libvirt's
+    reason, naming the features -, (None, a note) when nothing was compared, else (None, None).
+    A failed comparison (an unknown feature, a lost connection) raises HypervisorError: the
+    host is not known to fit."""
+    if guest.not_compared:
+        return None, f"CPU not compared: {guest.not_compared}"
+    try:
+        if guest.host_cpu:
+            why = dst.compare_cpu(src.host_cpu_xml(), host_kind=True)
+            return (None, None) if why is None else (f"its host-passthrough CPU (the CPU of {src.host}): {why}", None)
+        for what, cpu_xml in guest.compared:
+            why = dst.compare_cpu(cpu_xml, guest.domain_type, guest.arch)
+            if why is not None:
+                return f"{what}: {why}", None
+    except NotSupported as exc:
+        # As Nova: a driver that cannot compare lets the migration go on, and libvirt's own
+        # check at the destination's start of the guest is what remains.
+        return None, f"CPU not compared: {exc}"
+    return None, None
 
 
 def ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: list[str], step: Step = quiet) -> None:

@@ -202,18 +202,18 @@ def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor
 
 
 def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_s: int,
-                 ignore_hosts: Sequence[str] = (), ledger_group: Mapping[str, Any] | None = None) -> RequestSpec:
+                 ignore_hosts: Sequence[str] = (), current_group: Mapping[str, Any] | None = None) -> RequestSpec:
     """The request of a move (migrate, drain, resize) of one instance, for ``flavor`` (its own, or
     the new one of a resize): the request the instance recorded at launch (launch_request),
     with ``ignore_hosts`` (the source) and this run's staleness age, and its server group as
-    it is now (``ledger_group``: the ledger's group with the moving instance left out, so that
+    it is now (``current_group``: the ledger's group with the moving instance left out, so that
     the scheduler sees what the claim will check). An instance without a recorded request
     (launched before Berth recorded them, or adopted) moves with its project and image
     properties only."""
     recorded = dict(instance.get("request") or {})
     group: ServerGroup | None = None
-    if ledger_group is not None:
-        group = server_group_from_dict(ledger_group)
+    if current_group is not None:
+        group = server_group_from_dict(current_group)
     elif isinstance(recorded.get("server_group"), dict):
         group = server_group_from_dict(recorded["server_group"])
     if not recorded:

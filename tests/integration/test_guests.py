@@ -160,7 +160,7 @@ def test_console_agent_channel_graphics_disk_bus_and_nic_model(lab):
     root = domain.find("devices/disk[@device='disk']/target")
     assert (root.get("dev"), root.get("bus")) == ("sda", "sata")
     seed = domain.find("devices/disk[@device='cdrom']/target")
-    assert (seed.get("dev"), seed.get("bus")) == ("sdb", "sata")
+    assert (seed.get("dev"), seed.get("bus")) == ("sdd", "sata")
     assert [m.get("type") for m in domain.findall("devices/interface/model")] == ["e1000"]
     channel = domain.find("devices/channel[@type='unix']")
     assert channel.find("target").get("name") == "org.qemu.guest_agent.0"

@@ -338,7 +338,7 @@ def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     shrink = shaped.resize("rsz-1", "m1.small", ok=False)
     assert shrink["rc"] != 0 and changed_count(shrink) == 0
     assert "root_gb 20, less than rsz-1's 40 (m1.medium): a disk is never shrunk" in resized(shrink)["msg"]
-    assert resized(shrink)["field"] == "flavor"
+    assert resized(shrink)["field"] == "flavor.root_gb"
 
     # A fault where the resized domain would start, on its own host: the old size runs again.
     failed = shaped.resize("rsz-1", LARGE, env=hooks_env(faults=[f"{target}:before-resize-start"]), ok=False)

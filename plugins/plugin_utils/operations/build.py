@@ -44,11 +44,13 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     CleanupFailed,
     HostSession,
     domain_type,
+    local_disks,
     mac_address,
     make,
     plan,
     remove_instance,
     remove_recorded,
+    seed_wanted,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
@@ -343,11 +345,14 @@ GUEST_OPTIONS = ("firmware", "disk_bus", "nic_model", "guest_agent", "graphics")
 def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
     """What the instance's domain was defined from, beside its flavor (the ledger keeps it with
     the instance's request as ``build``): every move defines the domain on the destination
-    from this, through the same template, never from the source's definition."""
+    from this, through the same template, never from the source's definition.
+
+    ``local_disks``: the flavor's ephemeral and swap disks were built (records written before
+    Berth built them lack it, and their instances have none)."""
     guest = request["guest"]
     return {"metadata": dict(request["metadata"]), "networks": [dict(net) for net in request["networks"]],
             "boot": dict(request["boot"]), "guest": {key: guest[key] for key in GUEST_OPTIONS},
-            "seed": request["user_data"] is not None, "domain_type": args["domain_type"] or "",
+            "seed": seed_wanted(request), "local_disks": True, "domain_type": args["domain_type"] or "",
             # What its <cpu> was made of on the host it was built on; the topology is not kept but
             # computed again from the flavor it is defined with (a resize changes it) and these
             # image properties.
@@ -391,6 +396,8 @@ def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: D
             "seed": {"path": os.path.join(pool_path, seed_volume_name(uuid))} if built.get("seed") is True else None,
             "nvram": ({"path": os.path.join(pool_path, nvram_volume_name(uuid))} if guest["firmware"] == "uefi"
                       else None)}
+    if built.get("local_disks") is True:
+        made.update(local_disks(pool_path, uuid, flavor))
     requested_type = built.get("domain_type") or ""
     if requested_type not in ("", "kvm", "qemu"):
         raise InputError("domain_type", f"{instance['name']}'s recorded domain_type {requested_type!r} is not kvm or qemu")
@@ -443,6 +450,7 @@ class DomainTemplate:
                 disk=made["disk"],
                 seed=made["seed"],
                 nvram=made["nvram"],
+                local_disks={"ephemeral": made.get("ephemeral"), "swap": made.get("swap")},
                 guest=request["guest"],
                 interfaces=interfaces,
                 cpu=cpu,

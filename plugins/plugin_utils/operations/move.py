@@ -52,8 +52,13 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
     return instance
 
 
+# What a screen of candidate destinations says of one: (why it cannot take the instance, or None;
+# a note for the explanation, or None).
+Screen = Callable[[Mapping[str, Any]], tuple[str | None, str | None]]
+
+
 def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
-                new_flavor: Flavor | None = None) -> dict[str, Any]:
+                new_flavor: Flavor | None = None, screen: Screen | None = None) -> dict[str, Any]:
     """Where a move goes, decided on the ledger's host states with their claims as usage (a
     drain moves instances one after the other: each move took its claim along):
 
@@ -67,9 +72,19 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     hints...: _placement.move_request), with the source ignored and the group as the move's
     claim will check it (without the moving instance).
 
+    ``screen`` (a live migration's CPU check, CpuCheck) is asked about each host chosen: one it
+    turns down is passed over with its reason, and the scheduler asked again with it ignored, as
+    Nova's conductor reschedules a live migration, up to ``args["migrate_max_retries"]`` more
+    times (-1: until no host is left). With none left, the move is refused naming each host's
+    reason - or, for ``args["mode"]`` auto, goes cold to the first host chosen, with those
+    reasons as ``live_refused``.
+
     Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``, and
     ``warnings`` (an instance without a recorded request moves without its constraints)."""
     source, name = instance["host"], instance["name"]
+    retries = args.get("migrate_max_retries", -1)
+    if retries < -1:
+        raise InputError("migrate_max_retries", f"migrate_max_retries must be -1 (no limit) or more, got {retries}")
     flavor = new_flavor or instance_flavor(instance)
     group = ledger.moving_member_group(instance["uuid"])
     spec = move_request(instance, flavor, args["service_down_time"], [source], group)
@@ -103,21 +118,122 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         state = fleet.hosts[names.index(named)]
         if not state.service_up:
             raise BerthError(f"{named} does not answer: {state.down_reason or 'down'}")
-        return {**build_target(fleet, ledger, state), "why": "named by to_host", "warnings": warnings}
-    decision = schedule(fleet.hosts, spec)
-    if not decision.ok:
-        if new_flavor is not None:
-            raise BerthError(f"cannot resize {name} to {new_flavor.name}: its host {source} has no room ({why_not}), "
-                             f"and elsewhere {failure_message(decision)}")
-        raise BerthError(f"cannot migrate {name}: {failure_message(decision)}")
-    chosen = fleet.hosts[names.index(decision.placements[0].host)]
-    why = f"chosen by the scheduler: {decision.summary}"
-    constrained = recorded_constraints(decision)
-    if constrained:
-        why += f"; its launch's request turned down {constrained}"
-    if why_not is not None:
-        why = f"{source} has no room ({why_not}); {why}"
-    return {**build_target(fleet, ledger, chosen), "why": why, "warnings": warnings}
+        target = {**build_target(fleet, ledger, state), "why": "named by to_host", "warnings": warnings}
+        if screen is None:
+            return target
+        refusal, note = screen(target)
+        if refusal is not None:
+            return _no_live_destination([{**target, "refused": refusal}], args, name)
+        return _passed(target, [], note)
+    passed_over: list[dict[str, Any]] = []
+    while True:
+        decision = schedule(fleet.hosts, spec)
+        if not decision.ok:
+            break
+        chosen = fleet.hosts[names.index(decision.placements[0].host)]
+        why = f"chosen by the scheduler: {decision.summary}"
+        constrained = recorded_constraints(decision)
+        if constrained:
+            why += f"; its launch's request turned down {constrained}"
+        if why_not is not None:
+            why = f"{source} has no room ({why_not}); {why}"
+        target = {**build_target(fleet, ledger, chosen), "why": why, "warnings": warnings}
+        if screen is None:
+            return target
+        refusal, note = screen(target)
+        if refusal is None:
+            return _passed(target, passed_over, note)
+        passed_over.append({**target, "refused": refusal})
+        if 0 <= retries < len(passed_over):
+            return _no_live_destination(passed_over, args, name,
+                                        f"no more than {retries} other hosts tried (migrate_max_retries)")
+        spec = move_request(instance, flavor, args["service_down_time"],
+                            [source, *(host["host"] for host in passed_over)], group)
+    if passed_over:
+        return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
+    if new_flavor is not None:
+        raise BerthError(f"cannot resize {name} to {new_flavor.name}: its host {source} has no room ({why_not}), "
+                         f"and elsewhere {failure_message(decision)}")
+    raise BerthError(f"cannot migrate {name}: {failure_message(decision)}")
+
+
+def _passed(target: Mapping[str, Any], passed_over: list[dict[str, Any]], note: str | None) -> dict[str, Any]:
+    """The host a screen accepted, its explanation naming the hosts passed over before it, and why."""
+    why = target["why"]
+    if passed_over:
+        why += "; passed over: " + "; ".join(f"{host['host']} ({host['refused']})" for host in passed_over)
+    if note:
+        why += f"; {note}"
+    return {**target, "why": why}
+
+
+def _no_live_destination(passed_over: list[dict[str, Any]], args: Mapping[str, Any], name: str,
+                         ending: str | None = None) -> dict[str, Any]:
+    """The answer when every host chosen was ``passed_over`` by the screen (each with why it was
+    ``refused``) and no other is left (``ending`` says why): refused naming each host and its
+    reason, or, for mode auto, a cold move to the first of them saying why it is not live."""
+    reasons = "; ".join(f"{host['host']}: {host['refused']}" for host in passed_over)
+    if ending:
+        reasons += f"; and {ending}"
+    if args.get("mode") == "auto":
+        first = {key: value for key, value in passed_over[0].items() if key != "refused"}
+        return {**first, "live_refused": f"no destination can run it live: {reasons}"}
+    raise BerthError(f"cannot live-migrate {name}: no destination can run it live: {reasons}")
+
+
+class CpuCheck:
+    """The screen of a live migration's destinations (destination()'s ``screen``): can the
+    candidate run the guest's CPU? Nova's check_can_live_migrate_destination, asked of the
+    candidate's own libvirt (_move.cpu_refusal) with the CPU read once from the running domain
+    on ``src`` (_move.guest_cpu).
+
+    ``open_host(target)`` connects to a candidate (an open Hypervisor). One that cannot be
+    reached, or whose comparison fails, is turned down with the reason, as Nova's conductor
+    passes over a host whose pre-check fails. The connection to the host it accepts is kept
+    (``accepted``) for the move itself."""
+
+    def __init__(self, src: Hypervisor, uuid: str, open_host: Callable[[Mapping[str, Any]], Hypervisor]) -> None:
+        live_xml = src.domain_xml(uuid)
+        if live_xml is None:
+            raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
+        self.src, self.open_host = src, open_host
+        # Read once: the move's plan takes it too.
+        self.defined_xml = src.domain_xml(uuid, inactive=True)
+        self.guest = _move.guest_cpu(live_xml, self.defined_xml)
+        self.accepted: Hypervisor | None = None
+
+    def __call__(self, target: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        if self.guest.not_compared:
+            return None, f"CPU not compared: {self.guest.not_compared}"
+        try:
+            dst = self.open_host(target)
+        except HypervisorError as exc:
+            return f"cannot be reached to compare the CPU: {exc}", None
+        try:
+            refusal, note = _move.cpu_refusal(self.src, dst, self.guest)
+            if refusal is not None:
+                refusal = f"cannot run the guest's CPU, {refusal}"
+        except HypervisorError as exc:
+            refusal, note = f"the CPU comparison failed: {exc}", None
+        if refusal is not None:
+            dst.__exit__()
+            return refusal, None
+        self.accepted = dst
+        return None, note or "its CPU can run the guest's"
+
+
+def live_cpu_check(args: Mapping[str, Any], src: Hypervisor, instance: Mapping[str, Any],
+                   open_host: Callable[[Mapping[str, Any]], Hypervisor]) -> CpuCheck | None:
+    """The CPU check of a move that would go live, or None where it would not: a cold move (the
+    destination starts the guest afresh, and libvirt checks its CPU as it starts it), a domain
+    that does not run, a source that offers no live migration - or the operator's
+    ``skip_cpu_compare_on_dest`` (Nova's workaround of that name: libvirt still checks the CPU
+    at the destination during the migration itself)."""
+    if args["mode"] == "cold" or args.get("skip_cpu_compare_on_dest"):
+        return None
+    if src.domain_state(instance["uuid"]) != "running" or not src.can_live_migrate():
+        return None
+    return CpuCheck(src, instance["uuid"], open_host)
 
 
 def connections(args: Mapping[str, Any]) -> dict[str, float]:
@@ -196,7 +312,8 @@ class Move:
         try:
             if self.new_flavor is None:
                 moved = _move.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
-                                   step, self.hooks, definition=self.definition)
+                                   step, self.hooks, definition=self.definition,
+                                   live_refused=target.get("live_refused"))
             else:
                 running = src.domain_state(uuid) not in OFF_STATES
                 _move.ensure_base_images(src, dst, pool, self.volumes, step)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import ephemeral_volume_name, swap_volume_name
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, shut_down
@@ -22,6 +23,11 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     instance_flavor,
     run_owner,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
+    DEFAULT_TEMPLATE,
+    DomainTemplate,
+    recorded_definition,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
     BEFORE_RESIZE_START,
@@ -114,20 +120,30 @@ class Resize:
         try:
             if running:
                 done["shutdown"] = shut_down(hv, uuid, args["shutdown_timeout"], step)
-            hv.define(resized_domain_xml(xml, new))
+            resized = resized_domain_xml(xml, new)
+            if has_local_disks(instance):
+                resized = with_local_disks(resized, self._definition(instance, new, hv.pool_path(pool)))
+            hv.define(resized)
             done["redefined"] = True
             step(f"redefined with {new.vcpus} vCPU(s) and {new.memory_mb} MB", detail=True)
             done["root_was_mb"] = grow_root(hv, pool, root, new, step)
+            if has_local_disks(instance):
+                done["local_disks"] = resize_local_disks(hv, pool, uuid, old, new, step)
             self.hooks.reached(BEFORE_RESIZE_START, host=hv.host, instance=uuid)
             if running:
                 hv.start(uuid, None)
                 step(f"started with {new.name}")
         except Exception as exc:
-            problems = _undo_in_place(hv, uuid, pool, xml, root, done, running)
+            problems = _undo_in_place(hv, uuid, pool, xml, root, done, running, old)
             ledger.restore_claim(claim["id"], old)
             step(f"FAILED: {exc}; back to {old.name}")
             raise BerthError(f"resize of {name} failed and it has {old.name} again{problems}: {exc}") from exc
         return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
+
+    def _definition(self, instance: Mapping[str, Any], flavor: Flavor, pool_path: str) -> str:
+        """What Berth would define for ``instance`` with ``flavor`` (rendered from its build record)."""
+        template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
+        return recorded_definition(instance, flavor, template, pool_path, [], self.args["serial_log_dir"])
 
     def _elsewhere(self, src: Hypervisor, dst: Hypervisor, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:
@@ -143,6 +159,9 @@ class Resize:
 
         def before_start(hv: Hypervisor) -> None:
             grow_root(hv, pool, root, new, move.step)
+            if has_local_disks(move.instance):
+                # A failure from here on removes every volume of the instance from the destination.
+                resize_local_disks(hv, pool, uuid, instance_flavor(move.instance), new, move.step)
             self.hooks.reached(BEFORE_RESIZE_START, host=hv.host, instance=uuid)
 
         move.stop, move.before_start = stop, before_start
@@ -160,8 +179,8 @@ def refuse_shrinking(name: str, old: Flavor, new: Flavor) -> None:
     systems fill it."""
     for size in ("root_gb", "ephemeral_gb"):
         if getattr(new, size) < getattr(old, size):
-            raise InputError("flavor", f"flavor {new.name} has {size} {getattr(new, size)}, less than {name}'s "
-                                       f"{getattr(old, size)} ({old.name}): a disk is never shrunk")
+            raise InputError(f"flavor.{size}", f"flavor {new.name} has {size} {getattr(new, size)}, less than "
+                                               f"{name}'s {getattr(old, size)} ({old.name}): a disk is never shrunk")
 
 
 def resized_domain_xml(domain_xml: str, flavor: Flavor) -> str:
@@ -232,8 +251,68 @@ def grow_root(hv: Hypervisor, pool: str, root: str | None, flavor: Flavor, step:
     return int(volume["capacity_mb"])
 
 
+def has_local_disks(instance: Mapping[str, Any]) -> bool:
+    """Whether the instance's build made its flavor's ephemeral and swap disks (its build record
+    says so; instances launched before Berth built them have none, and get none by a resize)."""
+    built = (instance.get("request") or {}).get("build")
+    return isinstance(built, Mapping) and built.get("local_disks") is True
+
+
+def with_local_disks(domain_xml: str, expected_xml: str) -> str:
+    """``domain_xml`` with its ephemeral and swap disks as ``expected_xml`` (Berth's definition of
+    the resized instance, from the template) has them: a disk the new flavor adds appears, one
+    it drops goes. Every other part of ``domain_xml`` stays as it is."""
+    root, expected = ET.fromstring(domain_xml), ET.fromstring(expected_xml)
+    uuid = root.findtext("uuid") or ""
+    local = {ephemeral_volume_name(uuid), swap_volume_name(uuid)}
+
+    def is_local(disk: ET.Element) -> bool:
+        source = disk.find("source")
+        return (disk.get("device", "disk") == "disk" and source is not None
+                and os.path.basename(source.get("file") or "") in local)
+
+    devices = root.find("devices")
+    if devices is None:
+        raise InputError("name", f"domain {root.findtext('name')} has no devices")
+    for disk in [disk for disk in devices.findall("disk") if is_local(disk)]:
+        devices.remove(disk)
+    disks = devices.findall("disk")
+    # After the root disk, as the template puts them.
+    at = list(devices).index(disks[0]) + 1 if disks else 0
+    for offset, disk in enumerate(disk for disk in expected.findall("devices/disk") if is_local(disk)):
+        devices.insert(at + offset, disk)
+    return ET.tostring(root, encoding="unicode")
+
+
+def resize_local_disks(hv: Hypervisor, pool: str, uuid: str, old: Flavor, new: Flavor,
+                       step: Callable[..., None]) -> dict[str, Any]:
+    """The flavor's ephemeral and swap disks made as ``new`` says, as Nova's resize does: the
+    ephemeral disk grown (made where ``old`` had none; a smaller one was refused before), the
+    swap disk made anew at its new size (gone where it is 0; the guest makes it swap space
+    again). Returns what it changed, for ``_undo_in_place``."""
+    done: dict[str, Any] = {}
+    ephemeral, swap = ephemeral_volume_name(uuid), swap_volume_name(uuid)
+    if new.ephemeral_gb > old.ephemeral_gb:
+        volume = hv.volume(pool, ephemeral)
+        if volume is None:
+            hv.create_volume(pool, ephemeral, 0, capacity_mb=new.ephemeral_gb * 1024)
+            done["ephemeral_made"] = True
+            step(f"ephemeral disk of {new.ephemeral_gb} GB made", detail=True)
+        else:
+            hv.resize_volume(pool, ephemeral, new.ephemeral_gb * 1024)
+            done["ephemeral_was_mb"] = int(volume["capacity_mb"])
+            step(f"ephemeral disk grown from {volume['capacity_mb']} to {new.ephemeral_gb * 1024} MB", detail=True)
+    if new.swap != old.swap:
+        hv.delete_volume(pool, swap)
+        done["swap_replaced"] = True
+        if new.swap:
+            hv.create_volume(pool, swap, 0, capacity_mb=new.swap)
+        step(f"swap disk made anew with {new.swap} MB", detail=True)
+    return done
+
+
 def _undo_in_place(hv: Hypervisor, uuid: str, pool: str, xml: str, root: str | None, done: dict[str, Any],
-                   running: bool) -> str:
+                   running: bool, old: Flavor) -> str:
     """Put back what a failed resize on the instance's own host changed, each step tried
     whatever the others did; returns what could not be put back, as text (empty if all)."""
     problems = []
@@ -244,6 +323,14 @@ def _undo_in_place(hv: Hypervisor, uuid: str, pool: str, xml: str, root: str | N
         # Nothing ran on the grown part: giving it back loses nothing.
         steps.append(("its root disk's old size", lambda: hv.resize_volume(pool, root, done["root_was_mb"],
                                                                            shrink=True)))
+    local = done.get("local_disks") or {}
+    if local.get("ephemeral_made"):
+        steps.append(("removing its new ephemeral disk", lambda: hv.delete_volume(pool, ephemeral_volume_name(uuid))))
+    if local.get("ephemeral_was_mb") is not None:
+        steps.append(("its ephemeral disk's old size",
+                      lambda: hv.resize_volume(pool, ephemeral_volume_name(uuid), local["ephemeral_was_mb"], shrink=True)))
+    if local.get("swap_replaced"):
+        steps.append(("its old swap disk", lambda: _swap_again(hv, pool, uuid, old.swap)))
     if running:
         steps.append(("a start", lambda: hv.domain_state(uuid) in OFF_STATES and hv.start(uuid, None)))
     for what, undo in steps:
@@ -252,3 +339,9 @@ def _undo_in_place(hv: Hypervisor, uuid: str, pool: str, xml: str, root: str | N
         except HypervisorError as exc:
             problems.append(f"{what} failed: {exc}")
     return f" (but {'; '.join(problems)})" if problems else ""
+
+
+def _swap_again(hv: Hypervisor, pool: str, uuid: str, swap_mb: int) -> None:
+    hv.delete_volume(pool, swap_volume_name(uuid))
+    if swap_mb:
+        hv.create_volume(pool, swap_volume_name(uuid), 0, capacity_mb=swap_mb)

@@ -12,11 +12,6 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
-
-# Imported with the operation, so with every action that schedules (Ansible's main process
-# imports an action before the task's worker forks), not inside the first decision: NumPy's
-# import is a per-process cost, not the decision's.
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import vector  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec

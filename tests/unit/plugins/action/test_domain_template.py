@@ -54,8 +54,8 @@ def test_uefi_asks_libvirt_for_efi_without_secure_boot_and_keeps_nvram_in_the_po
     assert os_element.findtext("kernel") == "/srv/vmlinuz"
 
 
-@pytest.mark.parametrize("bus, dev, seed_dev", [("virtio", "vda", "sda"), ("scsi", "sda", "sdb"),
-                                                ("sata", "sda", "sdb"), ("ide", "hda", "sda")], ids=str)
+@pytest.mark.parametrize("bus, dev, seed_dev", [("virtio", "vda", "sda"), ("scsi", "sda", "sdd"),
+                                                ("sata", "sda", "sdd"), ("ide", "hda", "sda")], ids=str)
 def test_disk_bus_sets_the_root_disk_target_and_the_seed_moves_aside(bus, dev, seed_dev):
     domain = render({"disk_bus": bus})
     root = domain.find("devices/disk[@device='disk']/target")

@@ -83,8 +83,12 @@ def test_a_disk_is_never_shrunk_as_nova_refuses_it():
     with pytest.raises(InputError, match="flavor m1.tiny has root_gb 1, less than web-1's 20 .m1.small.: a disk is "
                                          "never shrunk"):
         refuse_shrinking("web-1", SMALL, TINY)
-    with pytest.raises(InputError, match="ephemeral_gb 0, less than web-1's 5"):
+    with pytest.raises(InputError, match="ephemeral_gb 0, less than web-1's 5") as caught:
         refuse_shrinking("web-1", Flavor(name="e", vcpus=1, memory_mb=512, root_gb=1, ephemeral_gb=5), TINY)
+    assert caught.value.field == "flavor.ephemeral_gb"
+    # Swap is made anew by a resize (as Nova does): a smaller one is no shrink.
+    refuse_shrinking("web-1", Flavor(name="s", vcpus=1, memory_mb=512, root_gb=1, swap=512),
+                     Flavor(name="t", vcpus=1, memory_mb=512, root_gb=1, swap=256))
 
 
 def test_the_root_volume_is_the_first_disk_when_it_is_in_the_pool():

@@ -12,16 +12,19 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 def test_defaults_are_bios_virtio_virtio_agent_on_no_graphics():
     assert guest_spec({}) == {
         "firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True,
-        "graphics": None, "disk_dev": "vda", "seed_dev": "sda",
+        "graphics": None, "disk_dev": "vda", "ephemeral_dev": "vdb", "swap_dev": "vdc", "seed_dev": "sda",
     }
 
 
-@pytest.mark.parametrize("bus, disk_dev, seed_dev", [
-    ("virtio", "vda", "sda"), ("scsi", "sda", "sdb"), ("sata", "sda", "sdb"), ("ide", "hda", "sda"),
+@pytest.mark.parametrize("bus, devices", [
+    ("virtio", ("vda", "vdb", "vdc", "sda")), ("scsi", ("sda", "sdb", "sdc", "sdd")),
+    ("sata", ("sda", "sdb", "sdc", "sdd")), ("ide", ("hda", "hdb", "hdc", "sda")),
 ], ids=str)
-def test_each_disk_bus_names_its_devices_and_the_seed_never_collides(bus, disk_dev, seed_dev):
+def test_each_disk_bus_names_its_devices_and_the_seed_never_collides(bus, devices):
     spec = guest_spec({"disk_bus": bus})
-    assert (spec["disk_bus"], spec["disk_dev"], spec["seed_dev"]) == (bus, disk_dev, seed_dev)
+    named = (spec["disk_dev"], spec["ephemeral_dev"], spec["swap_dev"], spec["seed_dev"])
+    assert (spec["disk_bus"], named) == (bus, devices)
+    assert len(set(named)) == len(named)
 
 
 def test_the_launch_wins_over_the_image_properties_which_win_over_the_defaults():

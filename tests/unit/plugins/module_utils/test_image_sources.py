@@ -183,6 +183,27 @@ def test_an_upload_is_sent_in_chunks_and_never_read_whole():
     assert str(size) in hv.conn.pool.xml
 
 
+class PartialStream(FakeStream):
+    """Takes at most ``most`` bytes a call, as libvirt's remote streams do, and keeps them."""
+
+    def __init__(self, most):
+        super().__init__()
+        self.most, self.received = most, bytearray()
+
+    def send(self, data):
+        taken = bytes(data[:self.most])
+        self.received += taken
+        return len(taken)
+
+
+def test_an_upload_taken_a_part_at_a_time_arrives_whole_and_in_order():
+    hv = hypervisor()
+    hv.conn.stream = PartialStream(most=100_000)
+    source = os.urandom(3 * libvirt_host.UPLOAD_CHUNK_BYTES + 5)
+    hv.upload_volume("default", "disk.raw", io.BytesIO(source), len(source), "raw")
+    assert hv.conn.stream.received == source and hv.conn.stream.finished
+
+
 def test_a_file_that_ends_early_fails_the_upload_and_removes_the_volume():
     hv = hypervisor()
     with pytest.raises(HypervisorError, match="ended 100 bytes short"):

@@ -91,6 +91,7 @@ class FakeSession:
 
 
 PLANNED = {"upload": None, "disk": {"capacity_gb": 1, "backing": None}, "seed": {"data": b"seed"},
+           "ephemeral": None, "swap": None,
            "xml": "<domain/>"}
 REQUEST = {"uuid": UUID, "pool": "default"}
 

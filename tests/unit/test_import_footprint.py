@@ -1,0 +1,28 @@
+"""What loading Berth's actions imports: Ansible's main process imports every action a play uses
+before its workers fork, so whatever they import is in every launch's memory. Alembic (with Mako)
+is imported only when a ledger needs migrating, NumPy only when the vectorized engine decides
+(benchmarks/image_upload.py measures what that keeps a launch that uploads an image under)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+COLLECTIONS = Path(__file__).resolve().parents[2] / ".cache" / "collections"
+ACTIONS = ("server", "schedule", "migrate", "resize", "tracker_sync", "instance", "console")
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_loading_an_action_imports_neither_alembic_nor_numpy(action):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(COLLECTIONS)!r})
+        import ansible_collections.berth.fleet.plugins.action.{action}
+        print(sorted({{name.split(".")[0] for name in sys.modules}} & {{"alembic", "mako", "numpy"}}))
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "[]"
