@@ -32,6 +32,10 @@ for the meta-data's public keys, which it adds to root's authorized keys, and wh
 network-config gives eth0's MAC a static IPv4 address, it sets that address (and the default
 gateway) instead of asking DHCP, and prints ``BERTH-GUEST-NET eth0 <address>`` as for a lease.
 
+Once at boot it prints what CPU it sees in /proc/cpuinfo::
+
+    BERTH-GUEST-CPU sockets=<distinct physical ids> cores=<per socket> threads=<per core> processors=<count> model=<model name>
+
 It answers the ACPI power button as a real guest does (the graceful shutdown of
 berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
 busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
@@ -74,6 +78,7 @@ SSH_PACKAGES = ("dropbear-bin", "libtomcrypt1", "libtommath1")
 MARKER = "BERTH-GUEST-BOOTED"
 NET_MARKER = "BERTH-GUEST-NET"
 POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
+CPU_MARKER = "BERTH-GUEST-CPU"
 DISKS_MARKER = "BERTH-GUEST-DISKS"
 # Bump when the guest's contents change: a cached guest of another format is built again.
 FORMAT = 6
@@ -229,6 +234,22 @@ answer_agent() {{
   done
 }}
 [ -n "$agent" ] && answer_agent </dev/null >/dev/null 2>&1 &
+
+# {CPU_MARKER}: the CPU model and the topology the guest sees, once: sockets are distinct
+# physical ids, cores per socket and siblings (threads) per socket as the kernel reports them.
+report_cpu() {{
+  info=/proc/cpuinfo
+  processors=$(grep -c '^processor' $info)
+  sockets=$(sed -n 's/^physical id[[:space:]]*: //p' $info | sort -u | wc -l)
+  cores=$(sed -n 's/^cpu cores[[:space:]]*: //p' $info | head -n 1)
+  siblings=$(sed -n 's/^siblings[[:space:]]*: //p' $info | head -n 1)
+  threads=$(( ${{siblings:-1}} / ${{cores:-1}} ))
+  model=$(sed -n 's/^model name[[:space:]]*: //p' $info | head -n 1)
+  for tty in /dev/ttyS0 /dev/console; do
+    echo "{CPU_MARKER} sockets=$sockets cores=${{cores:-1}} threads=$threads processors=$processors model=$model" > "$tty" 2>/dev/null
+  done
+}}
+report_cpu </dev/null >/dev/null 2>&1 &
 
 # Each disk and its size in bytes, once, as one line (/sys/block counts 512-byte sectors).
 report_disks() {{

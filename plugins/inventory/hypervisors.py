@@ -40,7 +40,11 @@ description:
     C(libvirt_version) (libvirt-style integers, 7002000 for 7.2.0),
     C(supported_instances) ([arch, domain type, OS type] triples from the capabilities' guests),
     C(cpu_info) (arch, model, vendor, features, topology {sockets, dies, clusters, cores,
-    threads}, mhz; model and topology from getInfo() where the capabilities lack them),
+    threads}, mhz; model and topology from getInfo() where the capabilities lack them; and
+    C(guest): C(settings), the host's effective O(cpu_mode), O(cpu_models) and
+    O(cpu_model_extra_flags), and C(domain_capabilities), per domain type (kvm, qemu) what
+    libvirt's domain capabilities say of its guest CPUs: C(modes) {mode: supported},
+    C(host_model) {model, vendor, features {name: policy}} and C(models) {name: usable}),
     C(numa_topology) ({cells: [{id, memory_mb, cpus}]}, empty where the driver reports none),
     C(aggregates) ([{name, metadata}]), C(availability_zone) (from aggregate metadata, else
     O(default_availability_zone)), C(metrics) (load_1m, load_5m, load_15m from /proc/loadavg
@@ -76,6 +80,7 @@ extends_documentation_fragment:
   - ansible.builtin.inventory_cache
   - berth.fleet.libvirt_auth
   - berth.fleet.uri_policy
+  - berth.fleet.guest_cpu
 options:
   plugin:
     description: The name of this plugin; makes the file an inventory source for it.
@@ -90,6 +95,8 @@ options:
       - C(cpu_allocation_ratio) (default 4.0), C(ram_allocation_ratio) (1.0),
         C(disk_allocation_ratio) (1.0), C(reserved_host_memory_mb) (512) and
         C(reserved_host_disk_mb) (0) override Nova's defaults for that host.
+      - C(cpu_mode), C(cpu_models) and C(cpu_model_extra_flags) give that host's guests their CPU
+        (see O(cpu_mode)); set on the host, the three replace the source's.
       - C(host_ip), an IP address, is the host's address for SimpleCIDRAffinityFilter (Nova's
         C(host_ip)); without it, the URI's host if it is an address, else that name as the
         controller resolves it when gathering, else unknown (a URI without a host).
@@ -183,7 +190,15 @@ hypervisors:
     ram_allocation_ratio: 1.5
     reserved_host_memory_mb: 2048
   kvm03: {}                          # takes uri_template
+  kvm04:
+    uri: qemu+ssh://root@kvm04.example.com/system
+    # This host's guests: the first of these models it can run, with PCID added
+    cpu_mode: custom
+    cpu_models: [Cascadelake-Server-noTSX, Skylake-Server-noTSX-IBRS]
+    cpu_model_extra_flags: [+pcid]
 uri_template: qemu+ssh://{name}.example.com/system
+# Every other host's guests (Nova's default for kvm and qemu guests)
+cpu_mode: host-model
 # Beyond the default: what these URIs may hold, and where the libvirt login may go besides them
 uri_policy:
   allow_parameters: ["keyfile=/etc/berth/id_ed25519"]
@@ -217,6 +232,7 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     connection_uri,
     fetch,
@@ -252,7 +268,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _source(self):
         """The checked source: hypervisors, aggregates and each host's connection URI."""
-        hypervisors = validate_hypervisors(self.get_option("hypervisors"), self.get_option("uri_template"))
+        hypervisors = validate_hypervisors(self.get_option("hypervisors"), self.get_option("uri_template"),
+                                           {key: self.get_option(key) for key in CPU_SETTINGS})
         aggregates = validate_aggregates(self.get_option("aggregates"), hypervisors)
         targets = {
             name: connection_uri(

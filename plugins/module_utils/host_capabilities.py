@@ -65,3 +65,24 @@ def supported_instances(caps: ET.Element) -> list[list[str]]:
         for domain in arch.findall("domain"):
             triples.append([arch.get("name", ""), domain.get("type", ""), guest.findtext("os_type") or ""])
     return triples
+
+
+def domain_cpu_capabilities(domcaps: ET.Element) -> dict[str, Any]:
+    """What a domain type offers a guest's CPU, from libvirt's domain capabilities
+    (virConnectGetDomainCapabilities): each CPU mode's support, the host-model CPU libvirt would
+    give (model, vendor, features by policy) and every custom model with whether it is usable."""
+    modes: dict[str, bool] = {}
+    host_model: dict[str, Any] = {}
+    models: dict[str, bool] = {}
+    for mode in domcaps.findall("cpu/mode"):
+        name = mode.get("name", "")
+        modes[name] = mode.get("supported") == "yes"
+        if name == "host-model":
+            host_model = {"model": mode.findtext("model") or "", "vendor": mode.findtext("vendor") or "",
+                          "features": {feature.get("name", ""): feature.get("policy", "")
+                                       for feature in mode.findall("feature")}}
+        elif name == "custom":
+            # libvirt says "unknown" where it could not tell: not counted as usable.
+            models.update({(model.text or "").strip(): model.get("usable") == "yes"
+                           for model in mode.findall("model") if (model.text or "").strip()})
+    return {"modes": modes, "host_model": host_model, "models": models}

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits, proc_stats
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS, cpu_settings, merged_settings
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_COUNT,
     KEEPALIVE_INTERVAL_S,
@@ -50,13 +51,19 @@ UNKNOWN = None  # a value the hypervisor's driver cannot report (the test driver
 
 # ---- the inventory source ------------------------------------------------------------------
 
-def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
+                         fleet_cpu: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
     """Check the ``hypervisors`` option of an inventory source; errors name the field.
 
-    A hypervisor without ``uri`` takes ``uri_template`` with ``{name}`` replaced by its name.
+    A hypervisor without ``uri`` takes ``uri_template`` with ``{name}`` replaced by its name, and
+    without CPU settings of its own the source's (``fleet_cpu``: cpu_mode, cpu_models,
+    cpu_model_extra_flags), as a compute without them in its nova.conf has the deployment's.
     """
     if not isinstance(hypervisors, Mapping) or not hypervisors:
         raise InputError("hypervisors", "hypervisors must be a non-empty mapping of name to settings")
+    fleet_cpu = fleet_cpu or {}
+    cpu_settings("", fleet_cpu)
+    allowed_keys = ("uri", "host_ip", *HOST_SETTINGS, *CPU_SETTINGS)
     checked = {}
     for name, settings in hypervisors.items():
         field = f"hypervisors.{name}"
@@ -64,9 +71,9 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -
             settings = {}
         if not isinstance(settings, Mapping):
             raise InputError(field, f"{field} must be a mapping with at least 'uri' (or set uri_template)")
-        unknown = sorted(set(settings) - {"uri", "host_ip", *HOST_SETTINGS})
+        unknown = sorted(set(settings) - set(allowed_keys))
         if unknown:
-            allowed = ", ".join(["uri", "host_ip", *HOST_SETTINGS])
+            allowed = ", ".join(allowed_keys)
             raise InputError(f"{field}.{unknown[0]}", f"{field}: unknown setting {unknown[0]!r} (allowed: {allowed})")
         settings = dict(settings)
         if settings.get("uri") is None and uri_template:
@@ -80,6 +87,9 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None) -
             value = settings.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"{field}.{key}", f"{field}.{key} must be a non-negative integer, got {value!r}")
+        cpu_settings(field, settings)
+        settings = {key: value for key, value in settings.items() if key not in CPU_SETTINGS}
+        settings.update(merged_settings(fleet_cpu, hypervisors[name] or {}))
         checked[str(name)] = settings
     return checked
 
@@ -390,7 +400,11 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "hypervisor_version": facts["hypervisor_version"],
         "libvirt_version": facts["libvirt_version"],
         "supported_instances": facts["supported_instances"],
-        "cpu_info": facts["cpu_info"],
+        # Beside the host's CPU, what its guests get (Nova's [libvirt] cpu_* options for this host)
+        # and what libvirt said each domain type can run: a build makes the guest's <cpu> of them.
+        "cpu_info": {**facts["cpu_info"], "guest": {
+            "settings": {key: settings[key] for key in CPU_SETTINGS if settings.get(key) is not None},
+            "domain_capabilities": dict(facts.get("domain_capabilities") or {})}},
         "numa_topology": facts["numa_topology"],
         "aggregates": [dict(agg) for agg in aggregates],
         "availability_zone": availability_zone,

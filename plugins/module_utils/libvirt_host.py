@@ -267,6 +267,7 @@ class Hypervisor:
             "cpu_info": host_capabilities.cpu_info(caps, info),
             "numa_topology": host_capabilities.numa_topology(caps),
             "supported_instances": host_capabilities.supported_instances(caps),
+            "domain_capabilities": self._domain_cpu_capabilities(caps),
             "memory": self._memory_stats(info),
             "cpu_times": self._cpu_times(),
             "pools": pools,
@@ -275,6 +276,36 @@ class Hypervisor:
             "networks": self.network_names(),
             "domains": self.facts_domains(),
         }
+
+    def _domain_cpu_capabilities(self, caps: ET.Element) -> dict[str, Any]:
+        """{domain type: what it offers a guest CPU} for the host's own architecture's kvm and
+        qemu guests; empty where the driver has no domain capabilities (the test driver)."""
+        arch = caps.findtext("host/cpu/arch") or ""
+        offered = sorted({triple[1] for triple in host_capabilities.supported_instances(caps)
+                          if triple[0] == arch and triple[1] in ("kvm", "qemu")})
+        found = {}
+        for kind in offered:
+            xml = self._optional(self.conn.getDomainCapabilities, None, arch, None, kind, 0)
+            if xml:
+                found[kind] = host_capabilities.domain_cpu_capabilities(ET.fromstring(xml))
+        return found
+
+    def guest_cpu_refusal(self, domain_xml: str, domain_type: str) -> str | None:
+        """Why this host cannot run the ``<cpu>`` of ``domain_xml`` (a custom model with its
+        features) as ``domain_type``, in libvirt's words naming the missing features; None where
+        it can, where the domain has no custom CPU, or where the driver cannot compare."""
+        cpu = ET.fromstring(domain_xml).find("cpu")
+        if cpu is None or cpu.get("mode") != "custom" or not hasattr(self.conn, "compareHypervisorCPU"):
+            return None
+        arch = ET.fromstring(self._call(self.conn.getCapabilities)).findtext("host/cpu/arch") or None
+        try:
+            self._optional(self.conn.compareHypervisorCPU, None, arch, None, domain_type,
+                           ET.tostring(cpu, encoding="unicode"), libvirt.VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE)
+        except HypervisorError as exc:
+            if _error_code(exc) in (libvirt.VIR_ERR_CPU_INCOMPATIBLE, libvirt.VIR_ERR_INTERNAL_ERROR):
+                return str(exc)
+            raise
+        return None
 
     def readiness(self) -> dict[str, Any]:
         """What Berth needs of a hypervisor, as libvirt reports it (berth.fleet.hypervisor_check

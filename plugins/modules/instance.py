@@ -55,8 +55,9 @@ options:
   placements:
     description:
       - Several instances at once, each a dict with C(name), C(uuid), C(host), C(uri), C(flavor)
-        C(domain_types) and C(targets) (the C(placements) of M(berth.fleet.schedule), or ledger
-        rows to remove, which carry their hypervisor's C(uri)).
+        C(domain_types), C(cpu) (the host's recorded guest CPU settings and domain capabilities)
+        and C(targets) (the C(placements) of M(berth.fleet.schedule), or ledger rows to remove,
+        which carry their hypervisor's C(uri)).
       - Hosts are built in parallel, each host's instances one after the other; each instance's
         result is in C(results). The task fails if any instance failed, after all were tried.
     type: list
@@ -212,6 +213,14 @@ failed_attempts:
   returned: with state=active
   type: list
   elements: str
+cpu:
+  description:
+    - The guest CPU the host's settings gave it (see the option O(berth.fleet.hypervisors#inventory:cpu_mode) of
+      the inventory plugin), C(mode), C(model) (with mode custom), C(features)
+      ([{policy, name}]), C(topology) ({sockets, cores, threads}) and, where a default had to change
+      on that host, C(note) saying why; null for domain types without CPU models.
+  returned: with state=active
+  type: dict
 domain:
   description: The domain as libvirt reports it after the build (name, uuid, state, vcpus, memory_mb, disks).
   returned: with state=active

@@ -500,9 +500,14 @@ placements:
     hypervisor_uuid: {description: Its libvirt host UUID., type: str}
     uri: {description: "Its libvirt URI, as its last sync recorded it (O(source=ledger)) or from the inventory.", type: str}
     domain_types: {description: "The domain types its capabilities offer (kvm, qemu).", type: list, elements: str}
+    cpu:
+      description:
+        - Its guests' CPU as its last sync recorded it (the host state's C(cpu_info.guest)), C(settings)
+          and C(domain_capabilities); null where not recorded. The build makes each guest's CPU of it.
+      type: dict
     alternates: {description: Next-best hosts for a retry., type: list, elements: str}
     targets:
-      description: The alternates, each with C(host), C(hypervisor_uuid), C(uri) and C(domain_types), for the build's retries.
+      description: The alternates, each with C(host), C(hypervisor_uuid), C(uri), C(domain_types) and C(cpu), for the build's retries.
       type: list
       elements: dict
     generation: {description: The chosen hypervisor's generation the decision was made on., type: int}

@@ -14,6 +14,7 @@ import yaml
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.request import resolve_flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
@@ -239,7 +240,7 @@ def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:
     if fleet.uris:
         offered = sorted({triple[1] for triple in state.supported_instances if len(triple) > 1})
         target = {"host": state.host, "hypervisor_uuid": state.uuid, "uri": fleet.uris.get(state.host),
-                  "domain_types": offered}
+                  "domain_types": offered, "cpu": guest_cpu_record(state.cpu_info)}
     else:
         target = ledger.build_targets([state.uuid])[state.uuid]
     if not target.get("uri"):

@@ -20,7 +20,9 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import CPU_TOPOLOGY_PROPERTIES, best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu, recorded_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
     check_image_source,
@@ -134,7 +136,7 @@ class Build:
             by_host.setdefault(str(placement.get("host")), []).append(index)
         results: list[dict[str, Any]] = [{} for _placement in args["placements"]]
         self._ledger(args)
-        fields = ("name", "uuid", "host", "uri", "flavor", "domain_types", "targets")
+        fields = ("name", "uuid", "host", "uri", "flavor", "domain_types", "cpu", "targets")
 
         def work(indices: list[int]) -> None:
             for index in indices:
@@ -185,6 +187,10 @@ class Build:
             "boot": boot_spec(args["boot"]),
             "pool": args["storage_pool"],
         }
+        # The guest's vCPU topology is the flavor's and the image's alone; its CPU model is the
+        # host's (guest_cpu, per target).
+        request["cpu_topology"] = best_topology(request["flavor"].vcpus, request["flavor"].extra_specs,
+                                                (self._image or {}).get("properties"))
         request["image_source_dirs"] = image_source_dirs(args)
         check_image_source(request["image"], request["image_source_dirs"], args["image_max_mb"])
         return request
@@ -196,7 +202,7 @@ class Build:
         if args["max_attempts"] < 1:
             raise InputError("max_attempts", f"max_attempts must be at least 1, got {args['max_attempts']}")
         targets = [{"host": args["host"], "uri": args["uri"], "hypervisor_uuid": None,
-                    "domain_types": args.get("domain_types") or []}]
+                    "domain_types": args.get("domain_types") or [], "cpu": args.get("cpu")}]
         targets += [target for target in args.get("targets") or [] if target.get("uri") and target.get("hypervisor_uuid")]
         return targets[:args["max_attempts"]]
 
@@ -219,6 +225,10 @@ class Build:
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
             step = self._progress.of(args["name"], target["host"])
             try:
+                # The host's CPU settings, checked against what its last sync recorded it can run:
+                # refused there (an InputError naming the host's setting), tried on the next.
+                on_target["cpu"] = guest_cpu(target.get("cpu"), target["host"], on_target["domain_type"],
+                                             request["cpu_topology"])
                 result = self._build(self._session(target["host"], target["uri"], args["timeout"]), on_target, request,
                                      step)
             except CleanupFailed as exc:
@@ -249,7 +259,7 @@ class Build:
             if ledger is not None:
                 # The instance as the ledger now has it: a play's closing table shows it.
                 try:
-                    result["instance"] = (ledger.mark_active(args["uuid"], build_record(request, args))
+                    result["instance"] = (ledger.mark_active(args["uuid"], build_record(request, {**args, "cpu": on_target["cpu"]}))
                                           if result["changed"] else ledger.instances([args["name"]])[0])
                 except ClaimLost as lost:
                     # The lease ran out before the build ended and a sync gave the claim back:
@@ -258,7 +268,9 @@ class Build:
                                     args["uuid"], args["storage_pool"])
                     raise BerthError(f"{args['name']}: {lost}; what was built on {target['host']} is removed "
                                      f"(give launches a longer berth_lease_seconds)") from lost
-            result.update(host=target["host"], failed_attempts=reasons)
+            # The CPU it was given there (mode, model, features, topology, and why a default was
+            # changed): the host's settings, which the request did not show.
+            result.update(host=target["host"], failed_attempts=reasons, cpu=on_target["cpu"])
             return result
         reason = f"build failed on {len(reasons)} host(s): " + "; ".join(reasons)
         # The claim is already back; the instance stays, in ERROR, with every reason.
@@ -272,8 +284,15 @@ class Build:
         if current is not None and current["state"] == "running":
             step("running already", detail=True)
             return {"changed": False, "domain": current}
-        planned = plan(session, request,
-                       lambda made: self.template.render(request, made, args["domain_type"], args["serial_log_dir"]))
+        planned = plan(session, request, lambda made: self.template.render(
+            request, made, args["domain_type"], args["serial_log_dir"], cpu=args.get("cpu")))
+        # A custom model with its features, compared with the host's CPU by its libvirt before
+        # anything is made there (in check mode too): the features it lacks are named.
+        refusal = session.hv.guest_cpu_refusal(planned["xml"], args["domain_type"])
+        if refusal:
+            raise InputError(f"hypervisors.{host}.cpu_model_extra_flags",
+                             f"{host} cannot run the guest CPU its settings give "
+                             f"({_described_cpu(args['cpu'])}) as a {args['domain_type']} domain: {refusal}")
         result: dict[str, Any] = {"changed": True}
         if self.diff:
             result["diff"] = {
@@ -335,7 +354,25 @@ def build_record(request: Mapping[str, Any], args: Mapping[str, Any]) -> dict[st
     guest = request["guest"]
     return {"metadata": dict(request["metadata"]), "networks": [dict(net) for net in request["networks"]],
             "boot": dict(request["boot"]), "guest": {key: guest[key] for key in GUEST_OPTIONS},
-            "seed": seed_wanted(request), "local_disks": True, "domain_type": args["domain_type"] or ""}
+            "seed": seed_wanted(request), "local_disks": True, "domain_type": args["domain_type"] or "",
+            # What its <cpu> was made of on the host it was built on; the topology is not kept but
+            # computed again from the flavor it is defined with (a resize changes it) and these
+            # image properties.
+            "cpu": _cpu_record(args.get("cpu"), (request.get("image") or {}).get("properties"))}
+
+
+def _cpu_record(cpu: Mapping[str, Any] | None, properties: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if cpu is None:
+        return None
+    return {"mode": cpu["mode"], "model": cpu["model"], "features": [dict(item) for item in cpu["features"]],
+            "image_properties": {key: value for key, value in (properties or {}).items()
+                                 if key in CPU_TOPOLOGY_PROPERTIES}}
+
+
+def _described_cpu(cpu: Mapping[str, Any] | None) -> str:
+    cpu = cpu or {}
+    features = " ".join(("+" if item["policy"] == "require" else "-") + item["name"] for item in cpu.get("features", []))
+    return " ".join(filter(None, (cpu.get("model"), features))) or str(cpu.get("mode"))
 
 
 def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: DomainTemplate, pool_path: str,
@@ -366,7 +403,16 @@ def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: D
     requested_type = built.get("domain_type") or ""
     if requested_type not in ("", "kvm", "qemu"):
         raise InputError("domain_type", f"{instance['name']}'s recorded domain_type {requested_type!r} is not kvm or qemu")
-    return template.render(request, made, domain_type(requested_type, offered_types), serial_log_dir)
+    # The guest keeps its CPU wherever it moves (a live migration must; a cold one keeps it too,
+    # see docs/docsite/rst/guest_cpu.rst), with the topology of the flavor it is defined with.
+    cpu = built.get("cpu")
+    properties = cpu.get("image_properties") if isinstance(cpu, Mapping) else None
+    if properties is not None and (not isinstance(properties, Mapping) or set(properties) - set(CPU_TOPOLOGY_PROPERTIES)):
+        raise InputError("cpu.image_properties", f"{instance['name']}'s recorded cpu.image_properties hold more than "
+                                                 f"{', '.join(CPU_TOPOLOGY_PROPERTIES)}: {properties!r}")
+    topology = best_topology(flavor.vcpus, flavor.extra_specs, properties)
+    return template.render(request, made, domain_type(requested_type, offered_types), serial_log_dir,
+                           cpu=recorded_cpu("cpu", cpu, topology))
 
 
 class DomainTemplate:
@@ -393,7 +439,7 @@ class DomainTemplate:
             return self._compiled
 
     def render(self, request: Mapping[str, Any], made: Mapping[str, Any], domain_type: str,
-               serial_log_dir: str) -> str:
+               serial_log_dir: str, cpu: Mapping[str, Any] | None = None) -> str:
         interfaces = [
             {**net, "mac": mac_address(request["uuid"], index)} for index, net in enumerate(request["networks"])
         ]
@@ -409,6 +455,7 @@ class DomainTemplate:
                 local_disks={"ephemeral": made.get("ephemeral"), "swap": made.get("swap")},
                 guest=request["guest"],
                 interfaces=interfaces,
+                cpu=cpu,
                 serial_log=os.path.join(serial_log_dir, f"{request['name']}.serial.log"),
             )
             ET.fromstring(rendered)

@@ -10,6 +10,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
@@ -48,6 +49,9 @@ def check_request(args: Mapping[str, Any]) -> dict[str, Any]:
     public_keys_spec(args.get("ssh_authorized_keys"), args.get("key_name"), args.get("key_pairs"))
     boot_spec(args.get("boot") or {})
     guest = guest_spec(args, (image or {}).get("properties"))
+    if flavor is not None:
+        # Contradicting topology specs are refused before anything is scheduled.
+        best_topology(flavor["vcpus"], flavor.get("extra_specs") or {}, (image or {}).get("properties"))
     # Last, after every cheap check: the download.
     image = fetch_image(image, args)
     return {

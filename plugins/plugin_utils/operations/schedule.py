@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
@@ -177,7 +178,7 @@ def placement_rows(names: list[str], decision: Decision, fleet: Fleet, ledger: L
         for host, position in positions.items():
             offered = {triple[1] for triple in table[position].supported_instances if len(triple) > 1}
             targets[host] = {"host": host, "hypervisor_uuid": uuids[host], "uri": fleet.uris.get(host),
-                             "domain_types": sorted(offered)}
+                             "domain_types": sorted(offered), "cpu": guest_cpu_record(table[position].cpu_info)}
     else:
         by_uuid = ledger.build_targets(uuid for uuid in uuids.values() if uuid)
         targets = {host: by_uuid.get(uuid) or {"host": host, "hypervisor_uuid": uuid, "uri": None,
@@ -186,6 +187,7 @@ def placement_rows(names: list[str], decision: Decision, fleet: Fleet, ledger: L
     return [
         {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
          "uri": targets[p.host]["uri"], "domain_types": targets[p.host]["domain_types"],
+         "cpu": targets[p.host].get("cpu"),
          "alternates": p.alternates, "targets": [targets[host] for host in p.alternates],
          "flavor": flavor, "vcpus": flavor["vcpus"], "memory_mb": flavor["memory_mb"],
          "project_id": spec.project_id, "image_properties": dict(spec.image_properties),

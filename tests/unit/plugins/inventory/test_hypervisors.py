@@ -33,7 +33,8 @@ def make_plugin(**options):
                        "gather_facts": False, "storage_pool": "default", "timeout": 10, "keepalive_interval": 5,
                        "keepalive_count": 3, "verify_host_keys": True, "known_hosts": None, "ssh_user": None,
                        "ssh_keyfile": None, "uri_policy": None, "strict": False, "compose": {}, "groups": {},
-                       "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, **options}
+                       "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cpu_mode": None,
+                       "cpu_models": None, "cpu_model_extra_flags": None, **options}
     plugin.inventory = InventoryData()
     plugin.templar = Templar(loader=DataLoader())
     return plugin

@@ -780,7 +780,7 @@ def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):
     assert (table[0].networks, table[1].networks) == (["default"], [])
     targets = ledger.build_targets(["hv-1"])
     assert targets == {"hv-1": {"host": "hv1", "hypervisor_uuid": "hv-1", "uri": "qemu+ssh://hv1/system",
-                                "domain_types": ["kvm"]}}
+                                "domain_types": ["kvm"], "cpu": None}}
 
 
 def test_a_hypervisor_that_did_not_answer_is_down_with_why_and_keeps_its_last_state(ledger):
