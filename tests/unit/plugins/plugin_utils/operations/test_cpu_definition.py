@@ -35,6 +35,7 @@ def request_for(flavor, image_properties=None):
     image = {"name": "debian.qcow2", "properties": dict(image_properties or {})}
     return {"name": "web-1", "uuid": UUID, "flavor": flavor, "image": image, "guest": guest_spec({}),
             "networks": network_specs([{"type": "user"}]), "metadata": metadata_spec({}), "user_data": None,
+            "public_keys": [],
             "boot": boot_spec({}), "pool": "default",
             "cpu_topology": best_topology(flavor.vcpus, flavor.extra_specs, image["properties"])}
 
