@@ -124,7 +124,9 @@ options:
         C(^) taking one out); a hypervisor may set its own in O(hypervisors).
       - Recorded in C(numa_topology) of the host state at each gathering; the scheduler does not
         place on it yet. Refused, naming the setting, where it does not parse, shares a CPU with
-        O(cpu_shared_set), or names a CPU the host does not have.
+        O(cpu_shared_set), or names a CPU the host does not have (its NUMA cells' CPUs, else 0 to
+        its CPU count - 1); the tracker sync of C(playbooks/gather.yml) records such a host as
+        down with that reason.
     type: str
   cpu_shared_set:
     description:

@@ -222,3 +222,13 @@ def test_numa_cpu_sets_and_pci_devices_land_in_the_ledger(ledger, tmp_path):
         {"name": "pci_0000_3b_02_0", "address": "0000:3b:02.0", "vendor_id": "8086", "product_id": "154c",
          "numa_node": 0, "dev_type": "type-VF", "mdev_types": [], "parent_address": "0000:3b:00.0"}]
     assert rows["devices"].numa_topology == {"cells": [], "cpu_dedicated_set": None, "cpu_shared_set": None}
+
+
+def test_a_cpu_set_the_host_cannot_have_puts_that_host_down_naming_the_setting(ledger, fleet):
+    settings = {**SETTINGS, "storage_pool": "default-pool", "timeout": 5.0, "settings": {"cpu_dedicated_set": "0-99"}}
+    wrong = Target.from_hostvars("numa", {"berth_libvirt_uri": "test:///default", "berth_hypervisor": settings},
+                                 NODE_FILES)
+    report = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(*fleet[:2], wrong)), ledger).run()
+    assert report["summary"]["down"] == 1 and report["summary"]["hypervisors"] == 3
+    assert "hypervisors.numa.cpu_dedicated_set: numa has no CPU 16-99 (its CPUs: 0-15)" in report["findings"]["numa"][0]
+    assert sorted(row["host"] for row in ledger.hypervisors()) == ["hv1", "hv2"]
