@@ -45,7 +45,20 @@ description:
     O(cpu_model_extra_flags), and C(domain_capabilities), per domain type (kvm, qemu) what
     libvirt's domain capabilities say of its guest CPUs: C(modes) {mode: supported},
     C(host_model) {model, vendor, features {name: policy}} and C(models) {name: usable}),
-    C(numa_topology) ({cells: [{id, memory_mb, cpus}]}, empty where the driver reports none),
+    C(numa_topology) (C(cells), empty where the driver reports none: each C({id, memory_mb, cpus,
+    cpu_topology, pages}), C(cpus) the CPU ids, C(cpu_topology) per CPU C({id, socket_id, die_id,
+    core_id, siblings}) (siblings, the ids of its thread siblings, itself included), C(pages) per
+    page size C({size_kb, total, free}) (total from the capabilities, free from libvirt's free
+    pages count, null where the driver cannot say); and C(cpu_dedicated_set) and C(cpu_shared_set),
+    the host's O(cpu_dedicated_set) and O(cpu_shared_set) as sorted CPU ids, null where unset),
+    C(pci_devices) (from libvirt's node devices: each C({name, address, vendor_id, product_id,
+    numa_node, dev_type, mdev_types}), address as C(0000:3b:00.0), ids as four hex digits,
+    numa_node null where the host does not say, dev_type C(type-PF) (with C(virtual_functions),
+    their addresses), C(type-VF) (with C(parent_address), its physical function's) or
+    C(type-PCI), mdev_types C([{type, name, device_api, available_instances}]) for devices that
+    offer mediated devices; at most 4096 devices are read per host, in libvirt's name order),
+    C(pci_devices_skipped) (C({beyond_limit, unreadable}): devices beyond that limit, and those
+    whose XML did not read as a PCI device; both 0 normally),
     C(aggregates) ([{name, metadata}]), C(availability_zone) (from aggregate metadata, else
     O(default_availability_zone)), C(metrics) (load_1m, load_5m, load_15m from /proc/loadavg
     when local; cpu_user_ns, cpu_kernel_ns, cpu_idle_ns, cpu_iowait_ns from /proc/stat or the
@@ -97,11 +110,31 @@ options:
         C(reserved_host_disk_mb) (0) override Nova's defaults for that host.
       - C(cpu_mode), C(cpu_models) and C(cpu_model_extra_flags) give that host's guests their CPU
         (see O(cpu_mode)); set on the host, the three replace the source's.
+      - C(cpu_dedicated_set) and C(cpu_shared_set) say which host CPUs instances may use (see
+        O(cpu_dedicated_set)); set on the host (either), the two replace the source's.
       - C(host_ip), an IP address, is the host's address for SimpleCIDRAffinityFilter (Nova's
         C(host_ip)); without it, the URI's host if it is an address, else that name as the
         controller resolves it when gathering, else unknown (a URI without a host).
     required: true
     type: dict
+  cpu_dedicated_set:
+    description:
+      - The host CPUs that instances with dedicated (pinned) CPUs may use, as Nova's
+        C([compute] cpu_dedicated_set), in its syntax, for example V(2-7,^4,10) (ids and ranges,
+        C(^) taking one out); a hypervisor may set its own in O(hypervisors).
+      - Recorded in C(numa_topology) of the host state at each gathering; the scheduler does not
+        place on it yet. Refused, naming the setting, where it does not parse, shares a CPU with
+        O(cpu_shared_set), or names a CPU the host does not have (its NUMA cells' CPUs, else 0 to
+        its CPU count - 1); the tracker sync of C(playbooks/gather.yml) records such a host as
+        down with that reason.
+    type: str
+  cpu_shared_set:
+    description:
+      - The host CPUs that instances with shared (floating) CPUs may use, as Nova's
+        C([compute] cpu_shared_set), in the syntax of O(cpu_dedicated_set); a hypervisor may
+        set its own in O(hypervisors). Not set (nor O(cpu_dedicated_set)), every host CPU is
+        shared, as in Nova.
+    type: str
   uri_template:
     description:
       - The URI of hypervisors listed without C(uri); C({name}) stands for the inventory name,
@@ -196,6 +229,9 @@ hypervisors:
     cpu_mode: custom
     cpu_models: [Cascadelake-Server-noTSX, Skylake-Server-noTSX-IBRS]
     cpu_model_extra_flags: [+pcid]
+    # CPUs 0-1 for the host and floating guests, the rest for pinned guests
+    cpu_shared_set: "0-1"
+    cpu_dedicated_set: "2-31"
 uri_template: qemu+ssh://{name}.example.com/system
 # Every other host's guests (Nova's default for kvm and qemu guests)
 cpu_mode: host-model
@@ -231,6 +267,7 @@ from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
@@ -269,7 +306,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _source(self):
         """The checked source: hypervisors, aggregates and each host's connection URI."""
         hypervisors = validate_hypervisors(self.get_option("hypervisors"), self.get_option("uri_template"),
-                                           {key: self.get_option(key) for key in CPU_SETTINGS})
+                                           {key: self.get_option(key) for key in (*CPU_SETTINGS, *CPU_SET_SETTINGS)})
         aggregates = validate_aggregates(self.get_option("aggregates"), hypervisors)
         targets = {
             name: connection_uri(

@@ -1,5 +1,6 @@
 """A libvirt host's capabilities XML (virConnectGetCapabilities) read into host-state facts:
-its UUID, CPU, NUMA cells and the [arch, hypervisor type, vm mode] triples it offers.
+its UUID, CPU, NUMA cells (with their CPUs' thread siblings and pages) and the [arch, hypervisor
+type, vm mode] triples it offers.
 
 Pure parsing of an ElementTree: libvirt_host.Hypervisor.facts() fetches the XML.
 """
@@ -7,7 +8,10 @@ Pure parsing of an ElementTree: libvirt_host.Hypervisor.facts() fetches the XML.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, Mapping
+
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import parse_cpu_set
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 _KIB_PER_MIB = 1024
 
@@ -39,20 +43,69 @@ def cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
     }
 
 
-def numa_topology(caps: ET.Element) -> dict[str, Any]:
-    """NUMA cells of the host: id, memory and CPU ids of each (empty where none are reported)."""
+def numa_topology(caps: ET.Element, free_pages: Mapping[int, Mapping[int, int]] | None = None) -> dict[str, Any]:
+    """NUMA cells of the host (empty where none are reported): per cell its id, memory_mb, cpus
+    (ids), cpu_topology (per CPU its socket_id, die_id, core_id and siblings, the thread
+    siblings' ids) and pages (per page size its size_kb, total as the capabilities count it, and
+    free from ``free_pages``, {cell id: {size in KiB: free pages}} as virNodeGetFreePages gives
+    it; None where that is unknown)."""
+    free_pages = free_pages or {}
     cells = []
     for cell in caps.findall("host/topology/cells/cell"):
-        memory = cell.find("memory")
-        memory_kib = int(memory.text or 0) if memory is not None else 0
-        if memory is not None and memory.get("unit", "KiB") != "KiB":
-            memory_kib = 0  # libvirt always reports KiB; anything else is not trusted
+        cell_id = int(cell.get("id", "0"))
+        cpus = [_cpu(cpu) for cpu in cell.findall("cpus/cpu")]
         cells.append({
-            "id": int(cell.get("id", "0")),
-            "memory_mb": memory_kib // _KIB_PER_MIB,
-            "cpus": sorted(int(cpu.get("id", "0")) for cpu in cell.findall("cpus/cpu")),
+            "id": cell_id,
+            "memory_mb": _kib(cell.find("memory")) // _KIB_PER_MIB,
+            "cpus": sorted(cpu["id"] for cpu in cpus),
+            "cpu_topology": sorted(cpus, key=lambda cpu: cpu["id"]),
+            "pages": _pages(cell, free_pages.get(cell_id) or {}),
         })
     return {"cells": cells}
+
+
+def page_sizes_kb(caps: ET.Element) -> list[int]:
+    """Every page size the host's cells count (KiB), for asking libvirt how many are free."""
+    return sorted({page["size_kb"] for cell in caps.findall("host/topology/cells/cell") for page in _pages(cell, {})})
+
+
+def _kib(element: ET.Element | None) -> int:
+    """A size element in KiB; libvirt always reports KiB, so any other unit is not trusted (0)."""
+    if element is None or element.get("unit", "KiB") != "KiB":
+        return 0
+    return _count(element.text)
+
+
+def _count(text: str | None) -> int:
+    text = (text or "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _cpu(cpu: ET.Element) -> dict[str, Any]:
+    cpu_id = _count(cpu.get("id"))
+    try:
+        # libvirt writes siblings in the range syntax of Nova's CPU sets ("0,4" or "0-1").
+        siblings = parse_cpu_set("siblings", cpu.get("siblings") or str(cpu_id))
+    except InputError:
+        siblings = [cpu_id]  # a host that says nonsense here has no siblings Berth relies on
+    return {"id": cpu_id, "socket_id": _optional_id(cpu.get("socket_id")), "die_id": _optional_id(cpu.get("die_id")),
+            "core_id": _optional_id(cpu.get("core_id")), "siblings": siblings}
+
+
+def _optional_id(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def _pages(cell: ET.Element, free: Mapping[int, int]) -> list[dict[str, Any]]:
+    pages = []
+    for page in cell.findall("pages"):
+        size_kb = _count(page.get("size"))
+        if page.get("unit", "KiB") != "KiB" or not size_kb:
+            continue  # not in libvirt's own unit: not trusted
+        count = free.get(size_kb)
+        pages.append({"size_kb": size_kb, "total": _count(page.text),
+                      "free": int(count) if isinstance(count, int) and count >= 0 else None})
+    return sorted(pages, key=lambda page: page["size_kb"])
 
 
 def supported_instances(caps: ET.Element) -> list[list[str]]:

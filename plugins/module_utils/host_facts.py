@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits, proc_stats
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS, check_cpu_sets, host_cpu_sets
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS, cpu_settings, merged_settings
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
@@ -57,13 +58,15 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
 
     A hypervisor without ``uri`` takes ``uri_template`` with ``{name}`` replaced by its name, and
     without CPU settings of its own the source's (``fleet_cpu``: cpu_mode, cpu_models,
-    cpu_model_extra_flags), as a compute without them in its nova.conf has the deployment's.
+    cpu_model_extra_flags; and apart from them cpu_dedicated_set, cpu_shared_set), as a compute
+    without them in its nova.conf has the deployment's.
     """
     if not isinstance(hypervisors, Mapping) or not hypervisors:
         raise InputError("hypervisors", "hypervisors must be a non-empty mapping of name to settings")
     fleet_cpu = fleet_cpu or {}
     cpu_settings("", fleet_cpu)
-    allowed_keys = ("uri", "host_ip", *HOST_SETTINGS, *CPU_SETTINGS)
+    check_cpu_sets("", fleet_cpu)
+    allowed_keys = ("uri", "host_ip", *HOST_SETTINGS, *CPU_SETTINGS, *CPU_SET_SETTINGS)
     checked = {}
     for name, settings in hypervisors.items():
         field = f"hypervisors.{name}"
@@ -88,8 +91,14 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"{field}.{key}", f"{field}.{key} must be a non-negative integer, got {value!r}")
         cpu_settings(field, settings)
-        settings = {key: value for key, value in settings.items() if key not in CPU_SETTINGS}
-        settings.update(merged_settings(fleet_cpu, hypervisors[name] or {}))
+        check_cpu_sets(field, settings)
+        own = hypervisors[name] or {}
+        settings = {key: value for key, value in settings.items() if key not in (*CPU_SETTINGS, *CPU_SET_SETTINGS)}
+        settings.update(merged_settings(fleet_cpu, own))
+        # The two sets belong together (they must not overlap): a host that sets either takes
+        # neither of the source's.
+        sets_from = own if any(own.get(key) is not None for key in CPU_SET_SETTINGS) else fleet_cpu
+        settings.update({key: sets_from[key] for key in CPU_SET_SETTINGS if sets_from.get(key) is not None})
         checked[str(name)] = settings
     return checked
 
@@ -405,7 +414,10 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         "cpu_info": {**facts["cpu_info"], "guest": {
             "settings": {key: settings[key] for key in CPU_SETTINGS if settings.get(key) is not None},
             "domain_capabilities": dict(facts.get("domain_capabilities") or {})}},
-        "numa_topology": facts["numa_topology"],
+        "numa_topology": _numa_topology(name, facts, settings),
+        # What libvirt's node devices say; nothing is claimed from them yet.
+        "pci_devices": list(facts.get("pci_devices") or []),
+        "pci_devices_skipped": dict(facts.get("pci_devices_skipped") or _NONE_SKIPPED),
         "aggregates": [dict(agg) for agg in aggregates],
         "availability_zone": availability_zone,
         "metrics": dict(facts["metrics"]),
@@ -442,6 +454,19 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
     return state
 
 
+_NONE_SKIPPED = {"beyond_limit": 0, "unreadable": 0}
+
+
+def _numa_topology(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any]) -> Dict[str, Any]:
+    """The cells libvirt reported, with the host's cpu_dedicated_set and cpu_shared_set (sorted
+    ids, None where unset: Nova then lets instances use every CPU as shared), checked against its
+    CPUs: those of its cells, else 0 to vcpus_total - 1 where the driver reports no cells."""
+    cells = facts["numa_topology"].get("cells") or []
+    host_cpus = [cpu for cell in cells for cpu in cell["cpus"]] if cells else range(facts["vcpus_total"])
+    sets = host_cpu_sets(f"hypervisors.{name}", settings, host_cpus, name)
+    return {**facts["numa_topology"], **sets}
+
+
 def down_state(name: str, settings: Mapping[str, Any], reason: str,
                aggregates: List[Mapping[str, Any]] = (),
                availability_zone: str = DEFAULT_AVAILABILITY_ZONE,
@@ -453,6 +478,7 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "total_usable_ram_mb": 0, "free_ram_mb": 0, "total_usable_disk_gb": 0, "free_disk_mb": 0,
         "num_instances": 0, "num_io_ops": 0, "hypervisor_type": None, "hypervisor_version": None,
         "libvirt_version": None, "supported_instances": [], "cpu_info": {}, "numa_topology": {"cells": []},
+        "pci_devices": [], "pci_devices_skipped": dict(_NONE_SKIPPED),
         "aggregates": [dict(agg) for agg in aggregates], "availability_zone": availability_zone,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,

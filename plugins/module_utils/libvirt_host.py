@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, BinaryIO, Callable, NoReturn, Sequence
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities
+from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities, host_devices, limits
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, NotSupported
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
@@ -265,7 +265,8 @@ class Hypervisor:
             "hypervisor_version": int(self._call(conn.getVersion)),
             "libvirt_version": int(self._call(conn.getLibVersion)),
             "cpu_info": host_capabilities.cpu_info(caps, info),
-            "numa_topology": host_capabilities.numa_topology(caps),
+            "numa_topology": host_capabilities.numa_topology(caps, self._free_pages(caps)),
+            **self._pci_devices(),
             "supported_instances": host_capabilities.supported_instances(caps),
             "domain_capabilities": self._domain_cpu_capabilities(caps),
             "memory": self._memory_stats(info),
@@ -276,6 +277,44 @@ class Hypervisor:
             "networks": self.network_names(),
             "domains": self.facts_domains(),
         }
+
+    def _free_pages(self, caps: ET.Element) -> dict[int, dict[int, int]]:
+        """{cell id: {page size in KiB: free pages}} (virNodeGetFreePages), for every page size
+        the cells count; empty where the driver cannot say (the test driver answers nothing)."""
+        cell_ids = [int(cell.get("id", "0")) for cell in caps.findall("host/topology/cells/cell")
+                    if (cell.get("id") or "").isdigit()]
+        sizes = host_capabilities.page_sizes_kb(caps)
+        if not cell_ids or not sizes or cell_ids != list(range(len(cell_ids))):
+            return {}  # the call takes a run of cells from 0; a host with gaps is asked nothing
+        free = self._optional(self.conn.getFreePages, sizes, 0, len(cell_ids))
+        return {int(cell): {int(size): int(count) for size, count in counts.items()}
+                for cell, counts in (free or {}).items()}
+
+    def _pci_devices(self) -> dict[str, Any]:
+        """{pci_devices, pci_devices_skipped}: the host's PCI devices and mdev-capable parents
+        (host_devices.pci_device), at most limits.NODE_DEVICES_READ of them in name order; those
+        beyond it, or whose XML does not read as a PCI device, are counted in ``skipped``."""
+        flags = (libvirt.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV
+                 | libvirt.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES)
+        listed = self._optional(self.conn.listAllDevices, flags) or []
+        ordered = sorted(listed, key=lambda device: device.name())
+        devices, unreadable = [], 0
+        for device in ordered[:limits.NODE_DEVICES_READ]:
+            try:
+                found = host_devices.pci_device(ET.fromstring(self._call(device.XMLDesc, 0)))
+            except HypervisorError as exc:
+                if _connection_lost(exc):
+                    raise
+                unreadable += 1  # removed meanwhile (a VF being disabled)
+                continue
+            except (ET.ParseError, host_devices.DeviceXMLError):
+                unreadable += 1
+                continue
+            if found is not None:
+                devices.append(found)
+        return {"pci_devices": devices,
+                "pci_devices_skipped": {"beyond_limit": max(0, len(ordered) - limits.NODE_DEVICES_READ),
+                                        "unreadable": unreadable}}
 
     def _domain_cpu_capabilities(self, caps: ET.Element) -> dict[str, Any]:
         """{domain type: what it offers a guest CPU} for the host's own architecture's kvm and

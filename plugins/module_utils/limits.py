@@ -165,6 +165,12 @@ CONSOLE_TAIL_BYTES = 64 * 1024
 CONSOLE_LINES = Limit("lines", 1, 1000, "lines",
                       f"they come from the last {_described(CONSOLE_TAIL_BYTES, 'bytes')} of the serial log at most, "
                       "which hold about 1000 lines of a boot log")
+# The most node devices (PCI devices and mdev-capable parents) read from one hypervisor at a sync:
+# each is a libvirt call for its XML, and a hostile or broken host may list millions. A large
+# SR-IOV host has a few NICs of up to 256 virtual functions each plus its GPUs: about a thousand.
+# Devices beyond it (in libvirt's name order) are counted in the host state's
+# pci_devices_skipped, not read.
+NODE_DEVICES_READ = 4096
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                                                   MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,

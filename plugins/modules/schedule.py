@@ -116,7 +116,7 @@ options:
         C(BuildFailureWeigher)), C(images) and C(refused_images) (C({name - why})),
         C(networks), C(sync_age_s) (seconds since its last sync).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
-        numa_topology) are accepted and not used for placement.
+        numa_topology, pci_devices, pci_devices_skipped) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:

@@ -129,6 +129,18 @@ def test_facts_match_virsh(lab, lab_domains):
             assert got["id"] == int(cell.get("id"))
             assert got["memory_mb"] == int(cell.findtext("memory")) // 1024
             assert got["cpus"] == sorted(int(c.get("id")) for c in cell.findall("cpus/cpu"))
+            # Issue 24: thread siblings and pages as the capabilities say; free pages from a real
+            # driver are counted, never unknown.
+            assert [cpu["socket_id"] for cpu in got["cpu_topology"]] == [
+                int(c.get("socket_id")) for c in sorted(cell.findall("cpus/cpu"), key=lambda c: int(c.get("id")))]
+            assert all(cpu["id"] in cpu["siblings"] for cpu in got["cpu_topology"])
+            assert [(page["size_kb"], page["total"]) for page in got["pages"]] == sorted(
+                (int(p.get("size")), int(p.text)) for p in cell.findall("pages"))
+            assert all(isinstance(page["free"], int) and 0 <= page["free"] <= page["total"] for page in got["pages"])
+        # The machine's PCI devices (six on these VMs), as the namespaced daemon's node devices list them.
+        listed = virsh(lab, host, "nodedev-list", "--cap", "pci").split()
+        assert listed and sorted(device["name"] for device in state["pci_devices"]) == sorted(listed)
+        assert state["pci_devices_skipped"] == {"beyond_limit": 0, "unreadable": 0}
 
         assert state["hypervisor_type"] == version["Running hypervisor"].split()[0] == "QEMU"
         assert state["hypervisor_version"] == version_number(version["Running hypervisor"].split()[1])

@@ -8,10 +8,11 @@ went into the files, not through Berth's helpers.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
-from facts_helpers import group_members, plain, run_inventory, strings_not_unsafe
+from facts_helpers import REPO, ansible_env, group_members, plain, run_inventory, strings_not_unsafe
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +224,93 @@ def test_cached_facts_are_reused_until_flushed(fleet_source, tmp_path):
         assert fresh["vcpus_total"] == 64
     finally:
         xml.write_text(original)
+
+
+# ---- issue 24's facts through the test driver: NUMA cells and pages, CPU sets, PCI devices ----
+
+DEVICES_NODE = """<node>
+  <cpu><mhz>2000</mhz><model>Haswell</model><active>4</active><max>4</max>
+    <nodes>1</nodes><sockets>1</sockets><cores>2</cores><threads>2</threads></cpu>
+  <memory>4194304</memory>
+  <pool type="dir"><name>default</name><uuid>22222222-0000-4000-8000-999999999999</uuid>
+    <capacity unit="GiB">100</capacity><target><path>/pool-devices</path></target></pool>
+  <pool type="dir"><name>default-pool</name><uuid>22222222-0000-4000-8000-999999999998</uuid>
+    <capacity unit="GiB">100</capacity><target><path>/pool-devices-2</path></target></pool>
+  <device><name>pci_0000_3b_00_0</name><parent>computer</parent>
+    <capability type='pci'><domain>0</domain><bus>59</bus><slot>0</slot><function>0</function>
+      <product id='0x1572'>Ethernet Controller X710</product><vendor id='0x8086'>Intel Corporation</vendor>
+      <capability type='virt_functions' maxCount='64'>
+        <address domain='0x0000' bus='0x3b' slot='0x02' function='0x0'/></capability>
+      <numa node='1'/></capability></device>
+  <device><name>pci_0000_3b_02_0</name><parent>computer</parent>
+    <capability type='pci'><domain>0</domain><bus>59</bus><slot>2</slot><function>0</function>
+      <product id='0x154c'>Ethernet Virtual Function 700 Series</product><vendor id='0x8086'>Intel Corporation</vendor>
+      <capability type='phys_function'><address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/></capability>
+      <numa node='1'/></capability></device>
+  <device><name>pci_0000_86_00_0</name><parent>computer</parent>
+    <capability type='pci'><domain>0</domain><bus>134</bus><slot>0</slot><function>0</function>
+      <product id='0x1eb8'>TU104GL [Tesla T4]</product><vendor id='0x10de'>NVIDIA Corporation</vendor>
+      <capability type='mdev_types'><type id='nvidia-222'><name>GRID T4-1B</name><deviceAPI>vfio-pci</deviceAPI>
+        <availableInstances>16</availableInstances></type></capability>
+      <numa node='0'/></capability></device>
+</node>
+"""
+
+
+def numa_source(directory: Path, dedicated: str) -> Path:
+    (directory / "devices.xml").write_text(DEVICES_NODE)
+    source = directory / "numa.berth.yml"
+    source.write_text("\n".join([
+        "plugin: berth.fleet.hypervisors", "uri_policy: {allow_test_files: true}",
+        # test:///default's only pool; the node file has one of that name too.
+        "storage_pool: default-pool",
+        'cpu_shared_set: "0-1"',
+        "hypervisors:",
+        # test:///default: two cells of 8 CPUs, 4 KiB pages in cell 0, 8 KiB in cell 1, none free
+        # as far as the driver says.
+        "  numa:", "    uri: test:///default", f'    cpu_dedicated_set: "{dedicated}"',
+        "  devices:", f"    uri: test://{directory / 'devices.xml'}",
+    ]) + "\n")
+    return source
+
+
+def test_numa_cells_cpu_sets_and_pci_devices_from_libvirt(tmp_path):
+    hostvars = run_inventory(numa_source(tmp_path, "2-15,^8"))["_meta"]["hostvars"]
+    assert strings_not_unsafe(hostvars["devices"]["berth_host_state"]) == []
+    numa = plain(hostvars["numa"]["berth_host_state"])
+    topology = numa["numa_topology"]
+    assert [(cell["id"], cell["memory_mb"], cell["cpus"]) for cell in topology["cells"]] == [
+        (0, 2048, list(range(8))), (1, 4096, list(range(8, 16)))]
+    assert topology["cells"][1]["cpu_topology"][0] == {"id": 8, "socket_id": 1, "die_id": 0, "core_id": 0,
+                                                       "siblings": [8]}
+    assert topology["cells"][0]["pages"] == [{"size_kb": 4, "total": 524288, "free": None},
+                                             {"size_kb": 2048, "total": 0, "free": None},
+                                             {"size_kb": 1048576, "total": 0, "free": None}]
+    assert topology["cells"][1]["pages"][0] == {"size_kb": 8, "total": 524288, "free": None}
+    # A host that sets only its dedicated set takes neither of the source's.
+    assert topology["cpu_dedicated_set"] == [2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15]
+    assert topology["cpu_shared_set"] is None
+    assert numa["pci_devices"] == []
+
+    devices = plain(hostvars["devices"]["berth_host_state"])
+    # No cells: the CPUs are 0 to vcpus_total - 1, and the source's shared set applies.
+    assert devices["numa_topology"] == {"cells": [], "cpu_dedicated_set": None, "cpu_shared_set": [0, 1]}
+    assert devices["pci_devices_skipped"] == {"beyond_limit": 0, "unreadable": 0}
+    assert devices["pci_devices"] == [
+        {"name": "pci_0000_3b_00_0", "address": "0000:3b:00.0", "vendor_id": "8086", "product_id": "1572",
+         "numa_node": 1, "dev_type": "type-PF", "mdev_types": [], "virtual_functions": ["0000:3b:02.0"]},
+        {"name": "pci_0000_3b_02_0", "address": "0000:3b:02.0", "vendor_id": "8086", "product_id": "154c",
+         "numa_node": 1, "dev_type": "type-VF", "mdev_types": [], "parent_address": "0000:3b:00.0"},
+        {"name": "pci_0000_86_00_0", "address": "0000:86:00.0", "vendor_id": "10de", "product_id": "1eb8",
+         "numa_node": 0, "dev_type": "type-PCI", "mdev_types": [
+             {"type": "nvidia-222", "name": "GRID T4-1B", "device_api": "vfio-pci", "available_instances": 16}]},
+    ]
+
+
+def test_a_cpu_set_naming_cpus_the_host_lacks_fails_the_source_naming_it(tmp_path):
+    source = numa_source(tmp_path, "2-16")
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i", str(source), "--list"],
+                          cwd=REPO, env=ansible_env(ANSIBLE_INVENTORY_UNPARSED_FAILED="1"),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert "hypervisors.numa.cpu_dedicated_set: numa has no CPU 16 (its CPUs: 0-15)" in proc.stderr

@@ -80,7 +80,7 @@ CAPACITY_FIELDS = (
 # Facts on the hypervisor row (every read) and in hypervisor_facts (read when a filter needs them).
 HOT_FACT_FIELDS = ("availability_zone", "aggregates", "hypervisor_version")
 COLD_FACT_FIELDS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info", "numa_topology",
-                    "metrics", "storage_pool", "pools", "host_ip")
+                    "pci_devices", "metrics", "storage_pool", "pools", "host_ip")
 # The hypervisor's own memory view (/proc/meminfo), kept for drift reports, never scheduled on.
 HOST_MEMORY_FIELDS = (
     "hv_memory_total_mb", "hv_memory_free_mb", "hv_memory_buffers_mb", "hv_memory_cached_mb",
@@ -150,6 +150,8 @@ hypervisor_facts = Table(
     Column("supported_instances", JSON, default=list, nullable=False),
     Column("cpu_info", JSON, default=dict, nullable=False),
     Column("numa_topology", JSON, default=dict, nullable=False),
+    # libvirt's node devices: PCI devices (physical and virtual functions) and mdev types.
+    Column("pci_devices", JSON, default=list, nullable=False),
     Column("metrics", JSON, default=dict, nullable=False),
     Column("storage_pool", String(255), nullable=True),
     Column("pools", JSON, default=list, nullable=False),

@@ -146,8 +146,8 @@ def _answering(states: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((s for s in states if s.get("service_up") and s.get("uuid")), key=lambda s: s["uuid"])
 
 
-_EMPTY = {"aggregates": [], "supported_instances": [], "cpu_info": {}, "numa_topology": {}, "metrics": {},
-          "pools": []}
+_EMPTY = {"aggregates": [], "supported_instances": [], "cpu_info": {}, "numa_topology": {}, "pci_devices": [],
+          "metrics": {}, "pools": []}
 
 
 def _fact(state: Mapping[str, Any], name: str) -> Any:

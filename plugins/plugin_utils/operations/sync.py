@@ -178,7 +178,12 @@ class Sync:
                 outcome = fetch_from(hv, target.storage_pool, gathered_at)
         except HypervisorError as exc:
             return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
-        state = host_state(target.host, outcome["facts"], *where, gathered_at)
+        try:
+            state = host_state(target.host, outcome["facts"], *where, gathered_at)
+        except InputError as exc:
+            # The operator's setting does not fit what this host has (a CPU set naming CPUs it
+            # lacks): the host is down with the reason naming the setting, and the others sync.
+            return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
         return {**state, "uri": target.uri} if state["service_up"] else state
 
     # ---- the dead builds' leftovers ------------------------------------------------------------

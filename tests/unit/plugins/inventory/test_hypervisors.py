@@ -34,7 +34,8 @@ def make_plugin(**options):
                        "keepalive_count": 3, "verify_host_keys": True, "known_hosts": None, "ssh_user": None,
                        "ssh_keyfile": None, "uri_policy": None, "strict": False, "compose": {}, "groups": {},
                        "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cpu_mode": None,
-                       "cpu_models": None, "cpu_model_extra_flags": None, **options}
+                       "cpu_models": None, "cpu_model_extra_flags": None, "cpu_dedicated_set": None,
+                       "cpu_shared_set": None, **options}
     plugin.inventory = InventoryData()
     plugin.templar = Templar(loader=DataLoader())
     return plugin

@@ -43,10 +43,17 @@ def test_a_full_host():
         "mhz": 2400,
     }
     # A cell whose memory is not in KiB is not trusted (libvirt always says KiB).
-    assert host_capabilities.numa_topology(caps) == {"cells": [
+    cells = host_capabilities.numa_topology(caps)["cells"]
+    assert [{key: cell[key] for key in ("id", "memory_mb", "cpus")} for cell in cells] == [
         {"id": 0, "memory_mb": 8192, "cpus": [0, 1]},
         {"id": 1, "memory_mb": 0, "cpus": [2, 3]},
-    ]}
+    ]
+    # Without socket, core or siblings attributes a CPU is its own only sibling.
+    assert cells[1]["cpu_topology"] == [
+        {"id": 2, "socket_id": None, "die_id": None, "core_id": None, "siblings": [2]},
+        {"id": 3, "socket_id": None, "die_id": None, "core_id": None, "siblings": [3]},
+    ]
+    assert cells[0]["pages"] == []
     assert host_capabilities.supported_instances(caps) == [
         ["x86_64", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]]
 
@@ -60,3 +67,46 @@ def test_the_test_driver_host_falls_back_on_get_info():
     }
     assert host_capabilities.numa_topology(caps) == {"cells": []}
     assert host_capabilities.supported_instances(caps) == []
+
+
+# A 2-socket host with SMT (siblings 0,2 and 1,3 in libvirt's range syntax), 4 KiB, 2 MiB and 1 GiB
+# pages, as a real host's capabilities show them.
+SMT_HOST = """
+<capabilities><host><topology><cells num="2">
+  <cell id="0"><memory unit="KiB">4194304</memory>
+    <pages unit="KiB" size="4">786432</pages><pages unit="KiB" size="2048">512</pages>
+    <pages unit="KiB" size="1048576">0</pages>
+    <cpus num="4">
+      <cpu id="0" socket_id="0" die_id="0" core_id="0" siblings="0,2"/>
+      <cpu id="1" socket_id="0" die_id="0" core_id="1" siblings="1,3"/>
+      <cpu id="2" socket_id="0" die_id="0" core_id="0" siblings="0,2"/>
+      <cpu id="3" socket_id="0" die_id="0" core_id="1" siblings="1,3"/>
+    </cpus></cell>
+  <cell id="1"><memory unit="KiB">4194304</memory>
+    <pages unit="KiB" size="4">1048576</pages><pages unit="MiB" size="2">512</pages>
+    <pages unit="KiB" size="2048">0</pages>
+    <cpus num="2">
+      <cpu id="4" socket_id="1" core_id="0" siblings="4-5"/>
+      <cpu id="5" socket_id="1" core_id="0" siblings="nonsense"/>
+    </cpus></cell>
+</cells></topology></host></capabilities>
+"""
+
+
+def test_cells_with_thread_siblings_and_pages():
+    caps = ET.fromstring(SMT_HOST)
+    assert host_capabilities.page_sizes_kb(caps) == [4, 2048, 1048576]
+    free = {0: {4: 500000, 2048: 100, 1048576: 0}, 1: {4: 700000}}
+    cell0, cell1 = host_capabilities.numa_topology(caps, free)["cells"]
+    assert cell0["cpus"] == [0, 1, 2, 3]
+    assert cell0["cpu_topology"][0] == {"id": 0, "socket_id": 0, "die_id": 0, "core_id": 0, "siblings": [0, 2]}
+    assert cell0["cpu_topology"][3]["siblings"] == [1, 3]
+    assert cell0["pages"] == [{"size_kb": 4, "total": 786432, "free": 500000},
+                              {"size_kb": 2048, "total": 512, "free": 100},
+                              {"size_kb": 1048576, "total": 0, "free": 0}]
+    # Pages not in KiB are not trusted; a size libvirt gave no free count for is unknown, not 0.
+    assert cell1["pages"] == [{"size_kb": 4, "total": 1048576, "free": 700000},
+                              {"size_kb": 2048, "total": 0, "free": None}]
+    # A siblings attribute that does not parse leaves the CPU its own only sibling.
+    assert [cpu["siblings"] for cpu in cell1["cpu_topology"]] == [[4, 5], [5]]
+    assert cell1["cpu_topology"][0]["die_id"] is None

@@ -241,3 +241,69 @@ def test_the_sources_host_ip_wins_over_the_address_found_and_stays_when_down():
     assert down_state("hv1", {"host_ip": "192.0.2.7"}, "refused")["host_ip"] == "192.0.2.7"
     # A setting, not an allocation knob: it never joins the effective settings.
     assert "host_ip" in validate_hypervisors({"hv1": {"uri": "qemu:///system", "host_ip": "192.0.2.7"}})["hv1"]
+
+
+# ---- issue 24's facts: which CPUs instances may use, NUMA cells, PCI devices ------------------
+
+def _two_cells():
+    cells = [{"id": cell, "memory_mb": 1024, "cpus": [4 * cell + n for n in range(4)], "cpu_topology": [],
+              "pages": [{"size_kb": 2048, "total": 64, "free": 60}]} for cell in (0, 1)]
+    return {**facts(), "numa_topology": {"cells": cells}}
+
+
+@pytest.mark.parametrize("hypervisors, fleet, expected", [
+    ({"hv1": {"uri": "test:///default", "cpu_dedicated_set": "2-7", "cpu_shared_set": "0-1"}}, {},
+     {"cpu_dedicated_set": "2-7", "cpu_shared_set": "0-1"}),
+    ({"hv1": {"uri": "test:///default"}}, {"cpu_dedicated_set": "4-7"}, {"cpu_dedicated_set": "4-7"}),
+    # A host's own set replaces both of the source's (they belong together).
+    ({"hv1": {"uri": "test:///default", "cpu_shared_set": "0"}}, {"cpu_dedicated_set": "0-7"},
+     {"cpu_shared_set": "0"}),
+    ({"hv1": {"uri": "test:///default"}}, {}, {}),
+], ids=["host", "fleet", "host-replaces-fleet", "none"])
+def test_cpu_sets_per_host_and_fleet_wide(hypervisors, fleet, expected):
+    settings = validate_hypervisors(hypervisors, fleet_cpu=fleet)["hv1"]
+    assert {key: settings[key] for key in ("cpu_dedicated_set", "cpu_shared_set") if key in settings} == expected
+
+
+@pytest.mark.parametrize("hypervisors, fleet, field", [
+    ({"hv1": {"uri": "test:///default", "cpu_dedicated_set": "0-3,x"}}, {}, "hypervisors.hv1.cpu_dedicated_set"),
+    ({"hv1": {"uri": "test:///default", "cpu_dedicated_set": "0-3", "cpu_shared_set": "3-5"}}, {},
+     "hypervisors.hv1.cpu_shared_set"),
+    ({"hv1": {"uri": "test:///default"}}, {"cpu_shared_set": "5-1"}, "cpu_shared_set"),
+], ids=["syntax", "overlap", "fleet-syntax"])
+def test_bad_cpu_sets_name_the_field(hypervisors, fleet, field):
+    with pytest.raises(InputError) as caught:
+        validate_hypervisors(hypervisors, fleet_cpu=fleet)
+    assert caught.value.field == field
+
+
+def test_cpu_sets_are_checked_against_the_hosts_cells():
+    state = host_state("hv1", _two_cells(), {"cpu_dedicated_set": "2-7,^5", "cpu_shared_set": "0-1"})
+    topology = state["numa_topology"]
+    assert topology["cpu_dedicated_set"] == [2, 3, 4, 6, 7] and topology["cpu_shared_set"] == [0, 1]
+    assert topology["cells"][1]["pages"] == [{"size_kb": 2048, "total": 64, "free": 60}]
+    with pytest.raises(InputError) as caught:
+        host_state("hv1", _two_cells(), {"cpu_dedicated_set": "4-9"})
+    assert caught.value.field == "hypervisors.hv1.cpu_dedicated_set"
+    assert "hv1 has no CPU 8-9 (its CPUs: 0-7)" in str(caught.value)
+
+
+def test_a_host_without_cells_has_cpus_0_to_vcpus_total():
+    assert host_state("hv1", facts(), {"cpu_shared_set": "7"})["numa_topology"] == {
+        "cells": [], "cpu_dedicated_set": None, "cpu_shared_set": [7]}
+    with pytest.raises(InputError):
+        host_state("hv1", facts(), {"cpu_shared_set": "8"})
+
+
+def test_pci_devices_come_through_and_older_facts_have_none():
+    device = {"name": "pci_0000_3b_00_0", "address": "0000:3b:00.0", "vendor_id": "8086", "product_id": "1572",
+              "numa_node": 1, "dev_type": "type-PF", "mdev_types": [], "virtual_functions": []}
+    state = host_state("hv1", {**facts(), "pci_devices": [device],
+                               "pci_devices_skipped": {"beyond_limit": 3, "unreadable": 1}}, {})
+    assert state["pci_devices"] == [device]
+    assert state["pci_devices_skipped"] == {"beyond_limit": 3, "unreadable": 1}
+    # Facts cached or gathered before these fields existed.
+    state = host_state("hv1", facts(), {})
+    assert state["pci_devices"] == [] and state["pci_devices_skipped"] == {"beyond_limit": 0, "unreadable": 0}
+    down = down_state("hv1", {}, "gone")
+    assert down["pci_devices"] == [] and down["numa_topology"] == {"cells": []}

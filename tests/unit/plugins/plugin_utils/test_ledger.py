@@ -750,6 +750,24 @@ def test_ledger_at_an_older_revision_is_migrated_on_open(tmp_path):
     assert revision(url) == SCHEMA_REVISION
 
 
+def test_migration_0008_gives_known_hypervisors_no_pci_devices_and_goes_back(tmp_path):
+    """A ledger synced before PCI devices were gathered: its rows read as having none."""
+    url = f"sqlite:///{tmp_path}/old.sqlite3"
+    migrated_to(url, "0007")
+    ledger = Ledger(url).open(create=True)
+    ledger.sync_hypervisors([HV1])
+    ledger.close()
+    config = alembic_config()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0007")
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008")
+        assert connection.execute(text("SELECT pci_devices FROM hypervisor_facts")).scalars().all() == ["[]"]
+    engine.dispose()
+
+
 # ---- the scheduler's read ---------------------------------------------------------------------
 
 def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):

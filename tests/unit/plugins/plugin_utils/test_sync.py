@@ -7,10 +7,11 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts, hypervisors
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
     Sync,
     SyncRequest,
@@ -185,3 +186,49 @@ class _reporting:
 
     def __exit__(self, *exc):
         return self.session.__exit__(*exc)
+
+
+def test_numa_cpu_sets_and_pci_devices_land_in_the_ledger(ledger, tmp_path):
+    """Issue 24's facts, as libvirt's test driver presents them, in the hypervisor's facts row."""
+    devices = tmp_path / "devices.xml"
+    devices.write_text(node(2).replace("</node>", (
+        "<device><name>pci_0000_3b_02_0</name><parent>computer</parent><capability type='pci'>"
+        "<domain>0</domain><bus>59</bus><slot>2</slot><function>0</function>"
+        "<product id='0x154c'>VF</product><vendor id='0x8086'>Intel</vendor>"
+        "<capability type='phys_function'><address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/>"
+        "</capability><numa node='0'/></capability></device></node>")))
+    numa_settings = {**SETTINGS, "storage_pool": "default-pool", "timeout": 5.0,
+                     "settings": {"cpu_dedicated_set": "4-15", "cpu_shared_set": "0-3"}}
+    targets = (
+        Target.from_hostvars("numa", {"berth_libvirt_uri": "test:///default", "berth_hypervisor": numa_settings},
+                             NODE_FILES),
+        Target.from_hostvars("devices", {"berth_libvirt_uri": f"test://{devices}",
+                                         "berth_hypervisor": {**SETTINGS, "timeout": 5.0}}, NODE_FILES),
+    )
+    report = Sync(SyncRequest(uri_policy=NODE_FILES, targets=targets), ledger).run()
+    assert report["summary"]["down"] == 0
+    with ledger.engine.connect() as db:
+        rows = {row.name: row for row in db.execute(
+            select(hypervisors.c.name, hypervisor_facts.c.numa_topology, hypervisor_facts.c.pci_devices)
+            .join(hypervisor_facts, hypervisor_facts.c.hypervisor_uuid == hypervisors.c.uuid))}
+    numa = rows["numa"].numa_topology
+    assert [cell["cpus"] for cell in numa["cells"]] == [list(range(8)), list(range(8, 16))]
+    assert numa["cells"][0]["pages"][0] == {"size_kb": 4, "total": 524288, "free": None}
+    assert numa["cells"][0]["cpu_topology"][1] == {"id": 1, "socket_id": 0, "die_id": 0, "core_id": 1,
+                                                   "siblings": [1]}
+    assert (numa["cpu_dedicated_set"], numa["cpu_shared_set"]) == (list(range(4, 16)), [0, 1, 2, 3])
+    assert rows["numa"].pci_devices == []
+    assert rows["devices"].pci_devices == [
+        {"name": "pci_0000_3b_02_0", "address": "0000:3b:02.0", "vendor_id": "8086", "product_id": "154c",
+         "numa_node": 0, "dev_type": "type-VF", "mdev_types": [], "parent_address": "0000:3b:00.0"}]
+    assert rows["devices"].numa_topology == {"cells": [], "cpu_dedicated_set": None, "cpu_shared_set": None}
+
+
+def test_a_cpu_set_the_host_cannot_have_puts_that_host_down_naming_the_setting(ledger, fleet):
+    settings = {**SETTINGS, "storage_pool": "default-pool", "timeout": 5.0, "settings": {"cpu_dedicated_set": "0-99"}}
+    wrong = Target.from_hostvars("numa", {"berth_libvirt_uri": "test:///default", "berth_hypervisor": settings},
+                                 NODE_FILES)
+    report = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(*fleet[:2], wrong)), ledger).run()
+    assert report["summary"]["down"] == 1 and report["summary"]["hypervisors"] == 3
+    assert "hypervisors.numa.cpu_dedicated_set: numa has no CPU 16-99 (its CPUs: 0-15)" in report["findings"]["numa"][0]
+    assert sorted(row["host"] for row in ledger.hypervisors()) == ["hv1", "hv2"]
