@@ -32,32 +32,37 @@ def test_console_yml_shows_the_guest_s_boot_marker(clean_lab):
     launch = lab.playbook("launch.yml", "-e", "server_name=con", "-e", "flavor=m1.tiny")
     assert launch["rc"] == 0, failed_messages(launch) or launch["stderr"]
     [row] = lab.ledger_rows("instances")
-    name, host, marker = row["name"], row["host"], check.MARKER.format(uuid=row["uuid"])
-    assert check.wait_for_marker(fleet.log_dir(lab.dir, host) / f"{name}.serial.log", row["uuid"], BOOT_TIMEOUT_S)
-    before = pools(lab, host)
-
-    for check_mode in (True, False):
-        output = console(lab, "-e", f"instance={name}", check_mode=check_mode)
-        read = task_result(output, "Read the end of its serial console log")
-        assert read["host"] == host and read["log"] == f"{fleet.QEMU_LOG_DIR}/{name}.serial.log"
-        assert any(marker in line for line in read["output"]), read["output"]
-        shown = task_result(output, "Show the console output")["msg"]
-        assert shown[0].startswith(f"{name}: the last {len(read['output'])} line(s) of {read['log']} on {host}")
-        assert shown[1:] == read["output"]
-        # The transient pool it read through is gone.
-        assert pools(lab, host) == before
-
-    last = task_result(console(lab, "-e", f"instance={name}", "-e", "lines=1"), "Read the end of its serial console log")
-    assert len(last["output"]) == 1 and last["truncated"]
-
-    # The operator's own pool over the directory is read through, and kept.
-    lab.virsh(host, "pool-create-as", OPERATOR_POOL, "dir", "--target", fleet.QEMU_LOG_DIR)
     try:
-        read = task_result(console(lab, "-e", f"instance={name}"), "Read the end of its serial console log")
-        assert any(marker in line for line in read["output"]), read["output"]
-        assert pools(lab, host) == sorted([*before, OPERATOR_POOL])
+        name, host, marker = row["name"], row["host"], check.MARKER.format(uuid=row["uuid"])
+        assert check.wait_for_marker(fleet.log_dir(lab.dir, host) / f"{name}.serial.log", row["uuid"], BOOT_TIMEOUT_S)
+        before = pools(lab, host)
+
+        for check_mode in (True, False):
+            output = console(lab, "-e", f"instance={name}", check_mode=check_mode)
+            read = task_result(output, "Read the end of its serial console log")
+            assert read["host"] == host and read["log"] == f"{fleet.QEMU_LOG_DIR}/{name}.serial.log"
+            assert any(marker in line for line in read["output"]), read["output"]
+            shown = task_result(output, "Show the console output")["msg"]
+            assert shown[0].startswith(f"{name}: the last {len(read['output'])} line(s) of {read['log']} on {host}")
+            assert shown[1:] == read["output"]
+            # The transient pool it read through is gone.
+            assert pools(lab, host) == before
+
+        last = task_result(console(lab, "-e", f"instance={name}", "-e", "lines=1"), "Read the end of its serial console log")
+        assert len(last["output"]) == 1 and last["truncated"]
+
+        # The operator's own pool over the directory is read through, and kept.
+        lab.virsh(host, "pool-create-as", OPERATOR_POOL, "dir", "--target", fleet.QEMU_LOG_DIR)
+        try:
+            read = task_result(console(lab, "-e", f"instance={name}"), "Read the end of its serial console log")
+            assert any(marker in line for line in read["output"]), read["output"]
+            assert pools(lab, host) == sorted([*before, OPERATOR_POOL])
+        finally:
+            lab.virsh(host, "pool-destroy", OPERATOR_POOL)
     finally:
-        lab.virsh(host, "pool-destroy", OPERATOR_POOL)
+        # The ledger is the session lab's: the instance goes as a user removes it.
+        deleted = lab.playbook("delete.yml", "-e", "server_name=con")
+        assert deleted["rc"] == 0, failed_messages(deleted)
 
     unknown = lab.playbook("console.yml", "-e", "instance=nobody")
     assert unknown["rc"] != 0
