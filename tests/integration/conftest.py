@@ -178,6 +178,12 @@ def changed_count(output: dict) -> int:
     return sum(stats.get("changed", 0) for stats in output["stats"].values())
 
 
+def item_failed(result: dict) -> bool:
+    """Whether a loop item of an ignore_errors task failed: ansible-core 2.19 keeps the item's
+    ``failed``, 2.21 leaves it out of an ignored item and keeps the ``exception`` it adds."""
+    return bool(result.get("failed", "exception" in result))
+
+
 def failed_messages(output: dict) -> list[str]:
     messages = []
     for play in output["plays"]:

@@ -15,7 +15,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import failed_messages, rows
+from conftest import failed_messages, item_failed, rows
 
 pytestmark = pytest.mark.integration
 
@@ -135,12 +135,12 @@ def test_a_drain_moves_the_guest_whose_cpu_fits_live_and_refuses_the_other(lab, 
     [moves] = [result for play in drained["plays"] for task in play["tasks"]
                if task["task"].startswith("Move each instance off") for result in task["hosts"].values()]
     results = {result["item"]["name"]: result for result in moves["results"]}
-    assert results["demanding"].get("failed")
+    assert item_failed(results["demanding"])
     assert "does not provide required features: " in results["demanding"]["msg"]
     assert guests["feature"] in results["demanding"]["msg"]
     assert_unmoved(lab, guests, before)
     moved = results["plain"]
-    assert not moved.get("failed"), moved.get("msg")
+    assert not item_failed(moved), moved.get("msg")
     assert moved["mode"] == "live" and moved["to_host"] != SOURCE
     assert "its CPU can run the guest's" in moved["why"]
     assert lab.virsh(moved["to_host"], "domstate", guests["uuids"]["plain"]).strip() == "running"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ansible_env
+from conftest import ansible_env, item_failed
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).with_name("scenarios")
@@ -104,12 +104,6 @@ def check_subset(actual: dict, expected: dict, where: str) -> None:
             assert close(actual[key], value), f"{where}.{key}: {actual[key]!r} != {value!r}"
 
 
-def failed(result: dict) -> bool:
-    """Whether a loop item of the ignore_errors task failed: ansible-core 2.19 keeps the item's
-    ``failed``, 2.21 leaves it out of an ignored item and keeps the ``exception`` it adds."""
-    return bool(result.get("failed", "exception" in result))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
 def test_scenario_gives_the_hand_worked_answer(case, results):
     result = results[case["file"]]
@@ -117,7 +111,7 @@ def test_scenario_gives_the_hand_worked_answer(case, results):
     if "error" in expect:
         # The engine refused to decide (bad input, or a metric metrics_required requires):
         # a failed task naming the field, and nothing decided.
-        assert failed(result) and result["changed"] is False
+        assert item_failed(result) and result["changed"] is False
         assert result["field"] == expect["error"]["field"]
         assert expect["error"]["message"] in result["msg"], result["msg"]
         assert "decision" not in result
@@ -125,7 +119,7 @@ def test_scenario_gives_the_hand_worked_answer(case, results):
     decision = result["decision"]
     assert decision["ok"] is expect["ok"]
     assert result["summary"] == expect["summary"]
-    assert failed(result) is (not expect["ok"])
+    assert item_failed(result) is (not expect["ok"])
     assert result["changed"] is False  # ledger: false claims nothing
     if not expect["ok"]:
         assert result["msg"].startswith(f"no valid host: {expect['summary']}")
