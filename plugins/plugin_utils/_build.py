@@ -50,6 +50,12 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks impor
 PLANNED_UUID = "00000000-0000-0000-0000-000000000000"
 
 
+def serial_log_file(instance_name: str) -> str:
+    """The file name of an instance's serial console log in serial_log_dir: the domain template's
+    <log file=...> and berth.fleet.console's read."""
+    return f"{instance_name}.serial.log"
+
+
 def mac_address(instance_uuid: str, index: int) -> str:
     """A stable locally administered MAC in QEMU's 52:54:00 range, from the instance UUID.
 

@@ -52,6 +52,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     remove_instance,
     remove_recorded,
     seed_wanted,
+    serial_log_file,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
@@ -456,7 +457,7 @@ class DomainTemplate:
                 guest=request["guest"],
                 interfaces=interfaces,
                 cpu=cpu,
-                serial_log=os.path.join(serial_log_dir, f"{request['name']}.serial.log"),
+                serial_log=os.path.join(serial_log_dir, serial_log_file(request["name"])),
             )
             ET.fromstring(rendered)
         except (TemplateError, ET.ParseError) as exc:

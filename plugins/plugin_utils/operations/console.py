@@ -16,17 +16,9 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.limits import CONSOLE_TAIL_BYTES
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSession
+from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSession, serial_log_file
 from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-
-SERIAL_LOG_SUFFIX = ".serial.log"
-
-
-def serial_log_file(instance_name: str) -> str:
-    """The file name of an instance's serial log in serial_log_dir."""
-    return f"{instance_name}{SERIAL_LOG_SUFFIX}"
-
 
 def check_directory(field: str, value: str) -> str:
     """An absolute, normalised directory path (no ``..``, no ``//``, no NUL): the target of the
