@@ -20,6 +20,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSess
 from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
+
 def check_directory(field: str, value: str) -> str:
     """An absolute, normalised directory path (no ``..``, no ``//``, no NUL): the target of the
     storage pool the log is read through."""
