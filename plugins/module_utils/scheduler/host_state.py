@@ -174,6 +174,15 @@ class HostState:
     # One mapping per instance on the host: the properties of the image it was built from
     # (ImagePropertiesWeigher, as Nova reads each instance's image_meta).
     instance_image_properties: list[dict[str, Any]] = field(default_factory=list)
+    # NUMA cells, CPU sets and pages as the tracker sync recorded them (host_capabilities.
+    # numa_topology with cpu_dedicated_set / cpu_shared_set), and PCI devices with their mdev
+    # types (host_devices.pci_device); read from the ledger only for requests that ask for them.
+    numa_topology: dict[str, Any] = field(default_factory=dict)
+    pci_devices: list[dict[str, Any]] = field(default_factory=list)
+    # The exact host resources each instance (or foreign domain) holds here: one assignment per
+    # claim (docs/docsite/rst/numa.rst, "Assignments"). Never mutated in place: consuming an
+    # instance replaces the list, since copies of a host state share it.
+    assignments: list[dict[str, Any]] = field(default_factory=list)
     # Filled by the filters of one scheduling pass, handed to the claim as Nova's `limits`.
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -219,6 +228,9 @@ class HostState:
         _check_supported_instances(f"{prefix}.supported_instances", self.supported_instances)
         _check_mapping(f"{prefix}.cpu_info", self.cpu_info)
         _check_mapping(f"{prefix}.metrics", self.metrics)
+        _check_mapping(f"{prefix}.numa_topology", self.numa_topology)
+        self.pci_devices = _check_mappings(f"{prefix}.pci_devices", self.pci_devices)
+        self.assignments = _check_mappings(f"{prefix}.assignments", self.assignments)
         self.instances = check_string_list(f"{prefix}.instances", self.instances)
         self.images = check_string_list(f"{prefix}.images", self.images)
         self.networks = check_string_list(f"{prefix}.networks", self.networks)
