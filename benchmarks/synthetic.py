@@ -62,25 +62,73 @@ def _facts(name: str, rng: random.Random, large: bool) -> dict[str, Any]:
     }
 
 
-def host_states(start: int, count: int, seed: int = 12, large: bool = False) -> Iterator[dict[str, Any]]:
+def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8) -> dict[str, Any]:
+    """``facts`` as a NUMA host's: ``cells`` cells of ``cores_per_cell`` cores with two threads
+    each (thread siblings), 4 KiB, 2 MiB and 1 GiB pages on each cell (2 MiB ones reserved at
+    boot, as an operator does), and per cell an SR-IOV NIC (a PF with four VFs) and a GPU
+    offering two mdev types: what host_capabilities and host_devices record of a real one."""
+    per_cell = cores_per_cell * 2
+    vcpus = cells * per_cell
+    memory_mb = facts["memory"]["total_mb"]
+    topology, devices = [], []
+    for cell in range(cells):
+        first = cell * per_cell
+        cpus = list(range(first, first + per_cell))
+        topology.append({
+            "id": cell, "memory_mb": memory_mb // cells, "cpus": cpus,
+            "cpu_topology": [{"id": cpu, "socket_id": cell, "die_id": 0, "core_id": (cpu - first) // 2,
+                              "siblings": [cpu - (cpu - first) % 2, cpu - (cpu - first) % 2 + 1]} for cpu in cpus],
+            "pages": [{"size_kb": 4, "total": (memory_mb // cells - 2048) * 256, "free": None},
+                      {"size_kb": 2048, "total": 1024, "free": 1024},
+                      {"size_kb": 1048576, "total": 0, "free": 0}]})
+        bus = 0x3b + cell * 0x40
+        pf = f"0000:{bus:02x}:00.0"
+        vfs = [f"0000:{bus:02x}:02.{function}" for function in range(4)]
+        devices.append({"name": f"pci_0000_{bus:02x}_00_0", "address": pf, "vendor_id": "8086", "product_id": "1572",
+                        "numa_node": cell, "dev_type": "type-PF", "mdev_types": [], "virtual_functions": vfs})
+        devices += [{"name": "pci_" + vf.replace(":", "_").replace(".", "_"), "address": vf, "vendor_id": "8086",
+                     "product_id": "154c", "numa_node": cell, "dev_type": "type-VF", "mdev_types": [],
+                     "parent_address": pf} for vf in vfs]
+        devices.append({"name": f"pci_0000_{bus + 1:02x}_00_0", "address": f"0000:{bus + 1:02x}:00.0",
+                        "vendor_id": "10de", "product_id": "1eb8", "numa_node": cell, "dev_type": "type-PCI",
+                        "mdev_types": [{"type": "nvidia-222", "name": "GRID T4-1B", "device_api": "vfio-pci",
+                                        "available_instances": 16},
+                                       {"type": "nvidia-223", "name": "GRID T4-2B", "device_api": "vfio-pci",
+                                        "available_instances": 8}]})
+    return {**facts, "vcpus_total": vcpus, "numa_topology": {"cells": topology}, "pci_devices": devices,
+            "cpu_info": {**facts["cpu_info"], "topology": {"sockets": cells, "dies": 1, "clusters": 1,
+                                                            "cores": cores_per_cell, "threads": 2}}}
+
+
+# The CPU sets of a synthetic NUMA host: per cell its first core's threads shared, the rest dedicated.
+NUMA_SETTINGS = {"cpu_shared_set": "0-1,16-17", "cpu_dedicated_set": "2-15,18-31"}
+
+
+def host_states(start: int, count: int, seed: int = 12, large: bool = False,
+                numa: bool = False) -> Iterator[dict[str, Any]]:
     """Host states of synthetic hypervisors number ``start`` .. ``start + count - 1``; the same
     numbers always give the same hosts. ``large`` ones (64 vCPUs, 512 GiB, 2 TiB of disk) never
-    fill up under a benchmark's claims."""
+    fill up under a benchmark's claims. ``numa`` ones have two NUMA cells of 16 threads with
+    dedicated CPUs, huge pages and PCI devices (numa_facts)."""
     for number in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + number)
         name = f"synth{number:06d}"
-        state = host_state(name, _facts(name, rng, large), {}, [], "nova")
+        facts = _facts(name, rng, large)
+        if numa:
+            facts = numa_facts(facts)
+        state = host_state(name, facts, NUMA_SETTINGS if numa else {}, [], "nova")
         # A URI as gather.yml records it; nothing answers there (the benchmark never builds on one).
         state["uri"] = f"qemu+ssh://{name}.invalid/system"
         yield state
 
 
-def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = False) -> list[str]:
+def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = False,
+         numa: bool = False) -> list[str]:
     """Write synthetic hypervisors ``start`` .. ``start + count - 1`` with the tracker sync;
     returns their names and UUIDs as [(name, uuid)]."""
     written = []
     for first in range(start, start + count, batch):
-        states = list(host_states(first, min(batch, start + count - first), large=large))
+        states = list(host_states(first, min(batch, start + count - first), large=large, numa=numa))
         ledger.tracker_sync(states)
         written += [(state["host"], state["uuid"]) for state in states]
     return written

@@ -127,3 +127,34 @@ def pci_device(root: ET.Element) -> Optional[Dict[str, Any]]:
     if dev_type == TYPE_VF:
         device["parent_address"] = parent_address
     return device
+
+
+def domain_holdings(root: ET.Element, max_cpus: int = 4096) -> Dict[str, Any]:
+    """What a domain's own XML says it holds of its host (for a domain Berth did not make, so
+    that no claim takes it): ``pins`` maps each vCPU pinned to exactly one host CPU to that CPU
+    (a vCPU free to float over several holds none of them), ``emulator`` the one CPU its
+    emulator threads are pinned to, if one, and ``pci`` the addresses of its PCI host devices.
+    The XML is a hypervisor's: what does not read as a CPU id or a PCI address is left out."""
+    pins: Dict[str, int] = {}
+    for pin in root.findall("cputune/vcpupin"):
+        cpu = _one_cpu(pin.get("cpuset"), max_cpus)
+        vcpu = (pin.get("vcpu") or "").strip()
+        if cpu is not None and vcpu.isdigit() and int(vcpu) < max_cpus:
+            pins[str(int(vcpu))] = cpu
+    emulator = root.find("cputune/emulatorpin")
+    emulator_cpu = _one_cpu(emulator.get("cpuset") if emulator is not None else None, max_cpus)
+    pci: List[str] = []
+    for address in root.findall("devices/hostdev[@type='pci']/source/address"):
+        try:
+            pci.append(pci_address(address, True))
+        except DeviceXMLError:
+            continue
+    return {"pins": pins, "emulator": emulator_cpu, "pci": sorted(set(pci))}
+
+
+def _one_cpu(text: Optional[str], max_cpus: int) -> Optional[int]:
+    """The CPU id of a cpuset naming exactly one CPU ("5"), else None."""
+    value = (text or "").strip()
+    if not value.isdigit() or int(value) >= max_cpus:
+        return None
+    return int(value)

@@ -419,6 +419,8 @@ class Hypervisor:
             "memory_mb": int(max_mem_kib) // _KIB_PER_MIB,
             "disks": [self._disk(path) for path in _disk_paths(root)],
             "berth": _berth_metadata(root),
+            # Its pinned CPUs and PCI devices, which a domain Berth did not make holds too.
+            "holds": host_devices.domain_holdings(root),
         }
 
     def _disk(self, path: str) -> dict[str, Any]:

@@ -516,6 +516,13 @@ placements:
     image_properties:
       description: "The image's properties as the engine read them (canonical), as the ledger records them."
       type: dict
+    assignment:
+      description:
+        - What the claim took of the host beyond vCPUs, memory and disk - guest NUMA cells on host cells,
+          pinned CPUs, huge pages, PCI devices and mediated devices - as the ledger records it
+          (docs/docsite/rst/numa.rst); null when the request asks for none of these, in check mode
+          and without the ledger. The build reads it from the ledger, not from here.
+      type: dict
 existing:
   description: Ledger rows of the wanted instances that exist already and were left alone.
   returned: always

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.explain import (
     ReasonCount,
     closest_misses,
@@ -47,6 +48,8 @@ class Backend:
         self.spec = spec
         self.filters = filters
         self.weighers = weighers
+        # The CPUs, cells, pages and devices each instance takes, or None (most requests).
+        self.exact = of_spec(spec)
         # Whether to keep every rejected host's Rejection (explain "full"); set by schedule().
         self.full_explain = False
 
@@ -101,7 +104,9 @@ class PlainBackend(Backend):
         return self.candidates[slot][0]
 
     def consume(self, slot: int) -> None:
-        self.candidates[slot][1].consume(self.spec.flavor)
+        host_state = self.candidates[slot][1]
+        host_state.consume(self.spec.flavor)
+        take(host_state, self.exact)
 
     def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         pairs = sorted(self.rejections.items())

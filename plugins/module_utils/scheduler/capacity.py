@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import first_rejection
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import active_filters
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import ResourceFilter
@@ -91,10 +92,17 @@ def usage(host_state: HostState, filters: Sequence[Any], spec: RequestSpec) -> d
 
 def _host_capacity(host_state: HostState, filters: Sequence[Any],
                    spec: RequestSpec) -> HostCapacity:
+    exact = of_spec(spec)
+
     def rejection_after(count: int) -> Rejection | None:
         """The first filter's rejection of the next instance once `count` are on the host."""
         after = host_state.copy()
         after.consume(spec.flavor, count)
+        # Pinned CPUs, pages and devices are taken one instance at a time, as the scheduler
+        # takes them: where one does not fit, the next cannot either, and its filter says why.
+        for _number in range(count if exact is not None else 0):
+            if take(after, exact) is None:
+                break
         after_spec = spec
         if spec.server_group is not None and count:
             after_spec = dataclasses.replace(spec, server_group=spec.server_group.copy())

@@ -28,6 +28,7 @@ try:
 except ImportError:  # the driver then takes the plain path (see driver._backend)
     np = None
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.backend import (
     Backend,
     Ranked,
@@ -336,6 +337,7 @@ class VectorBackend(Backend):
         position = int(self.rows[slot])
         host_state = self.state_of(position)
         host_state.consume(self.spec.flavor)
+        take(host_state, self.exact)
         for name in _CONSUMED_COLUMNS:
             getattr(self.columns, name)[position] = getattr(host_state, name)
         # Other nodes of the same host name share its group membership.

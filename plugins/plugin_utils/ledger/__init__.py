@@ -31,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
@@ -333,7 +334,8 @@ class Ledger:
     @database_errors
     def claim(self, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
               lease_s: int = DEFAULT_LEASE_S, server_group: str | None = None,
-              image: str | None = None, request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+              image: str | None = None, request: Mapping[str, Any] | None = None,
+              exact: ExactRequest | None = None) -> list[dict[str, Any]]:
         """Write BUILDING instances and their claims in one transaction, or nothing.
 
         ``placements`` are dicts with ``name``, ``host`` and ``hypervisor_uuid`` (and optionally
@@ -343,37 +345,44 @@ class Ledger:
         longer fits, ClaimConflict is raised and nothing is written. Each claim carries ``owner``
         and a lease of ``lease_s`` seconds. Instances of these names in ERROR are replaced.
         Each instance records ``request``, the request it was launched with
-        (_placement.launch_request), which its moves schedule with.
-        Returns the instances, each with ``claim_id`` and ``generation_moved`` (the host changed
-        since the decision, and the re-check found it still fits).
+        (_placement.launch_request), which its moves schedule with. With ``exact`` (the
+        request's NUMA cells, dedicated CPUs, pages and devices: assignment.of_spec), each claim
+        fits it again on its locked host and records what it took as its ``assignment``.
+        Returns the instances, each with ``claim_id``, ``generation_moved`` (the host changed
+        since the decision, and the re-check found it still fits) and ``assignment``.
         """
         with self._write() as db:
-            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request)
+            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request, exact)
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,
-                   lease_s: int = DEFAULT_LEASE_S, flavor: Flavor | None = None) -> dict[str, Any]:
+                   lease_s: int = DEFAULT_LEASE_S, flavor: Flavor | None = None,
+                   exact: ExactRequest | None = None) -> dict[str, Any]:
         """Claim the destination of a move for an instance that keeps its current claim.
 
         Locked and re-checked as ``claim`` does (room, and the hard policy of the instance's
         server group with the destination added); raises ClaimConflict if it does not fit. The
-        claim is for the instance's flavor, or for ``flavor`` (a resize onto another host).
-        Complete the move with ``finish_move``, or give the destination back with ``release_claim``.
+        claim is for the instance's flavor, or for ``flavor`` (a resize onto another host); with
+        ``exact`` it fits the instance's CPUs, cells, pages and devices anew there (its
+        ``assignment``). Complete the move with ``finish_move``, or give the destination back
+        with ``release_claim``.
         """
         with self._write() as db:
             return claims.claim_instance_on(db, instance_uuid, hypervisor_uuid, owner, lease_s,
-                                            keep_others=True, flavor=flavor)
+                                            keep_others=True, flavor=flavor, exact=exact)
 
     @database_errors
     def claim_alternate(self, instance_uuid: str, host: str, hypervisor_uuid: str, owner: str,
-                        lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                        lease_s: int = DEFAULT_LEASE_S, exact: ExactRequest | None = None) -> dict[str, Any]:
         """Retry a failed build on an alternate host, in one transaction: the instance gives back
         every claim it holds, claims ``hypervisor_uuid`` (``host``) - locked and re-checked for
         room and its group's hard policy, as ``claim`` does - and moves there, BUILDING, keeping
-        its uuid and name. Returns the instance with ``claim_id``; raises ClaimConflict, changing
-        nothing, if the alternate has no room."""
+        its uuid and name, with the exact CPUs, cells, pages and devices of ``exact`` fitted
+        there (an instance that held some is refused without it). Returns the instance with
+        ``claim_id`` and ``assignment``; raises ClaimConflict, changing nothing, if the
+        alternate has no room."""
         with self._write() as db:
-            return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s)
+            return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s, exact)
 
     @database_errors
     def finish_move(self, instance_uuid: str, claim_id: int, flavor: Flavor | None = None) -> dict[str, Any]:
@@ -385,16 +394,18 @@ class Ledger:
 
     @database_errors
     def resize_claim(self, instance_uuid: str, flavor: Flavor, owner: str,
-                     lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                     lease_s: int = DEFAULT_LEASE_S, exact: ExactRequest | None = None) -> dict[str, Any]:
         """Resize an instance's claim on its own host, in one transaction: the hypervisor is
         locked and its room re-checked, from the ledger, as ``claim`` does, with the instance's
         own claim given back first; then the claim holds, for ``owner`` with a lease of
         ``lease_s`` seconds, the larger of the old and new sizes in each resource. Raises
         ClaimConflict, changing nothing, where the new size does not fit. Complete with
         ``finish_move(instance, claim, flavor)``; after a failure ``restore_claim`` gives it its
-        old size back. Returns the claim."""
+        old size back. An instance that holds or (``exact``, of the new flavor) asks for pinned
+        CPUs, NUMA cells, pages or devices is refused (InputError): those are fitted anew on
+        another host. Returns the claim."""
         with self._write() as db:
-            return claims.resize_in_place(db, instance_uuid, flavor, owner, lease_s)
+            return claims.resize_in_place(db, instance_uuid, flavor, owner, lease_s, exact)
 
     @database_errors
     def restore_claim(self, claim_id: int, flavor: Flavor) -> dict[str, Any]:

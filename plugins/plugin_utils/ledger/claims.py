@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
     LedgerError,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, fit
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
     HostState,
@@ -39,7 +40,10 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import
     insert_skipping,
     utcnow,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import locked_views
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import (
+    locked_views,
+    with_exact_facts,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     BUILDING,
@@ -173,13 +177,28 @@ class ClaimGuard:
     def check_group(self, db: Connection, group: Any, new_hosts: Sequence[str]) -> None:
         _check_group(db, group, new_hosts)
 
+    def take_exact(self, view: HostState, request: ExactRequest, host: str) -> dict[str, Any]:
+        """The CPUs, cells, pages and devices ``view`` still gives one instance of ``request``
+        (ClaimConflict with the reason otherwise), taken from ``view`` for the next one."""
+        return take_exact(view, request, host)
+
 
 CLAIM_GUARD = ClaimGuard()
 
 
+def take_exact(view: HostState, request: ExactRequest, host: str) -> dict[str, Any]:
+    """Fit ``request`` on ``view`` (with_exact_facts read what it holds) and take it: the
+    assignment the claim records, or ClaimConflict naming what was short."""
+    assignment, reason = fit(view, request)
+    if assignment is None:
+        raise ClaimConflict(host, reason or "no room for its NUMA cells or devices")
+    view.assignments = [*view.assignments, assignment]
+    return assignment
+
+
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None,
-          request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+          request: Mapping[str, Any] | None = None, exact: ExactRequest | None = None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
@@ -189,13 +208,16 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
     try:
         group = server_groups.lock(db, server_group) if server_group else None
         views = guard.views(db, [p["hypervisor_uuid"] for p in placements])
-        new, moved = [], []
+        if exact is not None:
+            with_exact_facts(db, views)
+        new, moved, taken = [], [], []
         for placement in placements:
             hv_uuid = placement["hypervisor_uuid"]
             if hv_uuid not in views:
                 raise ClaimConflict(placement["host"], "not in the ledger (no facts synced)")
             view, generation = views[hv_uuid]
             guard.check_room(view, spec, flavor, placement["host"])
+            taken.append(guard.take_exact(view, exact, placement["host"]) if exact is not None else None)
             new.append({
                 "uuid": str(uuidlib.uuid4()), "name": placement["name"], "flavor_name": flavor.name,
                 "vcpus": flavor.vcpus, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
@@ -209,15 +231,16 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
         _insert_instances(db, new, placements)
         claim_ids = [
             driver_execute(db, _INSERT_CLAIM, claim_columns(
-                instance["uuid"], instance["hypervisor_uuid"], flavor, owner, lease_s, now)).fetchall()[0][0]
-            for instance in new]
+                instance["uuid"], instance["hypervisor_uuid"], flavor, owner, lease_s, now, assignment)).fetchall()[0][0]
+            for instance, assignment in zip(new, taken)]
         if group is not None:
             guard.check_group(db, group, [p["host"] for p in placements])
             db.execute(insert(server_group_members),
                        [{"group_uuid": group.uuid, "instance_uuid": instance["uuid"]} for instance in new])
         refresh_usage(db, views)
-        return [{**instance_dict(instance), "claim_id": claim_id, "generation_moved": generation_moved}
-                for instance, claim_id, generation_moved in zip(new, claim_ids, moved)]
+        return [{**instance_dict(instance), "claim_id": claim_id, "generation_moved": generation_moved,
+                 "assignment": assignment}
+                for instance, claim_id, generation_moved, assignment in zip(new, claim_ids, moved, taken)]
     except IntegrityError as exc:
         # Another run inserted one of these names between our read and our write.
         raise ClaimConflict(placements[0]["host"] if placements else "-",
@@ -253,10 +276,12 @@ def _check_group(db: Connection, group: Any, new_hosts: Sequence[str], moving: s
 
 
 def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
-                      keep_others: bool, host: str | None = None, flavor: Flavor | None = None) -> dict[str, Any]:
+                      keep_others: bool, host: str | None = None, flavor: Flavor | None = None,
+                      exact: ExactRequest | None = None) -> dict[str, Any]:
     """A new claim for an existing instance, locked (its group, then the hypervisor) and
     re-checked as ``claim`` does; unless ``keep_others``, its other claims are given back first.
-    The claim is for the instance's flavor, or ``flavor`` (the new one of a resize)."""
+    The claim is for the instance's flavor, or ``flavor`` (the new one of a resize), and takes
+    the exact CPUs, cells, pages and devices of ``exact`` there."""
     now = utcnow()
     instance = find_instance(db, instance_uuid)
     group_uuid = db.execute(select(server_group_members.c.group_uuid)
@@ -277,22 +302,34 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     view, _generation = views[hv_uuid]
     flavor = flavor or instance_flavor(instance_dict(instance))
     check_room(view, _one_of(flavor), view.host)
+    # Its pinned CPUs, cells and devices are fitted anew on the destination, as Nova's
+    # migration claims do: the source's numbers mean nothing there.
+    assignment = None
+    if exact is not None:
+        with_exact_facts(db, views)
+        assignment = take_exact(view, exact, view.host)
     if group is not None:
         _check_group(db, group, [view.host], moving=instance_uuid)
-    columns = claim_columns(instance_uuid, hv_uuid, flavor, owner, lease_s, now)
+    columns = claim_columns(instance_uuid, hv_uuid, flavor, owner, lease_s, now, assignment)
     claim_id = db.execute(_INSERT_CLAIM, columns).scalar_one()
     refresh_usage(db, [hv_uuid])
     return claim_dict({**columns, "id": claim_id}, view.host)
 
 
 def claim_alternate(db: Connection, instance_uuid: str, host: str, hv_uuid: str, owner: str,
-                    lease_s: int) -> dict[str, Any]:
+                    lease_s: int, exact: ExactRequest | None = None) -> dict[str, Any]:
     """Ledger.claim_alternate's transaction (see there)."""
-    claim = claim_instance_on(db, instance_uuid, hv_uuid, owner, lease_s, keep_others=False, host=host)
+    held = db.execute(select(claims.c.assignment).where(claims.c.instance_uuid == instance_uuid)).scalars().all()
+    if exact is None and any(assignment is not None for assignment in held):
+        # Without the request, the alternate would get none of what the first host gave it.
+        raise ClaimConflict(host, "the instance holds pinned CPUs, NUMA cells, pages or devices, and this "
+                                  "retry was not given their request to fit them there")
+    claim = claim_instance_on(db, instance_uuid, hv_uuid, owner, lease_s, keep_others=False, host=host, exact=exact)
     moved = {"hypervisor_uuid": hv_uuid, "host": claim["host"], "state": BUILDING, "failure_reason": None,
              "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(moved))
-    return {**instance_dict({**find_instance(db, instance_uuid), **moved}), "claim_id": claim["id"]}
+    return {**instance_dict({**find_instance(db, instance_uuid), **moved}), "claim_id": claim["id"],
+            "assignment": claim["assignment"]}
 
 
 def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavor | None = None) -> dict[str, Any]:
@@ -325,7 +362,8 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
     return instance_dict({**instance, **moved})
 
 
-def resize_in_place(db: Connection, instance_uuid: str, flavor: Flavor, owner: str, lease_s: int) -> dict[str, Any]:
+def resize_in_place(db: Connection, instance_uuid: str, flavor: Flavor, owner: str, lease_s: int,
+                    exact: ExactRequest | None = None) -> dict[str, Any]:
     """Ledger.resize_claim's transaction (see there)."""
     instance = find_instance(db, instance_uuid)
     held = db.execute(select(claims).where(claims.c.instance_uuid == instance_uuid)).all()
@@ -333,6 +371,11 @@ def resize_in_place(db: Connection, instance_uuid: str, flavor: Flavor, owner: s
         raise LedgerError(f"instance {instance['name']} holds {len(held)} claim(s), not one on {instance['host']}: "
                           f"a move of it is under way, or one died; run playbooks/gather.yml")
     [own] = held
+    if own.assignment is not None or exact is not None:
+        # Its pinned CPUs, cells or devices would have to be held twice on one host while it
+        # changes size; Berth re-fits them on another host instead (a resize that moves).
+        raise InputError("flavor", f"instance {instance['name']} holds or asks for NUMA cells, dedicated CPUs, "
+                                   f"huge pages or devices: resize it onto another host, not on {instance['host']}")
     views = locked_views(db, [own.hypervisor_uuid])
     if own.hypervisor_uuid not in views:
         raise ClaimConflict(instance["host"] or own.hypervisor_uuid, "not in the ledger (no facts synced)")
@@ -488,12 +531,14 @@ def adopt_instance(db: Connection, host: str, domain_uuid: str, name: str, flavo
 
 
 def claim_columns(instance_uuid: str, hv_uuid: str, flavor: Flavor, owner: str, lease_s: int | None,
-                  now: dt.datetime) -> dict[str, Any]:
+                  now: dt.datetime, assignment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A claim row's values: the flavor's amounts on ``hv_uuid``, held by ``owner`` with a lease
-    of ``lease_s`` seconds, or none when nothing is being built."""
+    of ``lease_s`` seconds, or none when nothing is being built, and the exact resources taken
+    (``assignment``, None for an instance that asked for none)."""
     lease = None if lease_s is None else now + dt.timedelta(seconds=lease_s)
     return {"instance_uuid": instance_uuid, "hypervisor_uuid": hv_uuid, **claim_amounts(flavor), "owner": owner,
-            "lease_expires_at": lease, "created_at": now}
+            "lease_expires_at": lease, "created_at": now,
+            "assignment": dict(assignment) if assignment is not None else None}
 
 
 def claim_amounts(flavor: Flavor) -> dict[str, int]:

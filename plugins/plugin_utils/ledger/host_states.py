@@ -58,12 +58,12 @@ USAGE_COLUMNS = {
 }
 # Facts kept as JSON: read as text and parsed once per distinct value (most hosts of a fleet
 # share their aggregates and capabilities).
-JSON_FACTS = ("aggregates", "supported_instances", "cpu_info", "numa_topology", "metrics")
+JSON_FACTS = ("aggregates", "supported_instances", "cpu_info", "numa_topology", "pci_devices", "metrics")
 # Read for every request, from the hypervisor row: the default filters and weighers use them.
 ALWAYS_FACTS = ("availability_zone", "aggregates", "hypervisor_version")
 # Read, from hypervisor_facts, when a filter or weigher of the request needs them (its ``host_fields``).
 OPTIONAL_FACTS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info",
-                  "numa_topology", "metrics", "host_ip")
+                  "numa_topology", "pci_devices", "metrics", "host_ip")
 F = hypervisor_facts.c
 # Why a host is down when the sync recorded no reason of its own, by sync status.
 _DOWN_REASONS = {
@@ -140,10 +140,15 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
     for name in JSON_FACTS:
         if name in columns:
             columns[name] = _parsed(columns[name])
+    for name, empty in (("numa_topology", {}), ("pci_devices", [])):
+        if name in columns:  # a host without a facts row yet has none
+            columns[name] = [empty if value is None else value for value in columns[name]]
     if "instances" in set(fields):
         columns["instances"] = _instances(db, columns["uuid"])
     if "instance_image_properties" in set(fields):
         columns["instance_image_properties"] = _instance_image_properties(db, columns["uuid"])
+    if "assignments" in set(fields):
+        columns["assignments"] = assignments(db, columns["uuid"])
     if images:
         columns["images"], columns["refused_images"] = _images(db, columns["uuid"], images)
     if networks:
@@ -200,6 +205,43 @@ def _instances(db: Connection, uuids: Sequence[str]) -> list[list[str]]:
         if hv_uuid in position:
             held[position[hv_uuid]].append(instance_uuid)
     return held
+
+
+def _assignment_rows(only: Sequence[str] | None = None) -> Any:
+    """The assignments of claims and unmanaged domains (of the hypervisors ``only``, else all)."""
+    parts = []
+    for table in (claims, unmanaged_usage):
+        part = select(table.c.hypervisor_uuid, cast(table.c.assignment, Text)).where(table.c.assignment.is_not(None))
+        if only is not None:
+            part = part.where(table.c.hypervisor_uuid.in_(sorted(set(only))))
+        parts.append(part)
+    return parts[0].union_all(parts[1])
+
+
+def assignments(db: Connection, uuids: Sequence[str], only: bool = False) -> list[list[dict[str, Any]]]:
+    """Per host of ``uuids``, the assignments of its claims (those of a moving instance on both
+    hosts, as its other resources) and of the domains Berth did not make: what its CPUs, pages
+    and devices are used by (docs/docsite/rst/numa.rst). Only rows that hold one are read (most
+    instances ask for none); with ``only``, only those of ``uuids`` (a claim's few hosts)."""
+    position = {uuid: index for index, uuid in enumerate(uuids)}
+    held: list[list[dict[str, Any]]] = [[] for _uuid in uuids]
+    rows = db.execute(_assignment_rows(uuids if only else None)).all()
+    for (hv_uuid, _text), value in zip(rows, _parsed([text for _hv_uuid, text in rows])):
+        if hv_uuid in position and isinstance(value, dict):
+            held[position[hv_uuid]].append(value)
+    return held
+
+
+def with_exact_facts(db: Connection, views: Mapping[str, tuple[HostState, int]]) -> None:
+    """Give locked views (locked_views) what an exact request is fitted against: their NUMA
+    topology, PCI devices and the assignments held there, read under the claim's locks."""
+    uuids = sorted(views)
+    for uuid, topology, devices in db.execute(select(F.hypervisor_uuid, F.numa_topology, F.pci_devices)
+                                              .where(F.hypervisor_uuid.in_(uuids))):
+        views[uuid][0].numa_topology = topology or {}
+        views[uuid][0].pci_devices = devices or []
+    for uuid, held in zip(uuids, assignments(db, uuids, only=True)):
+        views[uuid][0].assignments = held
 
 
 def _instance_image_properties(db: Connection, uuids: Sequence[str]) -> list[list[dict[str, Any]]]:
@@ -289,10 +331,11 @@ def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]],
             if state.get("service_up"):
                 view.update({name: row[name] for name in USAGE_COLUMNS})
         views.append(view)
-    if "instance_image_properties" in set(fields):
-        held = _instance_image_properties(db, [view.get("uuid") or "" for view in views])
-        for view, properties in zip(views, held):
-            view["instance_image_properties"] = properties
+    for name, read in (("instance_image_properties", _instance_image_properties), ("assignments", assignments)):
+        if name in set(fields):
+            held = read(db, [view.get("uuid") or "" for view in views])
+            for view, values in zip(views, held):
+                view[name] = values
     return views
 
 

@@ -187,6 +187,8 @@ unmanaged_usage = Table(
     Column("memory_mb", Integer, nullable=False),
     Column("disk_mb", Integer, nullable=False),
     Column("seen_at", DateTime, nullable=False),
+    # The host CPUs it is pinned to and the devices it holds (an assignment, docs numa.rst).
+    Column("assignment", JSON(none_as_null=True), nullable=True),
 )
 
 instances = Table(
@@ -232,6 +234,9 @@ claims = Table(
     # passed and no domain exists. None once the instance runs.
     Column("lease_expires_at", DateTime, nullable=True),
     Column("created_at", DateTime, nullable=False),
+    # The exact CPUs, NUMA cells, pages and devices taken (docs numa.rst, "Assignments"); null
+    # for an instance that asked for none.
+    Column("assignment", JSON(none_as_null=True), nullable=True),
 )
 
 # What a build makes on a hypervisor - each volume (root disk, cloud-init seed...) and the
@@ -307,7 +312,7 @@ def claim_dict(row: Mapping[str, Any], host: str | None = None) -> dict[str, Any
         "id": row["id"], "instance_uuid": row["instance_uuid"], "hypervisor_uuid": row["hypervisor_uuid"],
         "host": host, "vcpus": row["vcpus"], "memory_mb": row["memory_mb"], "disk_mb": row["disk_mb"],
         "owner": row["owner"], "lease_expires_at": iso(row["lease_expires_at"]),
-        "created_at": iso(row["created_at"]),
+        "created_at": iso(row["created_at"]), "assignment": row.get("assignment"),
     }
 
 

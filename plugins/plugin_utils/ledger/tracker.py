@@ -336,7 +336,8 @@ def _sync_unmanaged(db: Connection, answering: Sequence[Mapping[str, Any]], now:
             select(C.hypervisor_uuid, C.instance_uuid).where(C.hypervisor_uuid.in_(uuids))):
         claimed.setdefault(hv_uuid, set()).add(instance_uuid)
     known: dict[tuple[str, str], tuple[Any, ...]] = {
-        (row.hypervisor_uuid, row.domain_uuid): (row.domain_name, row.vcpus, row.memory_mb, row.disk_mb)
+        (row.hypervisor_uuid, row.domain_uuid): (row.domain_name, row.vcpus, row.memory_mb, row.disk_mb,
+                                                 row.assignment)
         for row in db.execute(select(UT).where(UT.c.hypervisor_uuid.in_(uuids)))
     }
     wanted: dict[tuple[str, str], tuple[Any, ...]] = {}
@@ -347,7 +348,8 @@ def _sync_unmanaged(db: Connection, answering: Sequence[Mapping[str, Any]], now:
             if dom["uuid"] in ours or _domain_instance(dom) in ours:
                 continue
             disk_mb = sum(int(d["capacity_mb"]) for d in dom.get("disks", []))
-            wanted[(state["uuid"], dom["uuid"])] = (dom["name"], int(dom["vcpus"]), int(dom["memory_mb"]), disk_mb)
+            wanted[(state["uuid"], dom["uuid"])] = (dom["name"], int(dom["vcpus"]), int(dom["memory_mb"]), disk_mb,
+                                                    foreign_assignment(dom.get("holds"), state.get("numa_topology")))
             names.setdefault(state["uuid"], []).append(dom["name"])
     gone = [key for key in known if key not in wanted]
     new = [key for key in wanted if key not in known]
@@ -358,16 +360,46 @@ def _sync_unmanaged(db: Connection, answering: Sequence[Mapping[str, Any]], now:
         db.execute(insert(UT), [
             {"hypervisor_uuid": hv, "domain_uuid": dom, "domain_name": wanted[(hv, dom)][0],
              "vcpus": wanted[(hv, dom)][1], "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3],
-             "seen_at": now} for hv, dom in new])
+             "assignment": wanted[(hv, dom)][4], "seen_at": now} for hv, dom in new])
     if moved:
         db.execute(
             update(UT).where(and_(UT.c.hypervisor_uuid == bindparam("hv"), UT.c.domain_uuid == bindparam("dom")))
             .values(domain_name=bindparam("domain_name"), vcpus=bindparam("vcpus"),
-                    memory_mb=bindparam("memory_mb"), disk_mb=bindparam("disk_mb")),
+                    memory_mb=bindparam("memory_mb"), disk_mb=bindparam("disk_mb"),
+                    assignment=bindparam("assignment")),
             [{"hv": hv, "dom": dom, "domain_name": wanted[(hv, dom)][0], "vcpus": wanted[(hv, dom)][1],
-              "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3]} for hv, dom in moved])
+              "memory_mb": wanted[(hv, dom)][2], "disk_mb": wanted[(hv, dom)][3],
+              "assignment": wanted[(hv, dom)][4]} for hv, dom in moved])
     changed.update(hv for hv, _dom in [*gone, *new, *moved])
     return names
+
+
+def foreign_assignment(holds: Mapping[str, Any] | None,
+                       topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The assignment of a domain Berth did not make (docs/docsite/rst/numa.rst), from what its
+    XML holds (host_devices.domain_holdings): each vCPU pinned to one host CPU as a pinning on
+    that CPU's cell, an emulator pinned to one CPU as isolated there, its PCI host devices. None
+    when it holds none of these. Its memory is not placed on cells: libvirt does not say where
+    a foreign guest's memory is, as Nova's tracker does not either."""
+    if not holds:
+        return None
+    cell_of = {cpu: cell.get("id") for cell in (topology or {}).get("cells") or [] for cpu in cell.get("cpus") or []}
+    cells: dict[Any, dict[str, Any]] = {}
+    for vcpu, cpu in sorted((holds.get("pins") or {}).items(), key=lambda pin: int(pin[0])):
+        cell = cells.setdefault(cell_of.get(cpu), {"id": len(cells), "host_cell": cell_of.get(cpu), "vcpus": [],
+                                                   "memory_mb": 0, "page_size_kb": None, "pinning": {}})
+        cell["vcpus"].append(int(vcpu))
+        cell["pinning"][str(vcpu)] = cpu
+    assignment: dict[str, Any] = {}
+    emulator = holds.get("emulator")
+    if cells or emulator is not None:
+        assignment["numa"] = {"cpu_policy": "dedicated", "cells": list(cells.values()),
+                              "emulator_cpus": [emulator] if emulator is not None else None,
+                              "emulator_isolated": emulator is not None}
+    if holds.get("pci"):
+        assignment["pci"] = [{"address": address, "alias": None, "dev_type": None, "numa_node": None}
+                             for address in holds["pci"]]
+    return assignment or None
 
 
 def _mark_down(db: Connection, down: Sequence[Mapping[str, Any]], spared: Iterable[str] = ()) -> list[dict[str, Any]]:

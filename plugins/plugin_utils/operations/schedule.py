@@ -12,6 +12,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
@@ -137,7 +138,7 @@ class Schedule:
             mark = time.perf_counter()
             try:
                 rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"],
-                                    request=launch_request(args, spec_args, flavor))
+                                    request=launch_request(args, spec_args, flavor), exact=of_spec(spec))
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")
@@ -149,8 +150,10 @@ class Schedule:
             timing["claim_s"] += _since(mark)
             record("claimed")
             self.hooks.reached(AFTER_CLAIM)
+            # With what each claim took of its host's CPUs, cells, pages and devices (None for most).
             result["placements"] = [
-                {**p, "uuid": row["uuid"], "state": row["state"]} for p, row in zip(placements, rows)
+                {**p, "uuid": row["uuid"], "state": row["state"], "assignment": row.get("assignment")}
+                for p, row in zip(placements, rows)
             ]
             result["timing"]["total_s"] = _since(started)
             return result
