@@ -88,7 +88,9 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
     cells = _list("assignment.numa.cells", numa.get("cells"))
     if not cells:
         raise InputError("assignment.numa.cells", "assignment.numa.cells must list at least one guest cell")
-    checked, seen_vcpus, total_mb = [], [], 0
+    checked: list[dict[str, Any]] = []
+    seen_vcpus: list[int] = []
+    total_mb = 0
     for index, raw in enumerate(cells):
         field = f"assignment.numa.cells[{index}]"
         cell = _mapping(field, raw)
@@ -104,7 +106,7 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
                 raise InputError(f"{field}.page_size_kb", f"{field}.page_size_kb must be a power of two, "
                                                           f"got {page_size_kb}")
         pinning_raw = _mapping(f"{field}.pinning", cell.get("pinning") or {})
-        pinning = {}
+        pinning: dict[int, int] = {}
         for key, host_cpu in pinning_raw.items():
             vcpu = int(key) if isinstance(key, str) and key.isdigit() else key
             if vcpu not in cell_vcpus:

@@ -83,14 +83,17 @@ def test_a_pinned_guest_in_huge_pages_runs_with_exactly_its_assignment(numa_lab)
         # vcpupin: "<vCPU> <host CPUs>" per line, after a header.
         pins = {int(vcpu): cpu_ids(cpus) for vcpu, cpus in
                 re.findall(r"^\s*(\d+)\s+([\d,-]+)\s*$", numa_lab.virsh(HOST, "vcpupin", name), re.M)}
-        assert pins == {0: {1}}
+        [cell] = PINNED["numa"]["cells"]
+        assert pins == {int(vcpu): {host_cpu} for vcpu, host_cpu in cell["pinning"].items()}
         emulator = re.search(r"^\s*\*:\s*([\d,-]+)", numa_lab.virsh(HOST, "emulatorpin", name), re.M)
-        assert emulator and cpu_ids(emulator.group(1)) == {0}
+        assert emulator and cpu_ids(emulator.group(1)) == set(PINNED["numa"]["emulator_cpus"])
         numatune = dict(re.findall(r"^(\w+)\s*:\s*(\S+)", numa_lab.virsh(HOST, "numatune", name), re.M))
-        assert (numatune["numa_mode"], cpu_ids(numatune["numa_nodeset"])) == ("strict", {0})
+        assert (numatune["numa_mode"], cpu_ids(numatune["numa_nodeset"])) == ("strict", {cell["host_cell"]})
         live = ET.fromstring(numa_lab.virsh(HOST, "dumpxml", name))
         assert [page.attrib for page in live.findall("memoryBacking/hugepages/page")] == [
-            {"size": "2048", "unit": "KiB", "nodeset": "0"}]
+            {"size": str(cell["page_size_kb"]), "unit": "KiB", "nodeset": str(cell["id"])}]
+        assert [memnode.attrib for memnode in live.findall("numatune/memnode")] == [
+            {"cellid": str(cell["id"]), "mode": "strict", "nodeset": str(cell["host_cell"])}]
         assert [cell.get("memAccess") for cell in live.findall("cpu/numa/cell")] == ["shared"]
         # QEMU took the guest's memory from the daemon's hugetlbfs, and the guest boots in it.
         qemu_log = (fleet.log_dir(numa_lab.dir, HOST) / f"{name}.log").read_text(errors="replace")
