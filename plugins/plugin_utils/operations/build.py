@@ -221,11 +221,14 @@ class Build:
         for attempt, target in enumerate(targets):
             if attempt:
                 try:
-                    ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
-                                           args["lease_seconds"])
+                    moved = ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
+                                                   args["lease_seconds"])
                 except ClaimConflict as conflict:
                     reasons.append(str(conflict))
                     continue
+                # Pinned CPUs, cells and devices are the host's own: the alternate's claim has its
+                # assignment, never the first host's.
+                request = {**request, "assignment": moved.get("assignment")}
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
             step = self._progress.of(args["name"], target["host"])
             try:
