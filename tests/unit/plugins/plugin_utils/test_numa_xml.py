@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils._numa_xml import assignment_context, mdev_uuid
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations import build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "instance" / "templates" / "domain.xml.j2"
@@ -172,3 +173,45 @@ def test_the_context_holds_range_text_and_no_raw_values():
     with pytest.raises(InputError) as error:
         assignment_context({"mdevs": [{"parent": "0000:06:00.0", "type": "nvidia-35"}]}, 2, 1024)
     assert error.value.field == "assignment.mdevs"
+
+
+class AlternateLedger:
+    """What Build._active asks of the ledger on a retry; the alternate's claim has its own
+    assignment."""
+
+    def __init__(self, alternate_assignment):
+        self.alternate_assignment = alternate_assignment
+
+    def build_failed(self, uuid):
+        pass
+
+    def claim_alternate(self, uuid, host, hypervisor_uuid, owner, lease_s):
+        return {"uuid": uuid, "host": host, "assignment": self.alternate_assignment}
+
+    def mark_active(self, uuid, record):
+        return {"uuid": uuid}
+
+
+def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
+    other = {"numa": {"cells": [{**DEDICATED_ONE_CELL["numa"]["cells"][0], "pinning": {"0": 8, "1": 9}}]}}
+    rendered = []
+
+    def fake_build(self, session, args, request, step):
+        rendered.append((session.host, request["assignment"]))
+        if session.host == "hv1":
+            raise HypervisorError("hv1", "QEMU would not start")
+        return {"changed": True}
+
+    monkeypatch.setattr(build.Build, "_build", fake_build)
+    monkeypatch.setattr(build, "build_record", lambda request, args: {})
+    args = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default", "max_attempts": 2,
+            "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid", "domain_types": []}],
+            "domain_type": "qemu", "timeout": 5, "lease_seconds": 60, "ledger": "sqlite://", "state": "active",
+            "assignment": DEDICATED_ONE_CELL}
+    operation = build.Build(args, AlternateLedger(other), str(TEMPLATE), check_mode=False, diff=False)
+    request = {"uuid": UUID, "name": "numa-1", "assignment": DEDICATED_ONE_CELL,
+               "cpu_topology": {"sockets": 1, "cores": 2, "threads": 1}}
+    monkeypatch.setattr(operation, "_request", lambda args: request)
+    result = operation._active(dict(args))
+    assert result["host"] == "hv2"
+    assert rendered == [("hv1", DEDICATED_ONE_CELL), ("hv2", other)]
