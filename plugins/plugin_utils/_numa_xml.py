@@ -121,8 +121,8 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
         memory = _integer(f"{field}.memory_mb", cell.get("memory_mb"), 1, MAX_CELL_MEMORY_MB)
         total_mb += memory
         seen_vcpus += cell_vcpus
-        checked.append({"id": index, "host_cell": _integer(f"{field}.host_cell", cell.get("host_cell"), 0,
-                                                            MAX_HOST_CELL),
+        host_cell = _integer(f"{field}.host_cell", cell.get("host_cell"), 0, MAX_HOST_CELL)
+        checked.append({"id": index, "host_cell": host_cell,
                         "vcpus": sorted(cell_vcpus), "memory_mb": memory, "page_size_kb": page_size_kb,
                         "pinning": pinning, "cpuset": sorted(cpuset)})
     if sorted(seen_vcpus) != list(range(vcpus)):

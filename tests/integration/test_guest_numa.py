@@ -51,7 +51,7 @@ def cpu_ids(text: str) -> set[int]:
     """The host CPUs of a libvirt CPU list ("0-2,5")."""
     found = set()
     for part in text.strip().split(","):
-        first, _, last = part.partition("-")
+        first, _dash, last = part.partition("-")
         found.update(range(int(first), int(last or first) + 1))
     return found
 

@@ -23,7 +23,7 @@ POOL = "/var/lib/libvirt/images"
 CPU = {"mode": "host-model", "model": None, "features": [], "topology": {"sockets": 1, "cores": 2, "threads": 1}}
 
 
-def render(assignment, vcpus=2, memory_mb=1024, cpu=CPU):
+def render(assignment, vcpus=2, memory_mb=1024, cpu="host-model"):
     request = {
         "name": "numa-1", "uuid": UUID, "metadata": {},
         "flavor": Flavor(name="n1", vcpus=vcpus, memory_mb=memory_mb, root_gb=1),
@@ -31,7 +31,8 @@ def render(assignment, vcpus=2, memory_mb=1024, cpu=CPU):
         "networks": [], "guest": guest_spec({}), "assignment": assignment,
     }
     made = {"disk": {"path": f"{POOL}/berth-{UUID}-root.qcow2"}, "seed": None, "nvram": None}
-    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, made, "qemu", "/var/log/libvirt/qemu", cpu=cpu))
+    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, made, "qemu", "/var/log/libvirt/qemu",
+                                                              cpu=CPU if cpu == "host-model" else cpu))
 
 
 def pins(domain):
