@@ -2,6 +2,7 @@
 """The Berth lab fleet: several real, independent libvirtd daemons on this one machine.
 
     python3 lab/fleet.py up [--hosts N] [--dir DIR]     # N hypervisors hv1..hvN (default 3)
+        [--huge-pages N] [--cpu-dedicated-set 1 --cpu-shared-set 0]
     python3 lab/fleet.py status [--dir DIR]
     python3 lab/fleet.py stop-daemon NAME [--dir DIR]   # stop one libvirtd, keep its state
     python3 lab/fleet.py start-daemon NAME [--dir DIR]  # start it again
@@ -137,6 +138,21 @@ security_driver = "none"
 # The guest kernel and initrd are shared by all daemons: never chown them or tag them.
 dynamic_ownership = 0
 remember_owner = 0
+"""
+
+# Huge pages (up(huge_pages=N)): the lab raises this machine's count of 2 MiB pages by N at up
+# and lowers it by what it added at down, under one machine-wide lock, since every lab and
+# everything else on the machine share the one counter. Each daemon gets a hugetlbfs of its
+# own, mounted in its namespace at DIR/hvN/HUGETLBFS_DIR, which dies with it.
+HUGE_PAGE_KB = 2048
+HUGE_PAGES_SYSFS = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
+NODE_HUGE_PAGES = "/sys/devices/system/node/node{node}/hugepages/hugepages-2048kB/nr_hugepages"
+HUGE_PAGES_LOCK = Path("/run/berth-lab-huge-pages.lock")
+HUGE_PAGES_RECORD = "huge_pages.json"  # DIR/huge_pages.json: what this lab added, per NUMA node
+HUGETLBFS_DIR = "hugepages"
+QEMU_CONF_HUGETLBFS = """\
+# The hugetlbfs of this hypervisor's namespace (the lab reserved huge pages).
+hugetlbfs_mount = "{path}"
 """
 
 
@@ -348,6 +364,81 @@ def _leftovers(root: Path) -> list[int]:
     return sorted(pids)
 
 
+# ----------------------------------------------------------------------------- huge pages
+
+def _node_huge_pages() -> dict[int, int]:
+    """{NUMA node: its count of 2 MiB pages}, as the kernel has them now."""
+    counts = {}
+    for entry in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
+        node = int(entry.name[4:])
+        counts[node] = int(Path(NODE_HUGE_PAGES.format(node=node)).read_text())
+    return counts
+
+
+@contextlib.contextmanager
+def _huge_pages_locked():
+    with open(HUGE_PAGES_LOCK, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def huge_pages_added(dir) -> dict[int, int]:
+    """{NUMA node: 2 MiB pages} this lab added to the machine's (empty: none)."""
+    try:
+        record = json.loads((_dir(dir) / HUGE_PAGES_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {int(node): int(count) for node, count in record.get("added", {}).items()}
+
+
+def _reserve_huge_pages(base: Path, count: int) -> dict[int, int]:
+    """Raise the machine's 2 MiB pages so that this lab has added ``count`` (an up again adds
+    only what is missing); record what was added per node before anything else can fail, so
+    that down gives it back. RuntimeError if the kernel cannot find the memory."""
+    with _huge_pages_locked():
+        added = huge_pages_added(base)
+        missing = count - sum(added.values())
+        if missing <= 0:
+            return added
+        before = _node_huge_pages()
+        total = int(HUGE_PAGES_SYSFS.read_text())
+        HUGE_PAGES_SYSFS.write_text(str(total + missing))
+        after = _node_huge_pages()
+        for node in after:
+            added[node] = added.get(node, 0) + max(0, after[node] - before.get(node, 0))
+        _write(base / HUGE_PAGES_RECORD, json.dumps({"added": added}) + "\n")
+    got = sum(added.values())
+    if got < count:
+        _release_huge_pages(base)
+        raise RuntimeError(f"the kernel gave {got} of the {count} huge pages of {HUGE_PAGE_KB} KiB asked "
+                           f"(memory too fragmented or too small): given back")
+    return added
+
+
+def _release_huge_pages(base: Path) -> None:
+    """Give back what _reserve_huge_pages added: the machine's count lowered by it (pages still
+    in use become surplus, which the kernel frees when their user ends)."""
+    with _huge_pages_locked():
+        added = huge_pages_added(base)
+        for node, count in added.items():
+            path = Path(NODE_HUGE_PAGES.format(node=node))
+            path.write_text(str(max(0, int(path.read_text()) - count)))
+        (base / HUGE_PAGES_RECORD).unlink(missing_ok=True)
+
+
+def reserved_huge_pages(dir, hosts: int) -> list[str]:
+    """Nova's ``reserved_huge_pages`` for each of the lab's ``hosts`` hypervisors: every lab
+    hypervisor sees all of the machine's 2 MiB pages, so each keeps back all but its share of
+    what the lab added (what else the machine holds included), node by node."""
+    machine = _node_huge_pages()
+    added = huge_pages_added(dir)
+    return [f"node:{node},size:{HUGE_PAGE_KB},count:{machine[node] - added.get(node, 0) // hosts}"
+            for node in sorted(machine)]
+
+
 # ----------------------------------------------------------------------------- virsh
 
 def _virsh_env(uri_: str) -> dict:
@@ -408,7 +499,14 @@ def _prepare(base: Path, name: str) -> Path:
     _conf(root).write_text(LIBVIRTD_CONF.format(**fmt))
     (etc / "sasl2").mkdir(exist_ok=True)
     (etc / "sasl2" / "libvirt.conf").write_text(SASL_CONF)
-    (etc / "qemu.conf").write_text(QEMU_CONF.format(**fmt))
+    qemu_conf = QEMU_CONF.format(**fmt)
+    hugetlbfs = root / HUGETLBFS_DIR
+    if huge_pages_added(base):
+        hugetlbfs.mkdir(exist_ok=True)
+        qemu_conf += QEMU_CONF_HUGETLBFS.format(path=hugetlbfs)
+    elif hugetlbfs.is_dir():
+        hugetlbfs.rmdir()
+    (etc / "qemu.conf").write_text(qemu_conf)
     (root / "log" / "qemu").mkdir(exist_ok=True)
     return root
 
@@ -519,6 +617,10 @@ def _ns_exec(root: Path, host: str) -> None:
         subprocess.run(["mount", "--bind", str(root / sub), inner], check=True)
     for db in (*QEMU_ACCOUNTS, "hosts"):
         subprocess.run(["mount", "--bind", str(root / "nss" / db), f"/etc/{db}"], check=True)
+    if (root / HUGETLBFS_DIR).is_dir():
+        # Private to this namespace: gone with the daemon and its QEMUs, nothing to unmount.
+        subprocess.run(["mount", "-t", "hugetlbfs", "-o", f"pagesize={HUGE_PAGE_KB}k", "berth-lab",
+                        str(root / HUGETLBFS_DIR)], check=True)
     socket.sethostname(host)
     os.execvp("libvirtd", ["libvirtd", "-f", str(_conf(root)), "-p", str(_pidfile(root))])
 
@@ -716,7 +818,8 @@ def ledger_url(dir=None) -> str:
 LAB_URI_POLICY = ["uri_policy:", "  allow_parameters: [socket]  # the lab's daemons' own sockets"]
 
 
-def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
+def write_inventory(base: Path, names: list[str], boot: dict, host_settings: dict | None = None) -> Path:
+    """The lab's inventory; ``host_settings`` go into every hypervisor's entry of the source."""
     inv = inventory_dir(base)
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
     lines = [
@@ -729,6 +832,7 @@ def write_inventory(base: Path, names: list[str], boot: dict) -> Path:
     ]
     for name in names:
         lines += [f"  {name}:", f"    uri: {json.dumps(uri(base, name))}"]
+        lines += [f"    {key}: {json.dumps(value)}" for key, value in (host_settings or {}).items()]
     _write(inv / "fleet.berth.yml", "\n".join(lines) + "\n")
     all_yml = "\n".join([
         "ansible_connection: local",
@@ -793,13 +897,21 @@ def _write_hosts_json(base: Path, records: list[dict]) -> None:
 
 # ----------------------------------------------------------------------------- API
 
-def up(dir=None, hosts: int = 3) -> list[dict]:
+def up(dir=None, hosts: int = 3, huge_pages: int = 0, cpu_dedicated_set: str | None = None,
+       cpu_shared_set: str | None = None) -> list[dict]:
     """Bring up hv1..hvN (idempotent) and write hosts.json and the inventory.
+
+    ``huge_pages``: 2 MiB pages the lab reserves on this machine (given back at down), each
+    daemon's QEMU backing guests with them through a hugetlbfs of its own; every hypervisor's
+    entry in the inventory source gets its share as Nova's ``reserved_huge_pages`` (the rest
+    kept back). ``cpu_dedicated_set`` and ``cpu_shared_set`` go into every entry as they are.
 
     Returns one dict per host: name, uri, pid, host_uuid, root, hostname, socket, log_dir.
     """
     if hosts < 1:
         raise ValueError("--hosts must be at least 1")
+    if huge_pages < 0:
+        raise ValueError("--huge-pages must be 0 or more")
     base = _dir(dir)
     names = host_names(hosts)
     _check_socket_len(base, names)
@@ -807,6 +919,8 @@ def up(dir=None, hosts: int = 3) -> list[dict]:
         raise PermissionError("the lab fleet needs root (namespaces, bind mounts, libvirtd)")
     with _locked(base):
         _ensure_mountpoints()
+        if huge_pages:
+            _reserve_huge_pages(base, huge_pages)
         boot: dict = {}
         errors: list[BaseException] = []
 
@@ -848,7 +962,11 @@ def up(dir=None, hosts: int = 3) -> list[dict]:
             raise errors[0]
         records = [_host_record(base, n) for n in names]
         _write_hosts_json(base, records)
-        write_inventory(base, names, boot)
+        settings = {key: value for key, value in (("cpu_dedicated_set", cpu_dedicated_set),
+                                                  ("cpu_shared_set", cpu_shared_set)) if value is not None}
+        if huge_pages:
+            settings["reserved_huge_pages"] = reserved_huge_pages(base, hosts)
+        write_inventory(base, names, boot, settings)
     return records
 
 
@@ -971,6 +1089,8 @@ def down(dir=None) -> list[str]:
         shutil.rmtree(inventory_dir(base), ignore_errors=True)
         shutil.rmtree(instances_inventory_dir(base), ignore_errors=True)
         (base / "hosts.json").unlink(missing_ok=True)
+        # After every QEMU is gone: the pages are free again, and the machine never keeps them.
+        _release_huge_pages(base)
         for suffix in ("", "-wal", "-shm"):
             Path(str(ledger_path(base)) + suffix).unlink(missing_ok=True)
     return names
@@ -989,7 +1109,7 @@ def discard(dir) -> None:
 
 def _cli_up(args) -> int:
     t0 = time.monotonic()
-    records = up(args.dir, args.hosts)
+    records = up(args.dir, args.hosts, args.huge_pages, args.cpu_dedicated_set, args.cpu_shared_set)
     took = time.monotonic() - t0
     base = _dir(args.dir)
     for r in records:
@@ -1041,6 +1161,10 @@ def main(argv: list[str] | None = None) -> int:
     dir_help = "lab dir (default: $BERTH_LAB_DIR, else <repo>/lab/state)"
     p = sub.add_parser("up", help="start hv1..hvN, write the inventory")
     p.add_argument("--hosts", type=int, default=3)
+    p.add_argument("--huge-pages", type=int, default=0, metavar="N",
+                   help="reserve N 2 MiB pages on this machine for the lab's guests (given back at down)")
+    p.add_argument("--cpu-dedicated-set", help="every hypervisor's cpu_dedicated_set in the inventory (e.g. 1)")
+    p.add_argument("--cpu-shared-set", help="every hypervisor's cpu_shared_set in the inventory (e.g. 0)")
     p.add_argument("--dir", help=dir_help)
     p.set_defaults(func=_cli_up)
     p = sub.add_parser("down", help="tear everything down (keeps the guest cache)")

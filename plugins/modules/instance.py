@@ -57,7 +57,9 @@ options:
       - Several instances at once, each a dict with C(name), C(uuid), C(host), C(uri), C(flavor)
         C(domain_types), C(cpu) (the host's recorded guest CPU settings and domain capabilities)
         and C(targets) (the C(placements) of M(berth.fleet.schedule), or ledger rows to remove,
-        which carry their hypervisor's C(uri)).
+        which carry their hypervisor's C(uri)), and C(assignment), what the instance's claim holds
+        on C(host) (pinned CPUs, NUMA cells, huge pages, devices), which its domain carries; a
+        retry on an alternate takes that claim's instead.
       - Hosts are built in parallel, each host's instances one after the other; each instance's
         result is in C(results). The task fails if any instance failed, after all were tried.
     type: list

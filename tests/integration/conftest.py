@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -158,14 +159,38 @@ class Lab:
             return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY 1")]
 
 
-@pytest.fixture(scope="session")
-def lab():
-    directory = tempfile.mkdtemp(prefix="berth-lab-", dir="/tmp")
+@contextlib.contextmanager
+def lab_fleet(prefix: str, **options):
+    """A lab fleet of its own in a temporary directory, for one test file; ``options`` are
+    fleet.up's (hosts, huge_pages, cpu_dedicated_set, cpu_shared_set). Discarded after, huge
+    pages given back."""
+    directory = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     try:
-        hosts = fleet.up(directory, hosts=3)
-        yield Lab(directory, hosts)
+        yield Lab(directory, fleet.up(directory, **options))
     finally:
         fleet.discard(directory)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    with lab_fleet("berth-lab-", hosts=3) as fleet_lab:
+        yield fleet_lab
+
+
+# The NUMA lab (issue 24): two hypervisors, each with host CPU 1 for dedicated vCPUs and CPU 0
+# for shared ones, and 64 pages of 2 MiB: one lab guest of 128 MiB each.
+NUMA_LAB_HOSTS = 2
+NUMA_LAB_HUGE_PAGES = 128
+NUMA_LAB_CPU_SETS = {"cpu_dedicated_set": "1", "cpu_shared_set": "0"}
+
+
+@pytest.fixture(scope="module")
+def numa_lab():
+    """A lab of its own for one test file, with huge pages reserved on this machine and CPU sets
+    in its inventory source (NUMA_LAB_*)."""
+    with lab_fleet("berth-numa-", hosts=NUMA_LAB_HOSTS, huge_pages=NUMA_LAB_HUGE_PAGES,
+                   **NUMA_LAB_CPU_SETS) as fleet_lab:
+        yield fleet_lab
 
 
 def _ledger_key(extra: tuple, env_extra: dict | None) -> tuple:

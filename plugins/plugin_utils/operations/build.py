@@ -55,6 +55,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     serial_log_file,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -137,7 +138,7 @@ class Build:
             by_host.setdefault(str(placement.get("host")), []).append(index)
         results: list[dict[str, Any]] = [{} for _placement in args["placements"]]
         self._ledger(args)
-        fields = ("name", "uuid", "host", "uri", "flavor", "domain_types", "cpu", "targets")
+        fields = ("name", "uuid", "host", "uri", "flavor", "domain_types", "cpu", "targets", "assignment")
 
         def work(indices: list[int]) -> None:
             for index in indices:
@@ -187,6 +188,8 @@ class Build:
             "public_keys": public_keys_spec(args["ssh_authorized_keys"], args["key_name"], args["key_pairs"]),
             "boot": boot_spec(args["boot"]),
             "pool": args["storage_pool"],
+            # The instance's claim's assignment on its host (numa.rst), None for most instances.
+            "assignment": args.get("assignment"),
         }
         # The guest's vCPU topology is the flavor's and the image's alone; its CPU model is the
         # host's (guest_cpu, per target).
@@ -218,11 +221,14 @@ class Build:
         for attempt, target in enumerate(targets):
             if attempt:
                 try:
-                    ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
-                                           args["lease_seconds"])
+                    moved = ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
+                                                   args["lease_seconds"])
                 except ClaimConflict as conflict:
                     reasons.append(str(conflict))
                     continue
+                # Pinned CPUs, cells and devices are the host's own: the alternate's claim has its
+                # assignment, never the first host's.
+                request = {**request, "assignment": moved.get("assignment")}
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
             step = self._progress.of(args["name"], target["host"])
             try:
@@ -444,6 +450,12 @@ class DomainTemplate:
         interfaces = [
             {**net, "mac": mac_address(request["uuid"], index)} for index, net in enumerate(request["networks"])
         ]
+        # What the instance's claim holds on this host beyond vCPUs and memory (pinned CPUs,
+        # cells, pages, devices): checked here, since it comes from the ledger.
+        claimed = request.get("assignment")
+        mdevs = claimed.get("mdevs") if isinstance(claimed, Mapping) else None
+        mdev_uuids = [mdev_uuid(request["uuid"], index) for index in range(len(mdevs))] if isinstance(mdevs, list) else []
+        assignment = assignment_context(claimed, request["flavor"].vcpus, request["flavor"].memory_mb, mdev_uuids)
         try:
             rendered = self._template().render(
                 instance={"name": request["name"], "uuid": request["uuid"], "metadata": request["metadata"]},
@@ -457,6 +469,7 @@ class DomainTemplate:
                 guest=request["guest"],
                 interfaces=interfaces,
                 cpu=cpu,
+                assignment=assignment,
                 serial_log=os.path.join(serial_log_dir, serial_log_file(request["name"])),
             )
             ET.fromstring(rendered)

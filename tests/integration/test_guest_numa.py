@@ -1,0 +1,122 @@
+"""The domain XML an assignment renders (issue 24) against real libvirt: a domain with a PCI
+hostdev and an mdev hostdev passes the QEMU driver's checks on define, and a lab guest with a
+pinned vCPU and 2 MiB huge pages starts, boots, and shows exactly its assignment in
+``virsh vcpupin``, ``virsh numatune`` and its live memory backing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import fleet
+import pytest
+
+from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
+
+pytestmark = pytest.mark.integration
+
+HOST = "hv1"
+BOOT_TIMEOUT_S = 120
+TINY = Flavor(name="numa.tiny", vcpus=1, memory_mb=128, root_gb=1)
+# What a claim of hw:cpu_policy=dedicated, hw:mem_page_size=2MB would hold on a lab hypervisor
+# (cpu_dedicated_set 1, cpu_shared_set 0, one NUMA cell): vCPU 0 on host CPU 1, the emulator
+# threads on the shared CPU 0, 64 pages of 2 MiB on host cell 0.
+PINNED = {"numa": {"cpu_policy": "dedicated", "emulator_cpus": [0], "emulator_isolated": False, "cells": [
+    {"id": 0, "host_cell": 0, "vcpus": [0], "memory_mb": 128, "page_size_kb": 2048, "pinning": {"0": 1}}]}}
+DEVICES = {"pci": [{"address": "0000:81:00.2", "alias": "nic", "dev_type": "type-VF", "numa_node": 0}],
+           "mdevs": [{"parent": "0000:06:00.0", "type": "nvidia-35"}]}
+
+
+def rendered(lab, name: str, uuid: str, assignment: dict) -> str:
+    """The domain XML berth.fleet.instance renders for a lab guest with ``assignment``."""
+    request = {"name": name, "uuid": uuid, "metadata": {}, "flavor": TINY, "networks": [], "guest": guest_spec({}),
+               "boot": {"kernel": os.path.join(lab.dir, "guest", "vmlinuz"),
+                        "initrd": os.path.join(lab.dir, "guest", "initrd.img"), "cmdline": "console=ttyS0"},
+               "assignment": assignment}
+    made = {"disk": {"path": f"{fleet.POOL_TARGET}/{name}.qcow2"}, "seed": None, "nvram": None}
+    return DomainTemplate(DEFAULT_TEMPLATE).render(request, made, "qemu", fleet.QEMU_LOG_DIR)
+
+
+def define(lab, xml: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["virsh", "-c", lab.hosts[HOST]["uri"], "define", "/dev/stdin"], input=xml, text=True,
+                          capture_output=True, check=False, timeout=60)
+
+
+def cpu_ids(text: str) -> set[int]:
+    """The host CPUs of a libvirt CPU list ("0-2,5")."""
+    found = set()
+    for part in text.strip().split(","):
+        first, _dash, last = part.partition("-")
+        found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
+def test_hostdevs_pass_libvirt_s_checks_on_define(numa_lab):
+    name, uuid = "numa-dev", "0b6e6c9e-4f3a-4d1e-9a55-3c2b1a0f9e11"
+    result = define(numa_lab, rendered(numa_lab, name, uuid, DEVICES))
+    try:
+        assert result.returncode == 0, result.stderr
+        devices = ET.fromstring(numa_lab.virsh(HOST, "dumpxml", "--inactive", name)).find("devices")
+        pci = devices.find("hostdev[@type='pci']")
+        assert pci.get("managed") == "yes"
+        assert {key: int(value, 16) for key, value in pci.find("source/address").attrib.items()} == {
+            "domain": 0, "bus": 0x81, "slot": 0, "function": 2}
+        mdev = devices.find("hostdev[@type='mdev']")
+        assert mdev.get("model") == "vfio-pci" and mdev.find("source/address").get("uuid")
+    finally:
+        subprocess.run(["virsh", "-c", numa_lab.hosts[HOST]["uri"], "undefine", name], capture_output=True,
+                       check=False)
+
+
+def test_a_pinned_guest_in_huge_pages_runs_with_exactly_its_assignment(numa_lab):
+    name, uuid = "numa-pin", "3f1d2c4b-5a69-4e8f-b7c6-d5e4f3a2b190"
+    numa_lab.virsh(HOST, "vol-create-as", "default", f"{name}.qcow2", "1G", "--format", "qcow2")
+    result = define(numa_lab, rendered(numa_lab, name, uuid, PINNED))
+    assert result.returncode == 0, result.stderr
+    try:
+        numa_lab.virsh(HOST, "start", name)
+        # vcpupin: "<vCPU> <host CPUs>" per line, after a header.
+        pins = {int(vcpu): cpu_ids(cpus) for vcpu, cpus in
+                re.findall(r"^\s*(\d+)\s+([\d,-]+)\s*$", numa_lab.virsh(HOST, "vcpupin", name), re.M)}
+        [cell] = PINNED["numa"]["cells"]
+        assert pins == {int(vcpu): {host_cpu} for vcpu, host_cpu in cell["pinning"].items()}
+        emulator = re.search(r"^\s*\*:\s*([\d,-]+)", numa_lab.virsh(HOST, "emulatorpin", name), re.M)
+        assert emulator and cpu_ids(emulator.group(1)) == set(PINNED["numa"]["emulator_cpus"])
+        numatune = dict(re.findall(r"^(\w+)\s*:\s*(\S+)", numa_lab.virsh(HOST, "numatune", name), re.M))
+        assert (numatune["numa_mode"], cpu_ids(numatune["numa_nodeset"])) == ("strict", {cell["host_cell"]})
+        live = ET.fromstring(numa_lab.virsh(HOST, "dumpxml", name))
+        assert [page.attrib for page in live.findall("memoryBacking/hugepages/page")] == [
+            {"size": str(cell["page_size_kb"]), "unit": "KiB", "nodeset": str(cell["id"])}]
+        assert [memnode.attrib for memnode in live.findall("numatune/memnode")] == [
+            {"cellid": str(cell["id"]), "mode": "strict", "nodeset": str(cell["host_cell"])}]
+        assert [cell.get("memAccess") for cell in live.findall("cpu/numa/cell")] == ["shared"]
+        # QEMU took the guest's memory from the daemon's hugetlbfs, and the guest boots in it.
+        qemu_log = (fleet.log_dir(numa_lab.dir, HOST) / f"{name}.log").read_text(errors="replace")
+        assert f"{fleet.host_root(numa_lab.dir, HOST) / fleet.HUGETLBFS_DIR}/libvirt/qemu" in qemu_log
+        serial = fleet.log_dir(numa_lab.dir, HOST) / f"{name}.serial.log"
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while "BERTH-GUEST-BOOTED" not in (serial.read_text(errors="replace") if serial.exists() else ""):
+            assert time.monotonic() < deadline, f"{name} printed no boot marker in {BOOT_TIMEOUT_S} s"
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["virsh", "-c", numa_lab.hosts[HOST]["uri"], "destroy", name], capture_output=True, check=False)
+        numa_lab.virsh(HOST, "undefine", name)
+        numa_lab.virsh(HOST, "vol-delete", "--pool", "default", f"{name}.qcow2")
+
+
+def test_the_lab_s_inventory_gives_each_hypervisor_its_share_of_the_pages(numa_lab):
+    source = (fleet.inventory_dir(numa_lab.dir) / "fleet.berth.yml").read_text()
+    hosts = len(numa_lab.hosts)
+    assert source.count('cpu_dedicated_set: "1"') == source.count('cpu_shared_set: "0"') == hosts
+    assert source.count("reserved_huge_pages:") == hosts
+    added = fleet.huge_pages_added(numa_lab.dir)
+    assert sum(added.values()) == 128
+    # Each hypervisor sees all of the machine's pages and keeps back all but its share.
+    machine = {node: int(open(fleet.NODE_HUGE_PAGES.format(node=node)).read()) for node in added}
+    assert fleet.reserved_huge_pages(numa_lab.dir, hosts) == [
+        f"node:{node},size:2048,count:{machine[node] - added[node] // hosts}" for node in sorted(machine)]
