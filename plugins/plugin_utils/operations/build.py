@@ -38,6 +38,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     user_data_spec,
     volume_instance_uuid,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, exact_request
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
@@ -199,6 +201,21 @@ class Build:
         check_image_source(request["image"], request["image_source_dirs"], args["image_max_mb"])
         return request
 
+    def _exact(self, args: dict[str, Any], request: dict[str, Any]) -> ExactRequest | None:
+        try:
+            return exact_request(request["flavor"], (self._image or {}).get("properties") or {},
+                                 args.get("pci_alias") or (), args.get("enabled_mdev_types") or ())
+        except SchedulerInputError as exc:
+            raise InputError(exc.field, str(exc)) from exc
+
+    @staticmethod
+    def _claimed(ledger: Ledger, instance_uuid: str, host: str) -> dict[str, Any] | None:
+        """The assignment of the instance's claim on ``host`` (None: it asked for none)."""
+        for held in ledger.claims(instance_uuid):
+            if held["host"] == host:
+                return held["assignment"]
+        return None
+
     @staticmethod
     def _targets(args: dict[str, Any]) -> list[dict[str, Any]]:
         """The placed host, then its alternates as the schedule gave them (each with the URI of
@@ -218,17 +235,24 @@ class Build:
             # Without the ledger (and in check mode) there is no claim to move: no retry elsewhere.
             targets = targets[:1]
         reasons: list[str] = []
+        # What an alternate's claim fits there of NUMA cells, CPUs, pages and devices: the flavor's
+        # and image's request with this run's own PCI aliases (the operator's, never the ledger's).
+        exact = self._exact(args, request) if len(targets) > 1 else None
         for attempt, target in enumerate(targets):
             if attempt:
                 try:
                     moved = ledger.claim_alternate(args["uuid"], target["host"], target["hypervisor_uuid"], run_owner(),
-                                                   args["lease_seconds"])
+                                                   args["lease_seconds"], exact=exact)
                 except ClaimConflict as conflict:
                     reasons.append(str(conflict))
                     continue
                 # Pinned CPUs, cells and devices are the host's own: the alternate's claim has its
                 # assignment, never the first host's.
                 request = {**request, "assignment": moved.get("assignment")}
+            elif ledger is not None and args["uuid"]:
+                # What the instance's claim took on this host, as the ledger holds it: the claim
+                # decides, not the task's arguments.
+                request = {**request, "assignment": self._claimed(ledger, args["uuid"], target["host"])}
             on_target = {**args, "domain_type": domain_type(args["domain_type"], target["domain_types"])}
             step = self._progress.of(args["name"], target["host"])
             try:
