@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 class PciPassthroughFilter(BaseHostFilter):
     """Only hosts with the PCI devices and mediated devices (vGPUs) the flavor asks for free
-    (Nova's, pci.fit: alias matching, PF/VF exclusivity, free mdev instances).
+    (Nova's: devices matching the alias, a PF and its VFs never both, free mdev instances).
 
     No NUMA affinity here: without the instance's cells every matching device counts, and the
     NUMA topology filter checks the devices per cell itself through fit's ``cells``. The detail
