@@ -310,7 +310,7 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
         parent, kind, why = _mdev_parent(devices, usage, request)
         if parent is None:
             return None, why
-        mdevs = [{"parent": parent, "type": kind} for _ in range(request.vgpus)]
+        mdevs = [{"parent": parent, "type": kind} for _vgpu in range(request.vgpus)]
     return {"pci": taken, "mdevs": mdevs}, None
 
 
