@@ -239,7 +239,7 @@ def _vgpus(value: Any) -> int:
 class _Usage:
     """What the assignments on a host hold, and what one fit has taken so far."""
 
-    def __init__(self, devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, assignments: Sequence[Mapping[str, Any]]) -> None:
         self.used: set = set()
         self.mdevs: Counter = Counter()
         self.mdev_type_of: Dict[str, str] = {}
@@ -255,20 +255,23 @@ class _Usage:
                 if isinstance(parent, str) and isinstance(kind, str):
                     self.mdevs[(parent, kind)] += 1
                     self.mdev_type_of.setdefault(parent, kind)
-        self.parent_of = {device["address"]: device.get("parent_address") for device in devices
-                          if device.get("dev_type") == TYPE_VF}
-        self.children = {device["address"]: list(device.get("virtual_functions") or ()) for device in devices
-                         if device.get("dev_type") == TYPE_PF}
 
     def free(self, device: Mapping[str, Any]) -> bool:
         """Whether the device can be passed through: not held, its PF not held (a VF), none of
         its VFs held (a PF), none of its mediated devices in use."""
+        used = self.used
+        if not used and not self.mdev_type_of:
+            return True  # most hosts: nothing held
         address = device["address"]
-        if address in self.used or address in self.mdev_type_of:
+        if address in used or address in self.mdev_type_of:
             return False
-        if self.parent_of.get(address) in self.used:
-            return False
-        return not any(child in self.used for child in self.children.get(address, ()))
+        kind = device.get("dev_type")
+        if kind == TYPE_VF:
+            return device.get("parent_address") not in used
+        if kind == TYPE_PF:
+            children = device.get("virtual_functions")
+            return not (isinstance(children, list) and any(child in used for child in children))
+        return True
 
 
 def _mappings(value: Any) -> List[Mapping[str, Any]]:
@@ -294,7 +297,7 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
     devices = sorted((device for device in pci_devices
                       if isinstance(device, Mapping) and isinstance(device.get("address"), str)),
                      key=lambda device: device["address"])
-    usage = _Usage(devices, assignments)
+    usage = _Usage(assignments)
     taken: List[Dict[str, Any]] = []
     for device_request in request.devices:
         candidates = [device for device in devices if device_request.matches(device) and usage.free(device)]
@@ -375,11 +378,20 @@ def _mdev_parent(devices: Sequence[Mapping[str, Any]], usage: _Usage, request: P
 def free_alias_devices(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
                        aliases: Sequence[Mapping[str, Any]]) -> int:
     """How many of a host's devices some alias matches and no instance holds (PCIWeigher's
-    count, Nova's free devices of its pools)."""
-    requests = [DeviceRequest(alias["name"], 1, ((alias["vendor_id"], alias["product_id"], alias["device_type"]),),
-                              alias["numa_policy"]) for alias in aliases]
-    devices = [device for device in pci_devices
-               if isinstance(device, Mapping) and isinstance(device.get("address"), str)]
-    usage = _Usage(devices, assignments)
-    return sum(1 for device in devices
-               if usage.free(device) and any(request.matches(device) for request in requests))
+    count, Nova's free devices of its pools). Called for every candidate of every request that
+    has aliases configured, so the match is one lookup by ids rather than a walk of the aliases."""
+    kinds_by_ids: Dict[Tuple[Any, Any], set] = {}
+    for alias in aliases:
+        kinds_by_ids.setdefault((alias["vendor_id"], alias["product_id"]), set()).add(alias["device_type"])
+    usage = _Usage(assignments)
+    free = 0
+    for device in pci_devices:  # HostState checked each is a mapping
+        kinds = kinds_by_ids.get((device.get("vendor_id"), device.get("product_id")))
+        if kinds is None:
+            continue
+        kind = device.get("dev_type")
+        # As DeviceRequest.matches: an alias without a type takes anything but a PF.
+        if (kind in kinds or (None in kinds and kind != TYPE_PF)) \
+                and isinstance(device.get("address"), str) and usage.free(device):
+            free += 1
+    return free

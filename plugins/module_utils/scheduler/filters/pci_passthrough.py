@@ -1,9 +1,12 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import fit
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import PCIRequest, fit
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_PCI_IN_USE,
     REASON_PCI_MISSING,
@@ -38,11 +41,32 @@ class PciPassthroughFilter(BaseHostFilter):
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         if spec.pci is None:
             return None
-        _devices, why = fit(host_state.pci_devices, host_state.assignments, spec.pci)
-        if why is None:
+        verdict = _verdict(host_state.pci_devices, host_state.assignments, spec.pci)
+        if verdict is None:
             return None
-        # Asked again only for a host turned down: is it the other instances, or the host?
-        _devices, idle_why = fit(host_state.pci_devices, [], spec.pci)
-        if idle_why is not None:
-            return self.reject(host_state, REASON_PCI_MISSING, detail=idle_why)
-        return self.reject(host_state, REASON_PCI_IN_USE, detail=why)
+        return self.reject(host_state, verdict[0], detail=verdict[1])
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        import numpy as np  # the vectorised path only, which has NumPy
+
+        request = spec.pci
+        if request is None:
+            return []
+        # From the two columns, without making a host state of each candidate.
+        reasons = [verdict and verdict[0] for verdict in (
+            _verdict(devices, assignments, request)
+            for devices, assignments in zip(columns.pci_devices, columns.assignments))]
+        return [(reason, None, None, np.array([found == reason for found in reasons], dtype=bool), None)
+                for reason in (REASON_PCI_MISSING, REASON_PCI_IN_USE)]
+
+
+def _verdict(pci_devices: Any, assignments: Any, request: PCIRequest) -> tuple[str, str] | None:
+    """None when the devices fit, else (reason, why)."""
+    _devices, why = fit(pci_devices, assignments, request)
+    if why is None:
+        return None
+    # Asked again only for a host turned down: is it the other instances, or the host?
+    _devices, idle_why = fit(pci_devices, [], request)
+    if idle_why is not None:
+        return REASON_PCI_MISSING, idle_why
+    return REASON_PCI_IN_USE, why

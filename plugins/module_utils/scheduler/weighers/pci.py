@@ -41,10 +41,16 @@ class PCIWeigher(BaseWeigher):
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
         if not spec.pci_alias:
             return 0.0
-        free = free_alias_devices(host_state.pci_devices, host_state.assignments, spec.pci_alias)
-        return float(MAX_DEVICES - min(free, MAX_DEVICES - 1))
+        return _weight(host_state.pci_devices, host_state.assignments, spec)
 
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
         if not spec.pci_alias:
             return columns.zeros
-        return None
+        # From the two columns, without making a host state of each candidate.
+        return [_weight(devices, assignments, spec)
+                for devices, assignments in zip(columns.pci_devices, columns.assignments)]
+
+
+def _weight(pci_devices: Any, assignments: Any, spec: RequestSpec) -> float:
+    free = free_alias_devices(pci_devices, assignments, spec.pci_alias)
+    return float(MAX_DEVICES - min(free, MAX_DEVICES - 1))
