@@ -410,3 +410,15 @@ def test_free_alias_devices_counts_what_some_alias_matches():
     assert free_alias_devices(DEVICES, [], ALIASES) == 6
     assert free_alias_devices(DEVICES, holding("0000:3b:02.0"), ALIASES) == 4  # a VF held: its PF too
     assert free_alias_devices(DEVICES, [], [entry for entry in ALIASES if entry["name"] != "pf"]) == 5
+
+
+def test_the_instances_of_one_request_never_share_a_device():
+    # Each placed instance takes its devices off the host (assignment.take) before the next is placed.
+    one_vf = [vf("0000:3b:02.0", "0000:3b:00.0")]
+    hosts = [make_host("hv1", pci_devices=one_vf), make_host("hv2", pci_devices=one_vf),
+             make_host("hv3")]
+    for engine in ("plain", "vectorized"):
+        spec = dataclasses.replace(device_spec("vf:1"), count=2, engine=engine)
+        decision = schedule(hosts, spec)
+        assert sorted(placement.host for placement in decision.placements) == ["hv1", "hv2"], engine
+        assert not schedule(hosts, dataclasses.replace(spec, count=3)).ok
