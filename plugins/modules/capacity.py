@@ -142,6 +142,7 @@ options:
         C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
     type: str
 extends_documentation_fragment:
+  - berth.fleet.devices
   - berth.fleet.limits
 attributes:
   check_mode:

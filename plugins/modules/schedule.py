@@ -114,9 +114,12 @@ options:
         properties, for C(ImagePropertiesWeigher)), C(host_ip) (the host's IP address, for
         C(SimpleCIDRAffinityFilter)), C(failed_builds) (recent failed builds, for
         C(BuildFailureWeigher)), C(images) and C(refused_images) (C({name - why})),
-        C(networks), C(sync_age_s) (seconds since its last sync).
+        C(networks), C(sync_age_s) (seconds since its last sync),
+        C(pci_devices) (the host's PCI devices as the tracker sync records them) and
+        C(assignments) (what each instance there holds - docs C(numa.rst)), for
+        C(PciPassthroughFilter) and C(PCIWeigher).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
-        numa_topology, pci_devices, pci_devices_skipped) are accepted and not used for placement.
+        numa_topology, pci_devices_skipped) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:
@@ -184,9 +187,14 @@ options:
       - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
         O(image_volume).
       - C(NetworkFilter) (Berth's own) - the host defines every network of O(requested_networks).
-      - Not provided - Nova's C(NUMATopologyFilter) and C(PciPassthroughFilter) - the domains
-        Berth defines get neither NUMA placement nor PCI devices, so there is nothing for them
-        to check.
+      - C(PciPassthroughFilter) - the host has free the PCI devices the flavor's
+        C(pci_passthrough:alias) asks for (by O(pci_alias); a PF while none of its VFs is held, a
+        VF while its PF is not) and C(resources:VGPU) mediated devices of O(enabled_mdev_types)
+        on one device; turned down as C(missing) when the host lacks them even with none held,
+        as C(in use) otherwise, naming the short pool. NUMA affinity is the NUMA fitting's to
+        check. Not in the default list, as in Nova - enable it for flavors that ask for devices.
+      - Not provided - Nova's C(NUMATopologyFilter) - the domains Berth defines get no NUMA
+        placement, so there is nothing for it to check.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
         CIDR) check the first instance only; so do Berth's image and network filters.
@@ -218,8 +226,12 @@ options:
       - C(ImagePropertiesWeigher) - how many of the host's instances were built from images
         sharing O(image_properties) (the host's C(instance_image_properties)),
         O(image_props_weight_setting); O(image_props_weight_multiplier), off by default.
-      - Not provided - Nova's C(PCIWeigher) (Berth's domains get no PCI devices) and
-        C(CrossCellWeigher) (it weighs Nova's cells, which Berth has no counterpart of).
+      - C(PCIWeigher) - fewer free PCI devices weigh more (100 - the host's free devices that an
+        alias of O(pci_alias) matches, at most 99 counted, as Nova), so that instances without
+        devices keep off the hosts with them; O(pci_weight_multiplier). Without aliases it
+        weighs nothing.
+      - Not provided - Nova's C(CrossCellWeigher) (it weighs Nova's cells, which Berth has no
+        counterpart of).
       - Each weigher's values are normalised to 0..1 over the candidates (RAM, CPU, disk and
         io-ops from a fixed lower bound 0, the others min-max), multiplied by its multiplier
         (per host - an aggregate's metadata of the multiplier's name overrides the option for
@@ -266,6 +278,9 @@ options:
       - Multiplier of C(ImagePropertiesWeigher). Default 0.0, which turns the weigher off (an
         aggregate's value does not turn it on, as in Nova); positive packs instances with
         the same image properties together, negative spreads them.
+    type: float
+  pci_weight_multiplier:
+    description: Multiplier of C(PCIWeigher). Default 1.0; 0.0 turns it off.
     type: float
   image_props_weight_setting:
     description:
@@ -446,6 +461,7 @@ options:
       - Never printed; its password is hidden in every message.
     type: str
 extends_documentation_fragment:
+  - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.limits
 attributes:

@@ -130,6 +130,7 @@ options:
     type: float
     default: 30
 extends_documentation_fragment:
+  - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.launch
   - berth.fleet.guest

@@ -57,8 +57,12 @@ REQUEST_OPTIONS = (
     "metrics_weight_of_unavailable", "explain", "engine", "service_down_time", "image_volume",
     "requested_networks", "project_id", "metrics_required", "image_props_weight_setting",
     "aggregate_image_properties_isolation_namespace",
-    "aggregate_image_properties_isolation_separator",
+    "aggregate_image_properties_isolation_separator", "pci_alias", "enabled_mdev_types",
 )
+# The operator's device configuration (doc fragment berth.fleet.devices): it decides which host
+# devices a guest may get, so it comes from each run's own settings, never from a requester's
+# variables or the ledger's copy of a launch's request.
+DEVICE_OPTIONS = ("pci_alias", "enabled_mdev_types")
 MULTIPLIER_OPTIONS = tuple(sorted(weigher.multiplier_option for weigher in WEIGHERS.values()))
 
 
@@ -185,7 +189,7 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
 # and a move avoids its source), how the answer is computed and worded, the staleness age (each
 # run brings its own) and the image volume (a move carries its disks, it needs no image there).
 NOT_RECORDED = ("force_hosts", "force_nodes", "ignore_hosts", "retry_hosts", "explain", "engine",
-                "service_down_time", "image_volume")
+                "service_down_time", "image_volume", *DEVICE_OPTIONS)
 
 
 def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor: Flavor) -> dict[str, Any]:
@@ -201,15 +205,22 @@ def launch_request(args: Mapping[str, Any], spec_args: Mapping[str, Any], flavor
     return recorded
 
 
+def device_options(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's own DEVICE_OPTIONS, those the task sets."""
+    return {key: args[key] for key in DEVICE_OPTIONS if args.get(key) is not None}
+
+
 def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_s: int,
-                 ignore_hosts: Sequence[str] = (), current_group: Mapping[str, Any] | None = None) -> RequestSpec:
+                 ignore_hosts: Sequence[str] = (), current_group: Mapping[str, Any] | None = None,
+                 devices: Mapping[str, Any] | None = None) -> RequestSpec:
     """The request of a move (migrate, drain, resize) of one instance, for ``flavor`` (its own, or
     the new one of a resize): the request the instance recorded at launch (launch_request),
     with ``ignore_hosts`` (the source) and this run's staleness age, and its server group as
     it is now (``current_group``: the ledger's group with the moving instance left out, so that
     the scheduler sees what the claim will check). An instance without a recorded request
     (launched before Berth recorded them, or adopted) moves with its project and image
-    properties only."""
+    properties only. ``devices``: the moving run's DEVICE_OPTIONS (device_options), which a
+    recorded request never supplies."""
     recorded = dict(instance.get("request") or {})
     group: ServerGroup | None = None
     if current_group is not None:
@@ -220,7 +231,9 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, service_down_time_
         recorded = {"project_id": instance.get("project_id") or DEFAULT_PROJECT_ID,
                     "image_properties": dict(instance.get("image_properties") or {})}
     # Not request options: the flavor and group (above) and the build record (what the domain was defined from).
-    options = {key: value for key, value in recorded.items() if key not in ("flavor", "server_group", "build")}
+    options = {key: value for key, value in recorded.items()
+               if key not in ("flavor", "server_group", "build", *DEVICE_OPTIONS)}
+    options.update(devices or {})
     return RequestSpec(flavor=flavor, count=1, ignore_hosts=list(ignore_hosts), service_down_time=service_down_time_s,
                        server_group=group, **options)
 

@@ -29,6 +29,9 @@ class BerthAction(ActionBase):
     # option is looked up under, in order, and the options a task always sets itself.
     VARIABLE_PREFIXES: tuple[str, ...] = ()
     TASK_ONLY: frozenset[str] = frozenset({"from_vars"})
+    # Options that are the operator's configuration only (which host devices a guest may get):
+    # from_vars reads them from the berth_* settings, never from a variable a requester can set.
+    OPERATOR_ONLY: frozenset[str] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -71,7 +74,8 @@ class BerthAction(ActionBase):
         for option in self.ARGUMENT_SPEC:
             if option in self.TASK_ONLY:
                 continue
-            for prefix in self.VARIABLE_PREFIXES:
+            prefixes = ("berth_",) if option in self.OPERATOR_ONLY else self.VARIABLE_PREFIXES
+            for prefix in prefixes:
                 if f"{prefix}{option}" in task_vars:
                     found[option] = self._templar.template(task_vars[f"{prefix}{option}"])
                     break

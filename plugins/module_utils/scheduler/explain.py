@@ -36,6 +36,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_NETWORK_MISSING,
     REASON_NOT_FORCED,
     REASON_NOT_NEAR,
+    REASON_PCI_IN_USE,
+    REASON_PCI_MISSING,
     REASON_QUERY,
     REASON_RETRIED,
     REASON_SAME_HOST,
@@ -80,6 +82,8 @@ _PLAIN_PHRASES = {
     REASON_AGGREGATE_TENANT: "in aggregates reserved for other projects than {project}",
     REASON_METRICS_MISSING: "without the weighed metrics",
     REASON_NOT_NEAR: "not in {near}",
+    REASON_PCI_IN_USE: "with the requested devices in use ({devices})",
+    REASON_PCI_MISSING: "without the requested devices ({devices})",
 }
 
 _INSUFFICIENT_PHRASES = {
@@ -115,7 +119,8 @@ class ReasonCount:
                 zone=spec.availability_zone, group=group, flavor=spec.flavor.name,
                 service_down_time=spec.service_down_time, image=spec.image_volume,
                 networks=", ".join(spec.requested_networks), project=spec.project_id,
-                near=affinity_network(spec.scheduler_hints))
+                near=affinity_network(spec.scheduler_hints),
+                devices=spec.pci.describe() if spec.pci is not None else "")
         return self.reason.replace("_", " ")
 
     def to_dict(self, spec: RequestSpec) -> dict[str, Any]:

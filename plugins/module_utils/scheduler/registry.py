@@ -33,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_multitenancy_isolation import AggregateMultiTenancyIsolation
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.metrics import MetricsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import SimpleCIDRAffinityFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.pci_passthrough import PciPassthroughFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
@@ -44,6 +45,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.met
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.build_failure import BuildFailureWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.hypervisor_version import HypervisorVersionWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.image_properties import ImagePropertiesWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.pci import PCIWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
 # so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file,
@@ -80,6 +82,7 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "AggregateMultiTenancyIsolation": AggregateMultiTenancyIsolation,
     "MetricsFilter": MetricsFilter,
     "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
+    "PciPassthroughFilter": PciPassthroughFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {
@@ -94,4 +97,5 @@ WEIGHERS: dict[str, type[BaseWeigher]] = {
     "BuildFailureWeigher": BuildFailureWeigher,
     "HypervisorVersionWeigher": HypervisorVersionWeigher,
     "ImagePropertiesWeigher": ImagePropertiesWeigher,
+    "PCIWeigher": PCIWeigher,
 }

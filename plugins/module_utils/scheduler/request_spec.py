@@ -24,6 +24,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.image_meta i
     parse_version_requirement,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
+    PCIRequest,
+    check_aliases,
+    pci_request,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
     server_group_from_dict,
@@ -51,7 +56,7 @@ FILTER_NAMES = (
     "IoOpsFilter", "AggregateIoOpsFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
     "RetryFilter", "AllHostsFilter", "PoolImageFilter", "NetworkFilter",
     "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation", "MetricsFilter",
-    "SimpleCIDRAffinityFilter",
+    "SimpleCIDRAffinityFilter", "PciPassthroughFilter",
 )
 WEIGHER_MULTIPLIER_OPTIONS = {
     "RAMWeigher": "ram_weight_multiplier",
@@ -65,6 +70,7 @@ WEIGHER_MULTIPLIER_OPTIONS = {
     "BuildFailureWeigher": "build_failure_weight_multiplier",
     "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
     "ImagePropertiesWeigher": "image_props_weight_multiplier",
+    "PCIWeigher": "pci_weight_multiplier",
 }
 # Newton's default list with CoreFilter added (retries use alternates, so no
 # RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
@@ -138,6 +144,13 @@ class RequestSpec:
     # the libvirt networks it must define.
     image_volume: str | None = None
     requested_networks: list[str] = field(default_factory=list)
+    # The operator's PCI aliases (Nova's [pci] alias, pci.check_aliases) and mediated device
+    # types (Nova's [devices] enabled_mdev_types; empty: any type a host offers). Operator
+    # configuration, never a requester's.
+    pci_alias: list[Any] = field(default_factory=list)
+    enabled_mdev_types: list[str] = field(default_factory=list)
+    # The devices the flavor and image ask for with those (None: none), computed from them.
+    pci: PCIRequest | None = field(init=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.flavor, Flavor):
@@ -214,6 +227,9 @@ class RequestSpec:
                 "aggregate_image_properties_isolation_separator",
                 f"aggregate_image_properties_isolation_separator must be a string, got "
                 f"{self.aggregate_image_properties_isolation_separator!r}")
+        self.pci_alias = check_aliases(self.pci_alias)
+        self.enabled_mdev_types = check_string_list("enabled_mdev_types", self.enabled_mdev_types)
+        self.pci = pci_request(self.flavor, self.image_properties, self.pci_alias, self.enabled_mdev_types)
 
     @staticmethod
     def _check_hints(hints: Any) -> dict[str, Any]:
@@ -249,7 +265,10 @@ class RequestSpec:
         """Build from plain data (module arguments); `flavor` may be a mapping."""
         if not isinstance(data, Mapping):
             raise SchedulerInputError("request", f"a request must be a mapping, got {data!r}")
-        allowed = [f.name for f in dataclasses.fields(cls)]
+        # Not the computed fields (pci): a request's to_dict carries them, its options remake them.
+        allowed = [f.name for f in dataclasses.fields(cls) if f.init]
+        data = {key: value for key, value in data.items()
+                if key in allowed or key not in _COMPUTED_FIELDS}
         for key in data:
             if key not in allowed:
                 raise SchedulerInputError(
@@ -262,6 +281,9 @@ class RequestSpec:
             values["flavor"] = Flavor.from_dict(values["flavor"])
         # An explicit null means "not given", as Ansible passes unset options.
         return cls(**{key: value for key, value in values.items() if value is not None})
+
+
+_COMPUTED_FIELDS = ("pci",)
 
 
 def _check_ratio_setting(field_name: str, value: Any) -> list[tuple[str, float]]:

@@ -40,6 +40,10 @@ REASON_AGGREGATE_IMAGE_PROPERTIES = "aggregate_image_properties"
 REASON_AGGREGATE_TENANT = "aggregate_tenant"
 REASON_METRICS_MISSING = "metrics_missing"
 REASON_NOT_NEAR = "not_near"
+# The host's devices that match the request are held by other instances (not now), or it has too
+# few such devices even with none held (never): PciPassthroughFilter, detail says which pool.
+REASON_PCI_IN_USE = "pci_devices_in_use"
+REASON_PCI_MISSING = "pci_devices_missing"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
 # is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's
@@ -50,7 +54,7 @@ NOT_NOW_REASONS = frozenset({
     REASON_INSUFFICIENT_RAM, REASON_INSUFFICIENT_VCPUS, REASON_INSUFFICIENT_DISK,
     REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS, REASON_ANTI_AFFINITY, REASON_HOST_DOWN,
     # Like a host down, a metric missing is a gap in the facts the next sync may fill.
-    REASON_HOST_STALE, REASON_METRICS_MISSING,
+    REASON_HOST_STALE, REASON_METRICS_MISSING, REASON_PCI_IN_USE,
 })
 # The reasons that come from what the instance asked for (its zone, group, hints, flavor's extra
 # specs, image, project, networks), not from the host's room or state: what a move's
@@ -59,7 +63,7 @@ REQUEST_REASONS = frozenset({
     REASON_WRONG_ZONE, REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_SAME_HOST, REASON_DIFFERENT_HOST,
     REASON_QUERY, REASON_NOT_NEAR, REASON_CAPABILITIES, REASON_AGGREGATE_EXTRA_SPECS, REASON_IMAGE_PROPERTIES,
     REASON_AGGREGATE_TYPE, REASON_AGGREGATE_IMAGE_PROPERTIES, REASON_AGGREGATE_TENANT, REASON_NETWORK_MISSING,
-    REASON_ISOLATED,
+    REASON_ISOLATED, REASON_PCI_MISSING,
 })
 # Resource shortfalls, the ones a "closest miss" is measured on.
 SHORTFALL_REASONS = frozenset({

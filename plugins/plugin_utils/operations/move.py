@@ -15,6 +15,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils import _move
 from ansible_collections.berth.fleet.plugins.plugin_utils._move import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     build_target,
+    device_options,
     failure_message,
     move_request,
     read_fleet,
@@ -87,7 +88,8 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         raise InputError("migrate_max_retries", f"migrate_max_retries must be -1 (no limit) or more, got {retries}")
     flavor = new_flavor or instance_flavor(instance)
     group = ledger.moving_member_group(instance["uuid"])
-    spec = move_request(instance, flavor, args["service_down_time"], [source], group)
+    devices = device_options(args)
+    spec = move_request(instance, flavor, args["service_down_time"], [source], group, devices)
     warnings = [] if instance.get("request") else [
         f"{name} has no recorded launch request (launched before Berth recorded them, or adopted): it moves "
         f"with its flavor, project and image properties only - the availability zone and scheduler hints "
@@ -101,7 +103,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             for claim in ledger.claims(instance["uuid"]):
                 if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
                     here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group))
+            decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group, devices))
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
                         "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
@@ -148,7 +150,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             return _no_live_destination(passed_over, args, name,
                                         f"no more than {retries} other hosts tried (migrate_max_retries)")
         spec = move_request(instance, flavor, args["service_down_time"],
-                            [source, *(host["host"] for host in passed_over)], group)
+                            [source, *(host["host"] for host in passed_over)], group, devices)
     if passed_over:
         return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
     if new_flavor is not None:

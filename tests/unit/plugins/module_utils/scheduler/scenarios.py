@@ -35,6 +35,18 @@ IMAGE_PROPERTIES = {
     "hw_machine_type": ["q35", "pc"],
     "isolation.os_distro": ["debian", "alpine"],
 }
+# PCI devices: a host has none, or 1 to 4 VFs of one PF (some held by an instance), and a
+# request may ask for 1 or 2 of them.
+PCI_ALIASES = [{"name": "nic", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"}]
+
+
+def random_pci_devices(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    count = rng.choice([0, 0, 1, 2, 4])
+    devices = [{"name": f"vf{index}", "address": f"0000:3b:02.{index}", "vendor_id": "8086",
+                "product_id": "154c", "numa_node": 0, "dev_type": "type-VF", "mdev_types": [],
+                "parent_address": "0000:3b:00.0"} for index in range(count)]
+    held = rng.sample(devices, rng.randint(0, count))
+    return devices, [{"pci": [{"address": device["address"]}]} for device in held]
 
 
 def random_aggregate(rng: random.Random, number: int) -> dict[str, Any]:
@@ -72,6 +84,7 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
     ram_total = rng.choice([2048, 8192, 16384])
     disk_gb = rng.choice([10, 40, 100])
     vcpus = rng.choice([0, 2, 4, 8])
+    pci_devices, assignments = random_pci_devices(rng)
     return {
         "host": f"hv{number}" if rng.random() < 0.95 else "hv0",
         "nodename": f"node{number}",
@@ -111,6 +124,8 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
                                f"192.168.1.{number % 250 + 1}", f"fd00::{number + 1:x}"]),
         "instance_image_properties": [random_image_properties(rng, 3)
                                       for _instance in range(rng.randint(0, 3))],
+        "pci_devices": pci_devices,
+        "assignments": assignments,
     }
 
 
@@ -231,4 +246,8 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         request["ignore_hosts"] = rng.sample(host_names, 1)
     if rng.random() < 0.05:
         request["force_hosts"] = rng.sample(host_names, min(2, len(host_names)))
+    if rng.random() < 0.3:
+        request["pci_alias"] = PCI_ALIASES
+        if rng.random() < 0.5:
+            flavor["extra_specs"]["pci_passthrough:alias"] = rng.choice(["nic:1", "nic:2"])
     return request

@@ -361,35 +361,35 @@ def test_request_from_dict_refuses(data, field):
          "host_subset_size must be a positive integer, got 0"),
         ({"max_attempts": 0}, "max_attempts", "max_attempts must be a positive integer, got 0"),
         ({"seed": True}, "seed", "seed must be an integer or null, got True"),
-        ({"enabled_filters": ["ComputeFilter", "PciPassthroughFilter"]}, "enabled_filters",
-         "enabled_filters names an unknown filter 'PciPassthroughFilter'; "
+        ({"enabled_filters": ["ComputeFilter", "NoSuchFilter"]}, "enabled_filters",
+         "enabled_filters names an unknown filter 'NoSuchFilter'; "
          "allowed: AggregateCoreFilter, AggregateDiskFilter, AggregateImagePropertiesIsolation, "
          "AggregateInstanceExtraSpecsFilter, AggregateIoOpsFilter, "
          "AggregateMultiTenancyIsolation, AggregateNumInstancesFilter, AggregateRamFilter, "
          "AggregateTypeAffinityFilter, AllHostsFilter, AvailabilityZoneFilter, "
          "ComputeCapabilitiesFilter, ComputeFilter, CoreFilter, DifferentHostFilter, DiskFilter, "
          "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, MetricsFilter, "
-         "NetworkFilter, NumInstancesFilter, PoolImageFilter, RamFilter, RetryFilter, "
+         "NetworkFilter, NumInstancesFilter, PciPassthroughFilter, PoolImageFilter, RamFilter, RetryFilter, "
          "SameHostFilter, ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter, "
          "SimpleCIDRAffinityFilter"),
         ({"enabled_filters": "RamFilter"}, "enabled_filters",
          "enabled_filters must be a list of strings, got 'RamFilter'"),
-        ({"weighers": ["CPUWeigher", "PCIWeigher"]}, "weighers",
-         "weighers names an unknown weigher 'PCIWeigher'; allowed: BuildFailureWeigher, "
+        ({"weighers": ["CPUWeigher", "NoSuchWeigher"]}, "weighers",
+         "weighers names an unknown weigher 'NoSuchWeigher'; allowed: BuildFailureWeigher, "
          "CPUWeigher, DiskWeigher, HypervisorVersionWeigher, ImagePropertiesWeigher, "
          "IoOpsWeigher, MetricsWeigher, "
-         "NumInstancesWeigher, RAMWeigher, ServerGroupSoftAffinityWeigher, "
+         "NumInstancesWeigher, PCIWeigher, RAMWeigher, ServerGroupSoftAffinityWeigher, "
          "ServerGroupSoftAntiAffinityWeigher"),
         ({"ignore_hosts": "hv1"}, "ignore_hosts",
          "ignore_hosts must be a list of strings, got 'hv1'"),
         ({"force_nodes": [1]}, "force_nodes", "force_nodes must be a list of strings, got item 1"),
-        ({"weight_multipliers": {"pci_weight_multiplier": 1.0}}, "weight_multipliers",
-         "weight_multipliers names an unknown option 'pci_weight_multiplier'; "
+        ({"weight_multipliers": {"cross_cell_move_weight_multiplier": 1.0}}, "weight_multipliers",
+         "weight_multipliers names an unknown option 'cross_cell_move_weight_multiplier'; "
          "allowed: build_failure_weight_multiplier, cpu_weight_multiplier, "
          "disk_weight_multiplier, hypervisor_version_weight_multiplier, "
          "image_props_weight_multiplier, io_ops_weight_multiplier, "
-         "metrics_weight_multiplier, num_instances_weight_multiplier, ram_weight_multiplier, "
-         "soft_affinity_weight_multiplier, soft_anti_affinity_weight_multiplier"),
+         "metrics_weight_multiplier, num_instances_weight_multiplier, pci_weight_multiplier, "
+         "ram_weight_multiplier, soft_affinity_weight_multiplier, soft_anti_affinity_weight_multiplier"),
         ({"weight_multipliers": {"ram_weight_multiplier": "-1"}},
          "weight_multipliers.ram_weight_multiplier",
          "weight_multipliers.ram_weight_multiplier must be a finite number, got '-1'"),

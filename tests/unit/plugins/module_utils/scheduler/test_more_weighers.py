@@ -21,6 +21,7 @@ NOVA_DEFAULTS = {
     "BuildFailureWeigher": ("build_failure_weight_multiplier", 1000000.0, None),
     "HypervisorVersionWeigher": ("hypervisor_version_weight_multiplier", 1.0, None),
     "ImagePropertiesWeigher": ("image_props_weight_multiplier", 0.0, None),
+    "PCIWeigher": ("pci_weight_multiplier", 1.0, None),
 }
 
 

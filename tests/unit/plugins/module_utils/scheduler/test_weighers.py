@@ -57,7 +57,7 @@ def test_ram_weigher_declares_nova_defaults():
     assert DEFAULT_WEIGHERS == [
         "RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher",
         "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "MetricsWeigher",
-        "BuildFailureWeigher", "HypervisorVersionWeigher", "ImagePropertiesWeigher",
+        "BuildFailureWeigher", "HypervisorVersionWeigher", "ImagePropertiesWeigher", "PCIWeigher",
     ]
 
 

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import free_alias_devices
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
+    BaseWeigher,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
+    )
+
+# As Nova's MAX_DEVS: past this many free devices a host is no scarcer than another, and an
+# instance that asks for devices still stacks on the hosts with fewer.
+MAX_DEVICES = 100
+
+
+class PCIWeigher(BaseWeigher):
+    """Hosts with fewer free PCI devices weigh more (Nova's): instances without devices keep
+    off the hosts that have them, and those with devices stack, keeping whole hosts of free
+    devices for large requests. Raw value: 100 - min(free, 99).
+
+    Nova counts the devices its [pci] device_spec makes assignable; Berth has no such list, so a
+    free device is one that some configured PCI alias matches (pci.free_alias_devices). Without
+    aliases there is nothing to count, every host weighs the same, and no device is read.
+    """
+
+    name = "PCIWeigher"
+    host_fields = frozenset({"pci_devices", "assignments"})
+    multiplier_option = "pci_weight_multiplier"
+    default_multiplier = 1.0
+
+    def host_fields_for(self, spec: RequestSpec) -> frozenset[str]:
+        return self.host_fields if spec.pci_alias else frozenset()
+
+    def raw_value(self, host_state: HostState, spec: RequestSpec) -> float:
+        if not spec.pci_alias:
+            return 0.0
+        return _weight(host_state.pci_devices, host_state.assignments, spec)
+
+    def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
+        if not spec.pci_alias:
+            return columns.zeros
+        # From the two columns, without making a host state of each candidate.
+        return [_weight(devices, assignments, spec)
+                for devices, assignments in zip(columns.pci_devices, columns.assignments)]
+
+
+def _weight(pci_devices: Any, assignments: Any, spec: RequestSpec) -> float:
+    free = free_alias_devices(pci_devices, assignments, spec.pci_alias)
+    return float(MAX_DEVICES - min(free, MAX_DEVICES - 1))

@@ -1,0 +1,60 @@
+"""The operator's device configuration (pci_alias, enabled_mdev_types) picks which host devices a
+guest may get: it reaches a request from the operator's berth_* settings and the run's own task
+arguments, never from a requester's variable or the ledger's copy of a launch's request."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.berth.fleet.plugins.action.server import ActionModule as ServerAction
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+    device_options,
+    launch_request,
+    move_request,
+    request_options,
+)
+
+OPERATOR = [{"name": "nic", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"}]
+# What a requester (or a row another controller wrote) would like: the host's disk controller.
+HOSTILE = [{"name": "nic", "vendor_id": "1000", "product_id": "0097"}]
+FLAVOR = Flavor(name="nic1", vcpus=1, memory_mb=512, root_gb=1, extra_specs={"pci_passthrough:alias": "nic:1"})
+
+
+class _Templar:
+    def template(self, value):
+        return value
+
+
+def from_vars(task_vars):
+    action = object.__new__(ServerAction)
+    action._templar = _Templar()
+    return action._from_vars(task_vars)
+
+
+def test_a_launch_takes_the_aliases_from_the_operator_settings_only():
+    found = from_vars({"pci_alias": HOSTILE, "enabled_mdev_types": ["x"], "berth_pci_alias": OPERATOR,
+                       "flavor": "m1.tiny"})
+    assert found["pci_alias"] == OPERATOR and "enabled_mdev_types" not in found
+    # Other options still come from the launch's own variables first.
+    assert found["flavor"] == "m1.tiny"
+    assert "pci_alias" not in from_vars({"pci_alias": HOSTILE})
+
+
+def test_the_aliases_reach_the_request_but_not_the_instance_record():
+    args = {"pci_alias": OPERATOR, "enabled_mdev_types": ["nvidia-35"], "project_id": "team-a"}
+    options = request_options(args)
+    assert options["pci_alias"] == OPERATOR and options["enabled_mdev_types"] == ["nvidia-35"]
+    recorded = launch_request({}, options, FLAVOR)
+    assert "pci_alias" not in recorded and "enabled_mdev_types" not in recorded
+    assert recorded["project_id"] == "team-a"
+
+
+def test_a_move_uses_the_run_s_aliases_never_the_ledger_s():
+    instance = {"request": {"flavor": FLAVOR.to_dict(), "pci_alias": HOSTILE, "project_id": "team-a"}}
+    spec = move_request(instance, FLAVOR, 600, ["hv1"], None, device_options({"pci_alias": OPERATOR}))
+    assert spec.pci_alias[0]["vendor_id"] == "8086" and spec.pci.devices[0].specs == (("8086", "154c", "type-VF"),)
+    with pytest.raises(SchedulerInputError) as caught:
+        move_request(instance, FLAVOR, 600, ["hv1"], None, device_options({}))
+    assert caught.value.field == "flavor.extra_specs.pci_passthrough:alias"
