@@ -51,13 +51,15 @@ def of_spec(spec: Any) -> ExactRequest | None:
 def fit(host_state: HostState, request: ExactRequest) -> Fit:
     """(assignment, None) when ``host_state`` can give the request beside what its assignments
     hold, else (None, why not)."""
-    if request.numa is not None:
-        devices = None
-        if request.pci is not None:
-            def devices(cells: Tuple[int, ...]) -> Fit:
-                return pci.fit(host_state.pci_devices, host_state.assignments, request.pci, cells)
-        return numa.fit(host_state.numa_topology, host_state.assignments, request.numa, devices)
-    return pci.fit(host_state.pci_devices, host_state.assignments, request.pci)
+    if request.numa is None:
+        return pci.fit(host_state.pci_devices, host_state.assignments, request.pci)
+
+    def devices(cells: Tuple[int, ...]) -> Fit:
+        return pci.fit(host_state.pci_devices, host_state.assignments, request.pci, cells)
+
+    return numa.fit(host_state.numa_topology, host_state.assignments, request.numa,
+                    devices if request.pci is not None else None,
+                    host_state.cpu_allocation_ratio, host_state.ram_allocation_ratio)
 
 
 def take(host_state: HostState, request: ExactRequest | None) -> dict | None:
