@@ -36,6 +36,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_NETWORK_MISSING,
     REASON_NOT_FORCED,
     REASON_NOT_NEAR,
+    REASON_NUMA,
     REASON_QUERY,
     REASON_RETRIED,
     REASON_SAME_HOST,
@@ -80,6 +81,7 @@ _PLAIN_PHRASES = {
     REASON_AGGREGATE_TENANT: "in aggregates reserved for other projects than {project}",
     REASON_METRICS_MISSING: "without the weighed metrics",
     REASON_NOT_NEAR: "not in {near}",
+    REASON_NUMA: "without NUMA cells that fit (CPUs, pages or memory)",
 }
 
 _INSUFFICIENT_PHRASES = {

@@ -33,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_multitenancy_isolation import AggregateMultiTenancyIsolation
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.metrics import MetricsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import SimpleCIDRAffinityFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.numa_topology import NUMATopologyFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
@@ -80,6 +81,7 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "AggregateMultiTenancyIsolation": AggregateMultiTenancyIsolation,
     "MetricsFilter": MetricsFilter,
     "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
+    "NUMATopologyFilter": NUMATopologyFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {

@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.image_meta i
     parse_version_requirement,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import NUMARequest, numa_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
     server_group_from_dict,
@@ -51,7 +52,7 @@ FILTER_NAMES = (
     "IoOpsFilter", "AggregateIoOpsFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
     "RetryFilter", "AllHostsFilter", "PoolImageFilter", "NetworkFilter",
     "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation", "MetricsFilter",
-    "SimpleCIDRAffinityFilter",
+    "SimpleCIDRAffinityFilter", "NUMATopologyFilter",
 )
 WEIGHER_MULTIPLIER_OPTIONS = {
     "RAMWeigher": "ram_weight_multiplier",
@@ -138,6 +139,10 @@ class RequestSpec:
     # the libvirt networks it must define.
     image_volume: str | None = None
     requested_networks: list[str] = field(default_factory=list)
+    # What the flavor's hw:* extra specs and the image's hw_* properties ask of NUMA cells, CPUs
+    # and pages (numa.py), None when nothing; derived, never given, and checked here so that a bad
+    # combination is refused before anything is claimed.
+    numa: NUMARequest | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.flavor, Flavor):
@@ -174,6 +179,7 @@ class RequestSpec:
                 "image_properties",
                 f"image_properties must be a mapping, got {self.image_properties!r}")
         self.image_properties = canonical_image_properties(dict(self.image_properties))
+        self.numa = numa_request(self.flavor, self.image_properties)
         requirement = self.image_properties.get(VERSION_KEY)
         if requirement:
             try:
@@ -249,7 +255,7 @@ class RequestSpec:
         """Build from plain data (module arguments); `flavor` may be a mapping."""
         if not isinstance(data, Mapping):
             raise SchedulerInputError("request", f"a request must be a mapping, got {data!r}")
-        allowed = [f.name for f in dataclasses.fields(cls)]
+        allowed = [f.name for f in dataclasses.fields(cls) if f.init]
         for key in data:
             if key not in allowed:
                 raise SchedulerInputError(
