@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
+from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import page_size_kb
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ PAGE_SIZE_WORDS = ("small", "large", "any")
 # Nova's ImageMetaProps.NUMA_NODES_MAX: more guest cells than that is a typing mistake.
 NUMA_NODES_MAX = 128
 _KIB_PER_MIB = 1024
-# A page size as Nova's hw:mem_page_size takes it (oslo's IEC sizes): "2MB", "1GiB", "2048KB".
-_PAGE_SIZE = re.compile(r"^(\d+)\s*([KMGT])(i?)B$")
-_PAGE_UNIT_KIB = {"K": 1, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
 _CELL_KEY = re.compile(r"^(hw[:_]numa_(?:cpus|mem))\.(\d+)$")
 
 # What devices() gives back: the devices' part of an assignment, or why none fits.
@@ -228,19 +226,7 @@ def _page_size(specs: _Specs) -> Any:
 
 
 def _parse_page_size(field_name: str, text: str) -> Any:
-    if text in PAGE_SIZE_WORDS:
-        return text
-    if text.isdigit():
-        size_kb = int(text)
-    else:
-        match = _PAGE_SIZE.match(text)
-        if not match:
-            raise SchedulerInputError(field_name, f"{field_name} must be small, large, any, a size in KiB (2048) "
-                                                  f"or with a unit (2MB, 1GB), got {text!r}")
-        size_kb = int(match.group(1)) * _PAGE_UNIT_KIB[match.group(2)]
-    if size_kb <= 0:
-        raise SchedulerInputError(field_name, f"{field_name} must be a page size above 0, got {text!r}")
-    return size_kb
+    return text if text in PAGE_SIZE_WORDS else page_size_kb(field_name, text)
 
 
 def _dedicated_mask(specs: _Specs, mask: str, vcpus: int) -> set:

@@ -35,7 +35,7 @@ def make_plugin(**options):
                        "ssh_keyfile": None, "uri_policy": None, "strict": False, "compose": {}, "groups": {},
                        "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cpu_mode": None,
                        "cpu_models": None, "cpu_model_extra_flags": None, "cpu_dedicated_set": None,
-                       "cpu_shared_set": None, **options}
+                       "cpu_shared_set": None, "reserved_huge_pages": None, **options}
     plugin.inventory = InventoryData()
     plugin.templar = Templar(loader=DataLoader())
     return plugin
