@@ -142,7 +142,7 @@ options:
   reserved_huge_pages:
     description:
       - The pages of each size and NUMA cell that instances may not use, as Nova's
-        C(reserved_huge_pages): a list of C({node, size, count}) (C(size) in KiB, or with a unit
+        C(reserved_huge_pages), as a list of C({node, size, count}) (C(size) in KiB, or with a unit
         such as V(2MB) or V(1GB)) or of Nova's strings V(node:0,size:2048,count:64); a
         hypervisor may set its own in O(hypervisors), for example to give each of several
         hypervisors on one machine its share of that machine's huge pages.

@@ -184,9 +184,18 @@ options:
       - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
         O(image_volume).
       - C(NetworkFilter) (Berth's own) - the host defines every network of O(requested_networks).
-      - Not provided - Nova's C(NUMATopologyFilter) and C(PciPassthroughFilter) - the domains
-        Berth defines get neither NUMA placement nor PCI devices, so there is nothing for them
-        to check.
+      - C(NUMATopologyFilter) - the flavor's C(hw:) extra specs and the image's C(hw_)
+        properties (C(hw:cpu_policy), C(hw:cpu_thread_policy), C(hw:mem_page_size),
+        C(hw:numa_nodes), C(hw:numa_cpus.N), C(hw:numa_mem.N), C(hw:cpu_dedicated_mask),
+        C(hw:emulator_threads_policy), with Nova's meanings and conflict rules; a bad or
+        contradictory combination is refused before anything is decided, naming the spec) must
+        fit onto the host's C(numa_topology) cells beside what its C(assignments) hold -
+        dedicated CPUs from C(cpu_dedicated_set), shared ones over C(cpu_shared_set), pages of
+        the asked size (total - reserved - used), per cell; the rejection says which cell was
+        short. Not a default, as in Nova - enable it where flavors ask for NUMA placement. A
+        request that asks nothing of the kind passes every host.
+      - Not provided - Nova's C(PciPassthroughFilter) - the domains Berth defines get no PCI
+        devices, so there is nothing for it to check.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
         CIDR) check the first instance only; so do Berth's image and network filters.
