@@ -235,8 +235,9 @@ def _dedicated_mask(specs: _Specs, mask: str, vcpus: int) -> set:
     text = f"0-{vcpus - 1},{mask}" if mask.startswith("^") else mask
     dedicated = set(_cpu_list(field_name, text))
     if not dedicated <= set(range(vcpus)):
-        raise SchedulerInputError(field_name, f"{field_name} names vCPUs {format_cpu_set(dedicated - set(range(vcpus)))}"
-                                              f" beyond the flavor's {vcpus} (0-{vcpus - 1})")
+        beyond = format_cpu_set(dedicated - set(range(vcpus)))
+        raise SchedulerInputError(field_name, f"{field_name} names vCPUs {beyond} beyond the flavor's {vcpus} "
+                                              f"(0-{vcpus - 1})")
     if len(dedicated) == vcpus:
         raise SchedulerInputError(field_name, f"{field_name}={mask} leaves no shared vCPU: use hw:cpu_policy=dedicated")
     return dedicated
@@ -527,7 +528,8 @@ def _page_size_for(host_cell: NUMACellState, guest_cell: GuestCell, asked: Any, 
         smallest = sizes[-1]
         room = host_cell.free_pages(smallest) if use_free else host_cell.pages_total[smallest]
         if memory_kb > room * smallest:
-            return _Shortfall(f"{guest_cell.memory_mb} MiB of {smallest} KiB pages", f"has {room * smallest // _KIB_PER_MIB} MiB")
+            return _Shortfall(f"{guest_cell.memory_mb} MiB of {smallest} KiB pages",
+                              f"has {room * smallest // _KIB_PER_MIB} MiB")
         return None
     if asked == "small":
         candidates = sizes[-1:]
@@ -549,7 +551,8 @@ def _page_size_for(host_cell: NUMACellState, guest_cell: GuestCell, asked: Any, 
     size_kb = candidates[0]
     if memory_kb % size_kb:
         return _Shortfall(f"{guest_cell.memory_mb} MiB in whole {size_kb} KiB pages", "cannot divide it so")
-    return _Shortfall(f"{memory_kb // size_kb} free {size_kb} KiB pages", f"has {max(host_cell.free_pages(size_kb), 0)}")
+    return _Shortfall(f"{memory_kb // size_kb} free {size_kb} KiB pages",
+                      f"has {max(host_cell.free_pages(size_kb), 0)}")
 
 
 def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optional[str],
@@ -590,7 +593,7 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
         if chosen is not None:
             return chosen
     return _Shortfall(f"{len(vcpus)} free dedicated CPUs on sibling threads (hw:cpu_thread_policy=require)",
-                      f"has {max((len(core) for core in free_cores), default=0)} free threads on its emptiest core")
+                      f"has at most {max((len(core) for core in free_cores), default=0)} free threads on a core")
 
 
 def _pinning_and_emulator(vcpus: Tuple[int, ...], usable: List[List[int]], free: set,
@@ -646,7 +649,8 @@ def _reason(cells: List[NUMACellState], request: NUMARequest, fits: Dict[Tuple[i
     if devices_reason is not None:
         return devices_reason
     fitting = "; ".join(
-        f"guest cell {guest_cell.id} fits host cell "
-        f"{', '.join(str(c.id) for c in cells if not isinstance(fits.get((c.id, guest_cell.id)), _Shortfall)) or 'none'}"
+        f"guest cell {guest_cell.id} fits host cell " + (", ".join(
+            str(host_cell.id) for host_cell in cells
+            if not isinstance(fits.get((host_cell.id, guest_cell.id)), _Shortfall)) or "none")
         for guest_cell in request.cells)
     return f"the guest's {len(request.cells)} NUMA cells fit no {len(request.cells)} distinct host cells: {fitting}"

@@ -195,3 +195,18 @@ def test_hw_scoped_extra_specs_do_not_touch_the_extra_spec_filters():
     for name in ("ComputeCapabilitiesFilter", "AggregateInstanceExtraSpecsFilter"):
         assert FILTERS[name]().is_noop(spec) or verdict(name, host, spec) is None
         assert verdict(name, host, spec) is None
+
+
+@pytest.mark.parametrize("engine", ["plain", "vectorized"])
+def test_both_engines_run_the_filter_host_by_host(engine):
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+
+    busy = [pinned(0, {0: 0, 1: 1}), pinned(1, {0: 4})]
+    hosts = [make_host(f"hv{n}", numa_topology=topology(), assignments=busy if n < 3 else []) for n in range(5)]
+    spec = make_spec(make_flavor(vcpus=4, memory_mb=1024, extra_specs={"hw:cpu_policy": "dedicated"}),
+                     enabled_filters=["ComputeFilter", "RamFilter", "NUMATopologyFilter"], engine=engine)
+    assert [placement.host for placement in schedule(hosts, spec).placements] == ["hv3"]
+    decision = schedule(hosts[:3], dataclasses.replace(spec, explain="full"))
+    assert decision.summary == ("0/3 hosts are available for instance 1 of 1: "
+                                "3 without NUMA cells that fit (CPUs, pages or memory)")
+    assert decision.rejections[0].detail == "no NUMA cell with 4 free dedicated CPUs: cell 0 has 2, cell 1 has 3"
