@@ -11,10 +11,9 @@ Python 3.9: modules ship module_utils to hypervisors.
 """
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import page_size_kb
@@ -29,6 +28,10 @@ EMULATOR_THREADS_POLICIES = ("share", "isolate")
 PAGE_SIZE_WORDS = ("small", "large", "any")
 # Nova's ImageMetaProps.NUMA_NODES_MAX: more guest cells than that is a typing mistake.
 NUMA_NODES_MAX = 128
+# Steps of the search for host cells to put guest cells on, per fit: far more than any real
+# host needs (8 cells, 8 guest cells: 40,320 permutations, far fewer steps), and a bound on a
+# host whose facts claim hundreds of cells.
+PERMUTATIONS_TRIED_MAX = 100000
 _KIB_PER_MIB = 1024
 _CELL_KEY = re.compile(r"^(hw[:_]numa_(?:cpus|mem))\.(\d+)$")
 
@@ -371,11 +374,28 @@ def numa_cells(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, A
     serves both (Nova's legacy mode); with only cpu_dedicated_set, no CPU is shared; with only
     cpu_shared_set, none is dedicated.
     """
+    try:
+        cells = _read_cells(topology)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SchedulerInputError("numa_topology", f"numa_topology does not read as NUMA cells: {exc!r}") from None
+    by_id = {cell.id: cell for cell in cells}
+    if len(by_id) != len(cells):
+        raise SchedulerInputError("numa_topology", "numa_topology names a cell id twice")
+    for index, assignment in enumerate(assignments):
+        try:
+            _count_assignment(by_id, assignment or {})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SchedulerInputError(f"assignments[{index}]", f"assignments[{index}] does not read as an "
+                                                               f"assignment: {exc!r}") from None
+    return cells
+
+
+def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
     shared_set, dedicated_set = topology.get("cpu_shared_set"), topology.get("cpu_dedicated_set")
     reserved = topology.get("reserved_pages") or {}
     cells = []
     for cell in topology.get("cells") or []:
-        cpus = list(cell.get("cpus") or [])
+        cpus = [int(cpu) for cpu in cell.get("cpus") or []]
         if shared_set is None and dedicated_set is None:
             shared, dedicated = cpus, cpus
         else:
@@ -390,27 +410,32 @@ def numa_cells(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, A
         cells.append(NUMACellState(
             id=int(cell["id"]), memory_mb=int(cell.get("memory_mb") or 0), shared_cpus=shared,
             dedicated_cpus=dedicated, siblings=[list(item) for item in siblings],
-            pages_total={int(page["size_kb"]): int(page.get("total") or 0) for page in cell.get("pages") or []},
+            # A size of 0 would divide by zero below; libvirt never reports one.
+            pages_total={int(page["size_kb"]): int(page.get("total") or 0) for page in cell.get("pages") or []
+                         if int(page["size_kb"]) > 0},
             pages_reserved={int(size): int(count) for size, count in cell_reserved.items()}))
-    by_id = {cell.id: cell for cell in cells}
-    for assignment in assignments:
-        numa = (assignment or {}).get("numa") or {}
-        for guest_cell in numa.get("cells") or []:
-            cell = by_id.get(guest_cell.get("host_cell"))
-            if cell is None:
-                continue  # a cell this host no longer reports: nothing left to count it against
-            cell.used_cpus.update(int(cpu) for cpu in (guest_cell.get("pinning") or {}).values())
-            memory_mb = int(guest_cell.get("memory_mb") or 0)
-            cell.memory_used_mb += memory_mb
-            cell.shared_vcpus_used += len(guest_cell.get("vcpus") or []) - len(guest_cell.get("pinning") or {})
-            size_kb = guest_cell.get("page_size_kb") or cell.smallest_page_kb
-            if size_kb:
-                cell.pages_used[size_kb] = cell.pages_used.get(size_kb, 0) + memory_mb * _KIB_PER_MIB // size_kb
-        if numa.get("emulator_isolated"):
-            emulator_cpus = set(numa.get("emulator_cpus") or [])
-            for cell in cells:
-                cell.used_cpus.update(emulator_cpus & set(cell.dedicated_cpus))
     return cells
+
+
+def _count_assignment(by_id: Dict[int, NUMACellState], assignment: Mapping[str, Any]) -> None:
+    """Take one instance's assignment off its host cells."""
+    numa = assignment.get("numa") or {}
+    for guest_cell in numa.get("cells") or []:
+        cell = by_id.get(guest_cell.get("host_cell"))
+        if cell is None:
+            continue  # a cell this host no longer reports: nothing left to count it against
+        pinning = guest_cell.get("pinning") or {}
+        cell.used_cpus.update(int(cpu) for cpu in pinning.values())
+        memory_mb = int(guest_cell.get("memory_mb") or 0)
+        cell.memory_used_mb += memory_mb
+        cell.shared_vcpus_used += len(guest_cell.get("vcpus") or []) - len(pinning)
+        size_kb = int(guest_cell.get("page_size_kb") or cell.smallest_page_kb or 0)
+        if size_kb > 0:
+            cell.pages_used[size_kb] = cell.pages_used.get(size_kb, 0) + memory_mb * _KIB_PER_MIB // size_kb
+    if numa.get("emulator_isolated"):
+        emulator_cpus = {int(cpu) for cpu in numa.get("emulator_cpus") or []}
+        for cell in by_id.values():
+            cell.used_cpus.update(emulator_cpus & set(cell.dedicated_cpus))
 
 
 # ---- fitting -------------------------------------------------------------------------------
@@ -438,7 +463,10 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
     passes Nova's limits, cap shared vCPUs and memory per cell; without them only the cell's
     own size does (no instance overcommits a cell against itself).
     """
-    cells = numa_cells(topology, assignments)
+    try:
+        cells = numa_cells(topology, assignments)
+    except SchedulerInputError as exc:
+        return None, str(exc)  # the ledger's data, not the request: this host only is out
     if not cells:
         return None, "the host reports no NUMA cells"
     wanted = len(request.cells)
@@ -455,19 +483,46 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
         return fits[key]
 
     devices_reason = None
-    for permutation in itertools.permutations(ordered, wanted):
-        placed = [cell_fit(host_cell, guest_cell) for host_cell, guest_cell in zip(permutation, request.cells)]
-        if any(isinstance(item, _Shortfall) for item in placed):
-            continue
+    budget = [PERMUTATIONS_TRIED_MAX]
+    for permutation in _fitting_permutations(ordered, request.cells, cell_fit, budget):
         extra: Dict[str, Any] = {}
         if devices is not None:
             found, devices_reason = devices(tuple(host_cell.id for host_cell in permutation))
             if found is None:
                 continue
             extra = dict(found)
+        placed = [cell_fit(host_cell, guest_cell) for host_cell, guest_cell in zip(permutation, request.cells)]
         numa = _assignment(request, [host_cell.id for host_cell in permutation], placed, topology)
         return {"numa": numa, **extra}, None
-    return None, _reason(cells, request, fits, devices_reason)
+    for host_cell in cells:  # every pair, for the reason
+        for guest_cell in request.cells:
+            cell_fit(host_cell, guest_cell)
+    return None, _reason(cells, request, fits, devices_reason, budget[0] <= 0)
+
+
+def _fitting_permutations(ordered: List[NUMACellState], guest_cells: Sequence[GuestCell],
+                          cell_fit: Callable[[NUMACellState, GuestCell], Any],
+                          budget: List[int]) -> Iterator[Tuple[NUMACellState, ...]]:
+    """The permutations of ``ordered`` that itertools.permutations would give, in its order,
+    whose every pair fits: a depth-first search that stops at the first pair that does not, as
+    Nova's loop skips a permutation at its first cell that does not fit, without walking the
+    others that share that start. ``budget`` bounds the steps: a host's cell count comes from
+    the ledger, which is not trusted."""
+
+    def extend(prefix: Tuple[NUMACellState, ...]) -> Iterator[Tuple[NUMACellState, ...]]:
+        if len(prefix) == len(guest_cells):
+            yield prefix
+            return
+        guest_cell = guest_cells[len(prefix)]
+        for host_cell in ordered:
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
+            if any(host_cell is chosen for chosen in prefix) or isinstance(cell_fit(host_cell, guest_cell), _Shortfall):
+                continue
+            yield from extend(prefix + (host_cell,))
+
+    return extend(())
 
 
 def _spread_order(cells: List[NUMACellState], request: NUMARequest) -> List[NUMACellState]:
@@ -633,9 +688,9 @@ def _assignment(request: NUMARequest, host_cell_ids: List[int], placed: List[Dic
 
 
 def _reason(cells: List[NUMACellState], request: NUMARequest, fits: Dict[Tuple[int, int], Any],
-            devices_reason: Optional[str]) -> str:
-    """Why no permutation fit, cell by cell: the guest cell that fits no host cell, else that the
-    guest cells cannot share out distinct host cells, else what the devices said."""
+            devices_reason: Optional[str], gave_up: bool) -> str:
+    """Why no permutation fit: the guest cell that fits no host cell, else what the devices said,
+    else that the search gave up, else that the guest cells cannot share out distinct host cells."""
     for guest_cell in request.cells:
         shortfalls = [(host_cell.id, fits.get((host_cell.id, guest_cell.id))) for host_cell in cells]
         if all(isinstance(item, _Shortfall) for _cell_id, item in shortfalls):
@@ -648,6 +703,9 @@ def _reason(cells: List[NUMACellState], request: NUMARequest, fits: Dict[Tuple[i
             return f"{prefix}no NUMA cell fits: {haves}"
     if devices_reason is not None:
         return devices_reason
+    if gave_up:
+        return (f"gave up after {PERMUTATIONS_TRIED_MAX} steps of putting {len(request.cells)} guest cells onto "
+                f"{len(cells)} host cells")
     fitting = "; ".join(
         f"guest cell {guest_cell.id} fits host cell " + (", ".join(
             str(host_cell.id) for host_cell in cells

@@ -290,3 +290,35 @@ def test_the_usage_counts_every_assignment_once():
     assert cell.memory_used_mb == 1280
     assert cell.pages_used == {HUGE_2M: 512, SMALL: 65536}
     assert cell.to_dict()["free_pages"] == {SMALL: 1048576 - 65536, HUGE_2M: 512}
+
+
+def test_facts_or_assignments_that_do_not_read_put_only_this_host_out():
+    assert fit({"cells": [{"id": "x"}]}, [], request()) == (
+        None, "numa_topology does not read as NUMA cells: ValueError(\"invalid literal for int() with base 10: 'x'\")")
+    assert fit({"cells": [{"id": 0}, {"id": 0}]}, [], request())[1] == "numa_topology names a cell id twice"
+    assignment, reason = fit(topology(), [{}, {"numa": {"cells": [{"host_cell": 0, "pinning": {"0": "four"}}]}}],
+                             request())
+    assert assignment is None and reason.startswith("assignments[1] does not read as an assignment")
+
+
+def test_the_search_over_host_cells_is_bounded(monkeypatch):
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler import numa
+
+    monkeypatch.setattr(numa, "PERMUTATIONS_TRIED_MAX", 500)
+    calls = []
+
+    def no_devices(host_cells):
+        calls.append(host_cells)
+        return None, "no device"
+
+    guest = request(vcpus=6, cells=[((n,), 256) for n in range(6)])
+    assignment, reason = fit(topology(cells=12, cpus=2), [], guest, devices=no_devices)
+    assert assignment is None and reason == "no device"
+    assert calls[:2] == [(0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 4, 6)] and len(calls) < 500
+    # Guest cells that each fit somewhere but never all together, on a host of many cells.
+    many = topology(cells=12, cpus=1)
+    guest = request(vcpus=7, cells=[((n,), 256) for n in range(7)])
+    busy = [pinned(cell, {0: cell}) for cell in range(6, 12)]
+    assignment, reason = fit(many, busy, guest)
+    assert assignment is None
+    assert reason == "gave up after 500 steps of putting 7 guest cells onto 12 host cells"
