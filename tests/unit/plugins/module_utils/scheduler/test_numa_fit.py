@@ -322,3 +322,41 @@ def test_the_search_over_host_cells_is_bounded(monkeypatch):
     assignment, reason = fit(many, busy, guest)
     assert assignment is None
     assert reason == "gave up after 500 steps of putting 7 guest cells onto 12 host cells"
+
+
+def one_cell(siblings: list[tuple[int, ...]], pinned_cpus: set[int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One cell with these thread sibling sets, and one other instance pinned to ``pinned_cpus``."""
+    cpus = sorted(cpu for core in siblings for cpu in core)
+    cell = {"id": 0, "memory_mb": 8192, "cpus": cpus, "pages": [{"size_kb": SMALL, "total": 2097152, "free": None}],
+            "cpu_topology": [{"id": cpu, "socket_id": 0, "die_id": 0, "core_id": index, "siblings": list(core)}
+                             for index, core in enumerate(siblings) for cpu in core]}
+    busy = [pinned(0, dict(enumerate(sorted(pinned_cpus))))] if pinned_cpus else []
+    return {"cells": [cell], "cpu_dedicated_set": None, "cpu_shared_set": None}, busy
+
+
+SPREAD = [(0, 4), (1, 5), (2, 6), (3, 7)]
+PAIRS = [(0, 1), (2, 3), (4, 5), (6, 7)]
+
+
+@pytest.mark.parametrize("siblings, pinned_cpus, vcpus, policy, expected", [
+    (SPREAD, {0, 1, 2}, 4, "require", None),
+    ([(0, 1), (2, 3)], set(), 4, "require", [0, 1, 2, 3]),
+    (SPREAD, {0, 1}, 4, "require", [2, 6, 3, 7]),
+    (PAIRS, set(), 5, None, [0, 1, 2, 3, 4]),
+    ([(0, 1, 2, 3), (4, 5, 6, 7)], set(), 6, None, [0, 1, 2, 3, 4, 5]),
+    (PAIRS, {0, 2, 5}, 3, None, [1, 3, 4]),
+    (PAIRS, {0, 1, 2, 5}, 4, None, [3, 4, 6, 7]),
+    (PAIRS, {0, 2, 5, 6}, 4, None, [1, 3, 4, 7]),
+    ([(0,), (1,), (2,), (3,)], {1}, 3, "isolate", [0, 2, 3]),
+], ids=["require-too-few-siblings", "require-fits", "require-fits-with-usage", "odd-fit", "optimize-threads",
+        "odd-fit-with-usage", "mixed-siblings", "orphans-only", "isolate-no-smt-with-usage"])
+def test_novas_packing_cases(siblings, pinned_cpus, vcpus, policy, expected):
+    """Cases of Nova's test_hardware (CPUPinningCellTestCase, test_get_pinning_*), with the CPUs
+    Berth picks where Nova only checks that the cell was pinned."""
+    host, busy = one_cell(siblings, pinned_cpus)
+    assignment, reason = fit(host, busy, request(vcpus=vcpus, thread=policy))
+    if expected is None:
+        assert assignment is None, assignment
+    else:
+        assert reason is None
+        assert list(cell_of(assignment)["pinning"].values()) == expected
