@@ -360,3 +360,24 @@ def test_novas_packing_cases(siblings, pinned_cpus, vcpus, policy, expected):
     else:
         assert reason is None
         assert list(cell_of(assignment)["pinning"].values()) == expected
+
+
+def test_a_fit_on_the_cells_libvirts_test_driver_presents():
+    """libvirt's test driver: two cells of 8 CPUs without SMT, small pages only (4 KiB on cell 0,
+    8 KiB on cell 1) and no huge pages; its topology read as the tracker sync reads it."""
+    from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+
+    with Hypervisor("hv1", "test:///default") as hypervisor:
+        topology_read = {**hypervisor.facts("default-pool")["numa_topology"],
+                         "cpu_dedicated_set": list(range(2, 8)) + list(range(10, 16)), "cpu_shared_set": [0, 1, 8, 9]}
+    guest = request(vcpus=8, memory_mb=2048, cells=[(tuple(range(4)), 1024), (tuple(range(4, 8)), 1024)])
+    assignment, _ = fit(topology_read, [], guest)
+    assert [(cell["host_cell"], list(cell["pinning"].values()), cell["page_size_kb"])
+            for cell in assignment["numa"]["cells"]] == [(0, [2, 3, 4, 5], None), (1, [10, 11, 12, 13], None)]
+    assert fit(topology_read, [assignment], guest)[1] == (
+        "guest cell 0: no NUMA cell with 4 free dedicated CPUs: cell 0 has 2, cell 1 has 2")
+    assert fit(topology_read, [], request(vcpus=2, memory_mb=1024, page=HUGE_2M))[1] == (
+        "no NUMA cell with 512 free 2048 KiB pages: cell 0 has 0, cell 1 has 0")
+    assert fit(topology_read, [], request(vcpus=2, memory_mb=1024, thread="require"))[1] == (
+        "no NUMA cell with SMT siblings (hw:cpu_thread_policy=require): cell 0 has one thread per core, "
+        "cell 1 has one thread per core")
