@@ -556,9 +556,11 @@ def _fit_cell(host_cell: NUMACellState, guest_cell: GuestCell, request: NUMARequ
             host_cell.memory_used_mb + guest_cell.memory_mb > host_cell.memory_mb * ram_ratio):
         return _Shortfall(f"{guest_cell.memory_mb} MiB free",
                           f"has {host_cell.memory_used_mb} of {host_cell.memory_mb} x {ram_ratio:g} MiB used")
-    if guest_cell.dedicated_vcpus:
-        packed = _pack(host_cell, guest_cell.dedicated_vcpus, request.cpu_thread_policy,
-                       1 if first and request.emulator_threads_isolated else 0)
+    emulator_count = 1 if first and request.emulator_threads_isolated else 0
+    # A mixed guest's cell 0 may have no dedicated vCPU and still hold the emulator's CPU (Nova's
+    # packing finds no pinning there and refuses such a guest everywhere).
+    if guest_cell.dedicated_vcpus or emulator_count:
+        packed = _pack(host_cell, guest_cell.dedicated_vcpus, request.cpu_thread_policy, emulator_count)
         if isinstance(packed, _Shortfall):
             return packed
         placement["pinning"], placement["emulator_cpus"] = packed
@@ -600,14 +602,16 @@ def _page_size_for(host_cell: NUMACellState, guest_cell: GuestCell, asked: Any, 
         need = (f"{memory_kb // asked} free {asked} KiB pages" if isinstance(asked, int) and memory_kb % asked == 0
                 else f"{what} pages")
         return _Shortfall(need, f"offers only {offered} KiB pages")
+    short = None
     for size_kb in candidates:
-        if memory_kb % size_kb == 0 and memory_kb // size_kb <= host_cell.free_pages(size_kb):
+        if memory_kb % size_kb:
+            continue
+        if memory_kb // size_kb <= host_cell.free_pages(size_kb):
             return None if size_kb == sizes[-1] else size_kb
-    size_kb = candidates[0]
-    if memory_kb % size_kb:
-        return _Shortfall(f"{guest_cell.memory_mb} MiB in whole {size_kb} KiB pages", "cannot divide it so")
-    return _Shortfall(f"{memory_kb // size_kb} free {size_kb} KiB pages",
-                      f"has {max(host_cell.free_pages(size_kb), 0)}")
+        # The largest size the memory divides into says what was short.
+        short = short or _Shortfall(f"{memory_kb // size_kb} free {size_kb} KiB pages",
+                                    f"has {max(host_cell.free_pages(size_kb), 0)}")
+    return short or _Shortfall(f"{guest_cell.memory_mb} MiB in whole {candidates[0]} KiB pages", "cannot divide it so")
 
 
 def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optional[str],

@@ -381,3 +381,18 @@ def test_a_fit_on_the_cells_libvirts_test_driver_presents():
     assert fit(topology_read, [], request(vcpus=2, memory_mb=1024, thread="require"))[1] == (
         "no NUMA cell with SMT siblings (hw:cpu_thread_policy=require): cell 0 has one thread per core, "
         "cell 1 has one thread per core")
+
+
+def test_large_pages_say_what_was_short_of_the_sizes_the_memory_divides_into():
+    pages = ((SMALL, 1048576), (HUGE_2M, 100), (HUGE_1G, 4))
+    assignment, reason = fit(topology(cells=1, pages=pages), [], request(memory_mb=512, page="large"))
+    assert reason == "no NUMA cell with 256 free 2048 KiB pages: cell 0 has 100"
+
+
+def test_a_mixed_guest_whose_first_cell_is_all_shared_still_gets_its_emulator_cpu():
+    guest = request(vcpus=4, policy="mixed", dedicated_vcpus={2, 3}, emulator="isolate",
+                    cells=[((0, 1), 512), ((2, 3), 512)])
+    assignment, _ = fit(topology(), [], guest)
+    cells = assignment["numa"]["cells"]
+    assert (cells[0]["pinning"], cells[0]["cpuset"], cells[1]["pinning"]) == ({}, [0, 1, 2, 3], {"2": 4, "3": 5})
+    assert (assignment["numa"]["emulator_cpus"], assignment["numa"]["emulator_isolated"]) == ([0], True)
