@@ -392,24 +392,28 @@ def numa_cells(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, A
 
 def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
     shared_set, dedicated_set = topology.get("cpu_shared_set"), topology.get("cpu_dedicated_set")
+    legacy = shared_set is None and dedicated_set is None
+    shared_ids, dedicated_ids = set(shared_set or ()), set(dedicated_set or ())
     reserved = topology.get("reserved_pages") or {}
     cells = []
     for cell in topology.get("cells") or []:
         cpus = [int(cpu) for cpu in cell.get("cpus") or []]
-        if shared_set is None and dedicated_set is None:
+        if legacy:
             shared, dedicated = cpus, cpus
         else:
-            shared = [cpu for cpu in cpus if shared_set and cpu in shared_set]
-            dedicated = [cpu for cpu in cpus if dedicated_set and cpu in dedicated_set]
+            shared = [cpu for cpu in cpus if cpu in shared_ids]
+            dedicated = [cpu for cpu in cpus if cpu in dedicated_ids]
         usable = set(shared) | set(dedicated)
-        siblings = sorted({tuple(sorted(set(item.get("siblings") or [item["id"]]) & usable))
-                           for item in cell.get("cpu_topology") or [] if item.get("id") in usable} - {()})
-        if not siblings:  # a driver that reports no thread siblings: each CPU is its own core
-            siblings = [(cpu,) for cpu in sorted(usable)]
+        cores = set()
+        for item in cell.get("cpu_topology") or ():
+            if item["id"] in usable:
+                cores.add(tuple(sorted(usable.intersection(item.get("siblings") or (item["id"],)))))
+        # A driver that reports no thread siblings: each CPU is its own core.
+        siblings = [list(core) for core in sorted(cores)] if cores else [[cpu] for cpu in sorted(usable)]
         cell_reserved = reserved.get(str(cell["id"])) or reserved.get(cell["id"]) or {}
         cells.append(NUMACellState(
             id=int(cell["id"]), memory_mb=int(cell.get("memory_mb") or 0), shared_cpus=shared,
-            dedicated_cpus=dedicated, siblings=[list(item) for item in siblings],
+            dedicated_cpus=dedicated, siblings=siblings,
             # A size of 0 would divide by zero below; libvirt never reports one.
             pages_total={int(page["size_kb"]): int(page.get("total") or 0) for page in cell.get("pages") or []
                          if int(page["size_kb"]) > 0},

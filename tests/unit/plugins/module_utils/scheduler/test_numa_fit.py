@@ -70,7 +70,7 @@ def test_four_dedicated_vcpus_fit_in_one_cell_with_the_exact_shape():
 
 
 def test_the_emptier_cell_is_taken_first_as_nova_spreads():
-    assignment, _ = fit(topology(), [pinned(0, {0: 0})], request(vcpus=2))
+    assignment = fit(topology(), [pinned(0, {0: 0})], request(vcpus=2))[0]
     assert cell_of(assignment)["host_cell"] == 1
     assert cell_of(assignment)["pinning"] == {"0": 4, "1": 5}
 
@@ -84,9 +84,9 @@ def test_four_dedicated_vcpus_do_not_fit_across_busy_cells():
 
 def test_pinned_cpus_of_other_instances_are_never_given_again():
     busy = [pinned(1, {0: 4, 1: 6})]
-    assignment, _ = fit(topology(), busy, request(vcpus=2))
+    assignment = fit(topology(), busy, request(vcpus=2))[0]
     assert cell_of(assignment)["host_cell"] == 0
-    assignment, _ = fit(topology(cells=1), busy[:0] + [pinned(0, {0: 0, 1: 2})], request(vcpus=2))
+    assignment = fit(topology(cells=1), [pinned(0, {0: 0, 1: 2})], request(vcpus=2))[0]
     assert sorted(cell_of(assignment)["pinning"].values()) == [1, 3]
 
 
@@ -114,14 +114,14 @@ def test_thread_policies_on_hosts_with_and_without_smt_siblings(threads, policy,
 
 def test_siblings_are_packed_onto_the_emptiest_cores_first():
     # Core (0, 1) is half taken: two vCPUs go to the whole core (2, 3), as Nova packs them.
-    assignment, _ = fit(topology(cells=1, threads=2), [pinned(0, {0: 0})], request(vcpus=2))
+    assignment = fit(topology(cells=1, threads=2), [pinned(0, {0: 0})], request(vcpus=2))[0]
     assert cell_of(assignment)["pinning"] == {"0": 2, "1": 3}
     # require with only single free threads left on each core is refused.
     busy = [pinned(0, {0: 0, 1: 2})]
     assignment, reason = fit(topology(cells=1, threads=2), busy, request(vcpus=2, thread="require"))
     assert assignment is None and "hw:cpu_thread_policy=require" in reason
     # prefer falls back to whatever threads are free.
-    assignment, _ = fit(topology(cells=1, threads=2), busy, request(vcpus=2, thread="prefer"))
+    assignment = fit(topology(cells=1, threads=2), busy, request(vcpus=2, thread="prefer"))[0]
     assert cell_of(assignment)["pinning"] == {"0": 1, "1": 3}
 
 
@@ -177,7 +177,7 @@ def test_emulator_threads_isolate_takes_one_more_dedicated_cpu():
     assert assignment is None
     assert reason == ("no NUMA cell with 5 free dedicated CPUs (one for the emulator threads): "
                       "cell 0 has 4, cell 1 has 4")
-    assignment, _ = fit(topology(cpus=8), [], request(vcpus=4, emulator="isolate"))
+    assignment = fit(topology(cpus=8), [], request(vcpus=4, emulator="isolate"))[0]
     numa = assignment["numa"]
     assert cell_of(assignment)["pinning"] == {"0": 0, "1": 1, "2": 2, "3": 3}
     assert (numa["emulator_cpus"], numa["emulator_isolated"]) == ([4], True)
@@ -188,14 +188,14 @@ def test_emulator_threads_isolate_takes_one_more_dedicated_cpu():
 
 def test_emulator_threads_share_run_on_the_shared_set():
     host = topology(dedicated=[1, 2, 3, 5, 6, 7], shared=[0, 4])
-    assignment, _ = fit(host, [], request(vcpus=2, emulator="share"))
+    assignment = fit(host, [], request(vcpus=2, emulator="share"))[0]
     assert cell_of(assignment)["pinning"] == {"0": 1, "1": 2}
     assert assignment["numa"]["emulator_cpus"] == [0, 4]
 
 
 def test_mixed_pins_the_masked_vcpus_and_floats_the_others_over_the_shared_set():
     host = topology(dedicated=[2, 3, 6, 7], shared=[0, 1, 4, 5])
-    assignment, _ = fit(host, [], request(vcpus=4, policy="mixed", dedicated_vcpus={2, 3}))
+    assignment = fit(host, [], request(vcpus=4, policy="mixed", dedicated_vcpus={2, 3}))[0]
     assert cell_of(assignment)["pinning"] == {"2": 2, "3": 3}
     assert cell_of(assignment)["cpuset"] == [0, 1]
     assert assignment["numa"]["cpu_policy"] == "mixed"
@@ -209,7 +209,7 @@ def test_dedicated_cpus_come_only_from_the_dedicated_set():
 
 
 def test_shared_guests_with_huge_pages_float_over_the_cell_and_need_shared_cpus():
-    assignment, _ = fit(topology(), [], request(vcpus=2, policy="shared", page=HUGE_2M))
+    assignment = fit(topology(), [], request(vcpus=2, policy="shared", page=HUGE_2M))[0]
     assert cell_of(assignment)["pinning"] == {} and cell_of(assignment)["cpuset"] == [0, 1, 2, 3]
     assert cell_of(assignment)["page_size_kb"] == HUGE_2M
     # As Nova: with only cpu_dedicated_set, no CPU is shared.
@@ -219,13 +219,13 @@ def test_shared_guests_with_huge_pages_float_over_the_cell_and_need_shared_cpus(
 
 def test_a_two_cell_guest_goes_onto_two_host_cells():
     guest = request(vcpus=6, cells=[((0, 1, 2, 3), 1024), ((4, 5), 512)])
-    assignment, _ = fit(topology(), [], guest)
+    assignment = fit(topology(), [], guest)[0]
     cells = assignment["numa"]["cells"]
     assert [(cell["id"], cell["host_cell"], cell["vcpus"], cell["memory_mb"]) for cell in cells] == [
         (0, 0, [0, 1, 2, 3], 1024), (1, 1, [4, 5], 512)]
     assert cells[1]["pinning"] == {"4": 4, "5": 5}
     # Cell 0 half busy: the 4-vCPU guest cell goes to host cell 1 and the other to cell 0.
-    assignment, _ = fit(topology(), [pinned(0, {0: 0, 1: 1})], guest)
+    assignment = fit(topology(), [pinned(0, {0: 0, 1: 1})], guest)[0]
     assert [cell["host_cell"] for cell in assignment["numa"]["cells"]] == [1, 0]
     # Both busy: the guest cell that fits nowhere is named.
     assignment, reason = fit(topology(), [pinned(0, {0: 0}), pinned(1, {0: 4})], guest)
@@ -371,7 +371,7 @@ def test_a_fit_on_the_cells_libvirts_test_driver_presents():
         topology_read = {**hypervisor.facts("default-pool")["numa_topology"],
                          "cpu_dedicated_set": list(range(2, 8)) + list(range(10, 16)), "cpu_shared_set": [0, 1, 8, 9]}
     guest = request(vcpus=8, memory_mb=2048, cells=[(tuple(range(4)), 1024), (tuple(range(4, 8)), 1024)])
-    assignment, _ = fit(topology_read, [], guest)
+    assignment = fit(topology_read, [], guest)[0]
     assert [(cell["host_cell"], list(cell["pinning"].values()), cell["page_size_kb"])
             for cell in assignment["numa"]["cells"]] == [(0, [2, 3, 4, 5], None), (1, [10, 11, 12, 13], None)]
     assert fit(topology_read, [assignment], guest)[1] == (
@@ -392,7 +392,7 @@ def test_large_pages_say_what_was_short_of_the_sizes_the_memory_divides_into():
 def test_a_mixed_guest_whose_first_cell_is_all_shared_still_gets_its_emulator_cpu():
     guest = request(vcpus=4, policy="mixed", dedicated_vcpus={2, 3}, emulator="isolate",
                     cells=[((0, 1), 512), ((2, 3), 512)])
-    assignment, _ = fit(topology(), [], guest)
+    assignment = fit(topology(), [], guest)[0]
     cells = assignment["numa"]["cells"]
     assert (cells[0]["pinning"], cells[0]["cpuset"], cells[1]["pinning"]) == ({}, [0, 1, 2, 3], {"2": 4, "3": 5})
     assert (assignment["numa"]["emulator_cpus"], assignment["numa"]["emulator_isolated"]) == ([0], True)
