@@ -407,7 +407,8 @@ def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
         cores = set()
         for item in cell.get("cpu_topology") or ():
             if item["id"] in usable:
-                cores.add(tuple(sorted(usable.intersection(item.get("siblings") or (item["id"],)))))
+                # host_capabilities lists siblings sorted; each core is seen once per thread.
+                cores.add(tuple(cpu for cpu in item.get("siblings") or (item["id"],) if cpu in usable))
         # A driver that reports no thread siblings: each CPU is its own core.
         siblings = [list(core) for core in sorted(cores)] if cores else [[cpu] for cpu in sorted(usable)]
         cell_reserved = reserved.get(str(cell["id"])) or reserved.get(cell["id"]) or {}
