@@ -114,9 +114,11 @@ options:
         properties, for C(ImagePropertiesWeigher)), C(host_ip) (the host's IP address, for
         C(SimpleCIDRAffinityFilter)), C(failed_builds) (recent failed builds, for
         C(BuildFailureWeigher)), C(images) and C(refused_images) (C({name - why})),
-        C(networks), C(sync_age_s) (seconds since its last sync).
+        C(networks), C(sync_age_s) (seconds since its last sync), C(numa_topology) (its cells,
+        CPU sets and C(reserved_pages), for C(NUMATopologyFilter)) and C(assignments) (what each
+        instance on the host holds of its cells, CPUs, pages and devices).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
-        numa_topology, pci_devices, pci_devices_skipped) are accepted and not used for placement.
+        pci_devices, pci_devices_skipped) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:
