@@ -49,8 +49,10 @@ description:
     cpu_topology, pages}), C(cpus) the CPU ids, C(cpu_topology) per CPU C({id, socket_id, die_id,
     core_id, siblings}) (siblings, the ids of its thread siblings, itself included), C(pages) per
     page size C({size_kb, total, free}) (total from the capabilities, free from libvirt's free
-    pages count, null where the driver cannot say); and C(cpu_dedicated_set) and C(cpu_shared_set),
-    the host's O(cpu_dedicated_set) and O(cpu_shared_set) as sorted CPU ids, null where unset),
+    pages count, null where the driver cannot say); C(cpu_dedicated_set) and C(cpu_shared_set),
+    the host's O(cpu_dedicated_set) and O(cpu_shared_set) as sorted CPU ids, null where unset;
+    and C(reserved_pages), the host's O(reserved_huge_pages) as C({cell id: {size_kb: count}})
+    with text keys, absent where none),
     C(pci_devices) (from libvirt's node devices: each C({name, address, vendor_id, product_id,
     numa_node, dev_type, mdev_types}), address as C(0000:3b:00.0), ids as four hex digits,
     numa_node null where the host does not say, dev_type C(type-PF) (with C(virtual_functions),
@@ -112,6 +114,8 @@ options:
         (see O(cpu_mode)); set on the host, the three replace the source's.
       - C(cpu_dedicated_set) and C(cpu_shared_set) say which host CPUs instances may use (see
         O(cpu_dedicated_set)); set on the host (either), the two replace the source's.
+      - C(reserved_huge_pages) keeps pages of the host's cells from instances (see
+        O(reserved_huge_pages)); set on the host, it replaces the source's.
       - C(host_ip), an IP address, is the host's address for SimpleCIDRAffinityFilter (Nova's
         C(host_ip)); without it, the URI's host if it is an address, else that name as the
         controller resolves it when gathering, else unknown (a URI without a host).
@@ -135,6 +139,19 @@ options:
         set its own in O(hypervisors). Not set (nor O(cpu_dedicated_set)), every host CPU is
         shared, as in Nova.
     type: str
+  reserved_huge_pages:
+    description:
+      - The pages of each size and NUMA cell that instances may not use, as Nova's
+        C(reserved_huge_pages), as a list of C({node, size, count}) (C(size) in KiB, or with a unit
+        such as V(2MB) or V(1GB)) or of Nova's strings V(node:0,size:2048,count:64); a
+        hypervisor may set its own in O(hypervisors), for example to give each of several
+        hypervisors on one machine its share of that machine's huge pages.
+      - Recorded in C(numa_topology.reserved_pages) of the host state at each gathering; a NUMA
+        fit counts a cell's pages of a size as total - reserved - those of its instances.
+        Refused, naming the setting, where an item does not parse, names a cell the host does
+        not have or a page size that cell does not offer, or reserves more pages than it has.
+    type: list
+    elements: raw
   uri_template:
     description:
       - The URI of hypervisors listed without C(uri); C({name}) stands for the inventory name,
@@ -232,6 +249,8 @@ hypervisors:
     # CPUs 0-1 for the host and floating guests, the rest for pinned guests
     cpu_shared_set: "0-1"
     cpu_dedicated_set: "2-31"
+    # 1 GiB pages of cell 1 kept for the host's own DPDK switch
+    reserved_huge_pages: [{node: 1, size: 1GB, count: 4}]
 uri_template: qemu+ssh://{name}.example.com/system
 # Every other host's guests (Nova's default for kvm and qemu guests)
 cpu_mode: host-model
@@ -270,6 +289,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS
+from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import RESERVED_PAGES_SETTING
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     connection_uri,
     fetch,
@@ -306,7 +326,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _source(self):
         """The checked source: hypervisors, aggregates and each host's connection URI."""
         hypervisors = validate_hypervisors(self.get_option("hypervisors"), self.get_option("uri_template"),
-                                           {key: self.get_option(key) for key in (*CPU_SETTINGS, *CPU_SET_SETTINGS)})
+                                           {key: self.get_option(key)
+                                            for key in (*CPU_SETTINGS, *CPU_SET_SETTINGS, RESERVED_PAGES_SETTING)})
         aggregates = validate_aggregates(self.get_option("aggregates"), hypervisors)
         targets = {
             name: connection_uri(

@@ -25,6 +25,11 @@ from ansible_collections.berth.fleet.plugins.module_utils import limits, proc_st
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS, check_cpu_sets, host_cpu_sets
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS, cpu_settings, merged_settings
+from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import (
+    RESERVED_PAGES_SETTING,
+    host_reserved_pages,
+    parse_reserved_huge_pages,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_COUNT,
     KEEPALIVE_INTERVAL_S,
@@ -58,15 +63,16 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
 
     A hypervisor without ``uri`` takes ``uri_template`` with ``{name}`` replaced by its name, and
     without CPU settings of its own the source's (``fleet_cpu``: cpu_mode, cpu_models,
-    cpu_model_extra_flags; and apart from them cpu_dedicated_set, cpu_shared_set), as a compute
-    without them in its nova.conf has the deployment's.
+    cpu_model_extra_flags; and apart from them cpu_dedicated_set, cpu_shared_set; and
+    reserved_huge_pages), as a compute without them in its nova.conf has the deployment's.
     """
     if not isinstance(hypervisors, Mapping) or not hypervisors:
         raise InputError("hypervisors", "hypervisors must be a non-empty mapping of name to settings")
     fleet_cpu = fleet_cpu or {}
     cpu_settings("", fleet_cpu)
     check_cpu_sets("", fleet_cpu)
-    allowed_keys = ("uri", "host_ip", *HOST_SETTINGS, *CPU_SETTINGS, *CPU_SET_SETTINGS)
+    parse_reserved_huge_pages(RESERVED_PAGES_SETTING, fleet_cpu.get(RESERVED_PAGES_SETTING))
+    allowed_keys = ("uri", "host_ip", *HOST_SETTINGS, *CPU_SETTINGS, *CPU_SET_SETTINGS, RESERVED_PAGES_SETTING)
     checked = {}
     for name, settings in hypervisors.items():
         field = f"hypervisors.{name}"
@@ -99,6 +105,12 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
         # neither of the source's.
         sets_from = own if any(own.get(key) is not None for key in CPU_SET_SETTINGS) else fleet_cpu
         settings.update({key: sets_from[key] for key in CPU_SET_SETTINGS if sets_from.get(key) is not None})
+        # As written (checked here, parsed where the host's cells are known): the host's own
+        # replaces the source's.
+        pages = own.get(RESERVED_PAGES_SETTING)
+        parse_reserved_huge_pages(f"{field}.{RESERVED_PAGES_SETTING}", pages)
+        if pages is None and fleet_cpu.get(RESERVED_PAGES_SETTING) is not None:
+            settings[RESERVED_PAGES_SETTING] = fleet_cpu[RESERVED_PAGES_SETTING]
         checked[str(name)] = settings
     return checked
 
@@ -460,11 +472,17 @@ _NONE_SKIPPED = {"beyond_limit": 0, "unreadable": 0}
 def _numa_topology(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any]) -> Dict[str, Any]:
     """The cells libvirt reported, with the host's cpu_dedicated_set and cpu_shared_set (sorted
     ids, None where unset: Nova then lets instances use every CPU as shared), checked against its
-    CPUs: those of its cells, else 0 to vcpus_total - 1 where the driver reports no cells."""
+    CPUs: those of its cells, else 0 to vcpus_total - 1 where the driver reports no cells; and
+    its reserved_huge_pages as reserved_pages ({cell id: {size_kb: count}}, text keys; absent
+    where none, as older facts have it), checked against its cells' pages."""
     cells = facts["numa_topology"].get("cells") or []
     host_cpus = [cpu for cell in cells for cpu in cell["cpus"]] if cells else range(facts["vcpus_total"])
     sets = host_cpu_sets(f"hypervisors.{name}", settings, host_cpus, name)
-    return {**facts["numa_topology"], **sets}
+    # Checked again here, not only in the source: the settings reach a sync through hostvars.
+    field = f"hypervisors.{name}.{RESERVED_PAGES_SETTING}"
+    entries = parse_reserved_huge_pages(field, settings.get(RESERVED_PAGES_SETTING))
+    reserved = host_reserved_pages(field, entries, cells, name)
+    return {**facts["numa_topology"], **sets, **({"reserved_pages": reserved} if reserved else {})}
 
 
 def down_state(name: str, settings: Mapping[str, Any], reason: str,

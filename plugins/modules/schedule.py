@@ -114,12 +114,13 @@ options:
         properties, for C(ImagePropertiesWeigher)), C(host_ip) (the host's IP address, for
         C(SimpleCIDRAffinityFilter)), C(failed_builds) (recent failed builds, for
         C(BuildFailureWeigher)), C(images) and C(refused_images) (C({name - why})),
-        C(networks), C(sync_age_s) (seconds since its last sync),
-        C(pci_devices) (the host's PCI devices as the tracker sync records them) and
-        C(assignments) (what each instance there holds - docs C(numa.rst)), for
-        C(PciPassthroughFilter) and C(PCIWeigher).
+        C(networks), C(sync_age_s) (seconds since its last sync), C(numa_topology) (its cells,
+        CPU sets and C(reserved_pages), for C(NUMATopologyFilter)), C(pci_devices) (the host's PCI
+        devices as the tracker sync records them, for C(PciPassthroughFilter) and C(PCIWeigher))
+        and C(assignments) (what each instance on the host holds of its cells, CPUs, pages and
+        devices - docs C(numa.rst)).
       - Other fields of C(berth_host_state) (domains, orphans, pools, hv_memory_*,
-        numa_topology, pci_devices_skipped) are accepted and not used for placement.
+        pci_devices_skipped) are accepted and not used for placement.
     type: list
     elements: dict
   hypervisor_group:
@@ -193,8 +194,16 @@ options:
         on one device; turned down as C(missing) when the host lacks them even with none held,
         as C(in use) otherwise, naming the short pool. NUMA affinity is the NUMA fitting's to
         check. Not in the default list, as in Nova - enable it for flavors that ask for devices.
-      - Not provided - Nova's C(NUMATopologyFilter) - the domains Berth defines get no NUMA
-        placement, so there is nothing for it to check.
+      - C(NUMATopologyFilter) - the flavor's C(hw:) extra specs and the image's C(hw_)
+        properties (C(hw:cpu_policy), C(hw:cpu_thread_policy), C(hw:mem_page_size),
+        C(hw:numa_nodes), C(hw:numa_cpus.N), C(hw:numa_mem.N), C(hw:cpu_dedicated_mask),
+        C(hw:emulator_threads_policy), with Nova's meanings and conflict rules; a bad or
+        contradictory combination is refused before anything is decided, naming the spec) must
+        fit onto the host's C(numa_topology) cells beside what its C(assignments) hold -
+        dedicated CPUs from C(cpu_dedicated_set), shared ones over C(cpu_shared_set), pages of
+        the asked size (total - reserved - used), per cell; the rejection says which cell was
+        short. Not a default, as in Nova - enable it where flavors ask for NUMA placement. A
+        request that asks nothing of the kind passes every host.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
         CIDR) check the first instance only; so do Berth's image and network filters.

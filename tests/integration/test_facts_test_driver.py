@@ -269,6 +269,7 @@ def numa_source(directory: Path, dedicated: str) -> Path:
         # test:///default: two cells of 8 CPUs, 4 KiB pages in cell 0, 8 KiB in cell 1, none free
         # as far as the driver says.
         "  numa:", "    uri: test:///default", f'    cpu_dedicated_set: "{dedicated}"',
+        "    reserved_huge_pages: ['node:1,size:8,count:16']",
         "  devices:", f"    uri: test://{directory / 'devices.xml'}",
     ]) + "\n")
     return source
@@ -290,6 +291,7 @@ def test_numa_cells_cpu_sets_and_pci_devices_from_libvirt(tmp_path):
     # A host that sets only its dedicated set takes neither of the source's.
     assert topology["cpu_dedicated_set"] == [2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15]
     assert topology["cpu_shared_set"] is None
+    assert topology["reserved_pages"] == {"1": {"8": 16}}
     assert numa["pci_devices"] == []
 
     devices = plain(hostvars["devices"]["berth_host_state"])

@@ -38,6 +38,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_NOT_NEAR,
     REASON_PCI_IN_USE,
     REASON_PCI_MISSING,
+    REASON_NUMA,
     REASON_QUERY,
     REASON_RETRIED,
     REASON_SAME_HOST,
@@ -84,6 +85,7 @@ _PLAIN_PHRASES = {
     REASON_NOT_NEAR: "not in {near}",
     REASON_PCI_IN_USE: "with the requested devices in use ({devices})",
     REASON_PCI_MISSING: "without the requested devices ({devices})",
+    REASON_NUMA: "without NUMA cells that fit (CPUs, pages or memory)",
 }
 
 _INSUFFICIENT_PHRASES = {

@@ -34,6 +34,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.metrics import MetricsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import SimpleCIDRAffinityFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.pci_passthrough import PciPassthroughFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.numa_topology import NUMATopologyFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.disk import DiskWeigher
@@ -83,6 +84,7 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "MetricsFilter": MetricsFilter,
     "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
     "PciPassthroughFilter": PciPassthroughFilter,
+    "NUMATopologyFilter": NUMATopologyFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {

@@ -29,6 +29,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
     check_aliases,
     pci_request,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import NUMARequest, numa_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
     server_group_from_dict,
@@ -56,7 +57,7 @@ FILTER_NAMES = (
     "IoOpsFilter", "AggregateIoOpsFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
     "RetryFilter", "AllHostsFilter", "PoolImageFilter", "NetworkFilter",
     "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation", "MetricsFilter",
-    "SimpleCIDRAffinityFilter", "PciPassthroughFilter",
+    "SimpleCIDRAffinityFilter", "NUMATopologyFilter", "PciPassthroughFilter",
 )
 WEIGHER_MULTIPLIER_OPTIONS = {
     "RAMWeigher": "ram_weight_multiplier",
@@ -151,6 +152,10 @@ class RequestSpec:
     enabled_mdev_types: list[str] = field(default_factory=list)
     # The devices the flavor and image ask for with those (None: none), computed from them.
     pci: PCIRequest | None = field(init=False)
+    # What the flavor's hw:* extra specs and the image's hw_* properties ask of NUMA cells, CPUs
+    # and pages (numa.py), None when nothing; derived, never given, and checked here so that a bad
+    # combination is refused before anything is claimed.
+    numa: NUMARequest | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.flavor, Flavor):
@@ -187,6 +192,7 @@ class RequestSpec:
                 "image_properties",
                 f"image_properties must be a mapping, got {self.image_properties!r}")
         self.image_properties = canonical_image_properties(dict(self.image_properties))
+        self.numa = numa_request(self.flavor, self.image_properties)
         requirement = self.image_properties.get(VERSION_KEY)
         if requirement:
             try:
@@ -265,7 +271,7 @@ class RequestSpec:
         """Build from plain data (module arguments); `flavor` may be a mapping."""
         if not isinstance(data, Mapping):
             raise SchedulerInputError("request", f"a request must be a mapping, got {data!r}")
-        # Not the computed fields (pci): a request's to_dict carries them, its options remake them.
+        # Not the computed fields (numa, pci): a request's to_dict carries them, its options remake them.
         allowed = [f.name for f in dataclasses.fields(cls) if f.init]
         data = {key: value for key, value in data.items()
                 if key in allowed or key not in _COMPUTED_FIELDS}
@@ -283,7 +289,7 @@ class RequestSpec:
         return cls(**{key: value for key, value in values.items() if value is not None})
 
 
-_COMPUTED_FIELDS = ("pci",)
+_COMPUTED_FIELDS = ("pci", "numa")
 
 
 def _check_ratio_setting(field_name: str, value: Any) -> list[tuple[str, float]]:

@@ -44,6 +44,9 @@ REASON_NOT_NEAR = "not_near"
 # few such devices even with none held (never): PciPassthroughFilter, detail says which pool.
 REASON_PCI_IN_USE = "pci_devices_in_use"
 REASON_PCI_MISSING = "pci_devices_missing"
+# No NUMA cell (or set of cells) has the CPUs, pages or memory the instance asks: the detail
+# says which cell was short of what.
+REASON_NUMA = "numa"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
 # is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's
@@ -55,6 +58,9 @@ NOT_NOW_REASONS = frozenset({
     REASON_TOO_MANY_INSTANCES, REASON_TOO_MANY_IO_OPS, REASON_ANTI_AFFINITY, REASON_HOST_DOWN,
     # Like a host down, a metric missing is a gap in the facts the next sync may fill.
     REASON_HOST_STALE, REASON_METRICS_MISSING, REASON_PCI_IN_USE,
+    # Mostly CPUs or pages other instances hold; a page size the host never offers says so in
+    # its detail.
+    REASON_NUMA,
 })
 # The reasons that come from what the instance asked for (its zone, group, hints, flavor's extra
 # specs, image, project, networks), not from the host's room or state: what a move's

@@ -144,7 +144,7 @@ def test_documentation_names_every_filter_and_weigher_with_its_options():
 
 # Nova's filters and weighers (nova/scheduler/filters, weights) that Berth leaves out; the
 # documentation says why each does not fit libvirt domains as Berth defines them.
-NOT_PROVIDED = {"NUMATopologyFilter", "CrossCellWeigher"}
+NOT_PROVIDED = {"CrossCellWeigher"}
 
 
 def test_documented_filters_and_weighers_are_the_registry_and_the_ones_left_out():

@@ -35,7 +35,7 @@ def make_plugin(**options):
                        "ssh_keyfile": None, "uri_policy": None, "strict": False, "compose": {}, "groups": {},
                        "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cpu_mode": None,
                        "cpu_models": None, "cpu_model_extra_flags": None, "cpu_dedicated_set": None,
-                       "cpu_shared_set": None, **options}
+                       "cpu_shared_set": None, "reserved_huge_pages": None, **options}
     plugin.inventory = InventoryData()
     plugin.templar = Templar(loader=DataLoader())
     return plugin
@@ -67,3 +67,17 @@ def test_the_sources_policy_becomes_the_runs_berth_uri_policy_with_its_ssh_setti
     again = UriPolicy.from_settings(handed)
     assert all(again.refusal(uri) is None for uri in targets.values())
     assert again.refusal("qemu+ext:///system?command=/tmp/evil") is not None
+
+
+def test_reserved_huge_pages_reach_each_hosts_settings_the_hosts_own_first():
+    plugin = make_plugin(hypervisors={"hv1": {"uri": "test:///default"},
+                                      "hv2": {"uri": "test:///default", "reserved_huge_pages": ["node:1,size:2MB,count:4"]}},
+                         reserved_huge_pages=[{"node": 0, "size": 2048, "count": 64}])
+    hypervisors, aggregates, targets = plugin._source()
+    plugin._populate(hypervisors, aggregates, targets, None)
+    settings = {name: plugin.inventory.get_host(name).vars["berth_hypervisor"]["settings"] for name in ("hv1", "hv2")}
+    assert settings["hv1"]["reserved_huge_pages"] == [{"node": 0, "size": 2048, "count": 64}]
+    assert settings["hv2"]["reserved_huge_pages"] == ["node:1,size:2MB,count:4"]
+    with pytest.raises(InputError) as caught:
+        make_plugin(hypervisors={"hv1": {"uri": "test:///default"}}, reserved_huge_pages=["node:0"])._source()
+    assert caught.value.field == "reserved_huge_pages[0]"

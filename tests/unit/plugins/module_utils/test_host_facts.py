@@ -15,6 +15,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import (
+    host_reserved_pages,
+    parse_reserved_huge_pages,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import numa_cells
 
 
 def facts(domains=()):
@@ -307,3 +312,40 @@ def test_pci_devices_come_through_and_older_facts_have_none():
     assert state["pci_devices"] == [] and state["pci_devices_skipped"] == {"beyond_limit": 0, "unreadable": 0}
     down = down_state("hv1", {}, "gone")
     assert down["pci_devices"] == [] and down["numa_topology"] == {"cells": []}
+
+
+# ---- reserved_huge_pages: checked against the host's cells, recorded for the NUMA fit ---------
+
+RESERVED_FIELD = "hypervisors.hv1.reserved_huge_pages"
+
+
+def test_reservations_are_checked_against_the_hosts_cells():
+    cells = _two_cells()["numa_topology"]["cells"]  # 64 pages of 2 MiB per cell
+    assert host_reserved_pages(RESERVED_FIELD, parse_reserved_huge_pages(RESERVED_FIELD, ["node:1,size:2MB,count:16"]), cells,
+                               "hv1") == {"1": {"2048": 16}}
+    for value, field, words in ((["node:2,size:2048,count:1"], RESERVED_FIELD + "[0].node", "hv1 has no NUMA cell 2"),
+                                (["node:0,size:1GB,count:1"], RESERVED_FIELD + "[0].size", "has no 1048576 KiB pages"),
+                                (["node:0,size:2048,count:65"], RESERVED_FIELD + "[0].count", "has 64 pages of 2048 KiB")):
+        with pytest.raises(InputError, match=words) as caught:
+            host_reserved_pages(RESERVED_FIELD, parse_reserved_huge_pages(RESERVED_FIELD, value), cells, "hv1")
+        assert caught.value.field == field
+
+
+def test_the_source_hands_reservations_to_the_host_state_and_the_fit_counts_them():
+    hypervisors = validate_hypervisors(
+        {"hv1": {"uri": "test:///default", "reserved_huge_pages": ["node:0,size:2048,count:48"]},
+         "hv2": {"uri": "test:///default"}},
+        fleet_cpu={"reserved_huge_pages": [{"node": 1, "size": "2MB", "count": 8}]})
+    # A host's own replaces the source's, as for the CPU sets.
+    assert hypervisors["hv1"]["reserved_huge_pages"] == ["node:0,size:2048,count:48"]
+    assert hypervisors["hv2"]["reserved_huge_pages"] == [{"node": 1, "size": "2MB", "count": 8}]
+    topology = host_state("hv1", _two_cells(), hypervisors["hv1"])["numa_topology"]
+    assert topology["reserved_pages"] == {"0": {"2048": 48}}
+    assert [cell.free_pages(2048) for cell in numa_cells(topology, [])] == [16, 64]
+    assert "reserved_pages" not in host_state("hv1", _two_cells(), {})["numa_topology"]
+    with pytest.raises(InputError) as caught:
+        validate_hypervisors({"hv1": {"uri": "test:///default", "reserved_huge_pages": "node:0"}})
+    assert caught.value.field == RESERVED_FIELD
+    with pytest.raises(InputError) as caught:
+        host_state("hv1", _two_cells(), {"reserved_huge_pages": ["node:0,size:2048,count:99"]})
+    assert caught.value.field == RESERVED_FIELD + "[0].count"

@@ -369,7 +369,7 @@ def test_request_from_dict_refuses(data, field):
          "AggregateTypeAffinityFilter, AllHostsFilter, AvailabilityZoneFilter, "
          "ComputeCapabilitiesFilter, ComputeFilter, CoreFilter, DifferentHostFilter, DiskFilter, "
          "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, MetricsFilter, "
-         "NetworkFilter, NumInstancesFilter, PciPassthroughFilter, PoolImageFilter, RamFilter, RetryFilter, "
+         "NUMATopologyFilter, NetworkFilter, NumInstancesFilter, PciPassthroughFilter, PoolImageFilter, RamFilter, RetryFilter, "
          "SameHostFilter, ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter, "
          "SimpleCIDRAffinityFilter"),
         ({"enabled_filters": "RamFilter"}, "enabled_filters",

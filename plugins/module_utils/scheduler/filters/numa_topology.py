@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import fit
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_NUMA,
+    Rejection,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
+        HostState,
+    )
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+        RequestSpec,
+    )
+
+
+class NUMATopologyFilter(BaseHostFilter):
+    """Only hosts whose NUMA cells can take the instance's guest cells, with the dedicated CPUs,
+    pages and memory it asks (hw:cpu_policy, hw:mem_page_size, hw:numa_nodes...), beside what
+    the assignments of the instances already there hold: Nova's filter of the same name, by the
+    same fit the claim makes (numa.fit), with the host's allocation ratios as Nova's limits.
+
+    A request that asks nothing NUMA passes every host. The rejection says which cell was short.
+    """
+
+    name = "NUMATopologyFilter"
+    host_fields = frozenset({"numa_topology", "assignments"})
+
+    def is_noop(self, spec: RequestSpec) -> bool:
+        return spec.numa is None
+
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
+        if spec.numa is None:
+            return None
+        assignment, reason = fit(host_state.numa_topology, host_state.assignments, spec.numa,
+                                 cpu_allocation_ratio=host_state.cpu_allocation_ratio,
+                                 ram_allocation_ratio=host_state.ram_allocation_ratio)
+        if assignment is not None:
+            return None
+        return self.reject(host_state, REASON_NUMA, detail=reason)
