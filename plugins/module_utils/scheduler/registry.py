@@ -83,8 +83,8 @@ FILTERS: dict[str, type[BaseHostFilter]] = {
     "AggregateMultiTenancyIsolation": AggregateMultiTenancyIsolation,
     "MetricsFilter": MetricsFilter,
     "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
-    "PciPassthroughFilter": PciPassthroughFilter,
     "NUMATopologyFilter": NUMATopologyFilter,
+    "PciPassthroughFilter": PciPassthroughFilter,
 }
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import fit, of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import fit
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_NUMA,
     Rejection,
@@ -22,13 +22,15 @@ class NUMATopologyFilter(BaseHostFilter):
     """Only hosts whose NUMA cells can take the instance's guest cells, with the dedicated CPUs,
     pages and memory it asks (hw:cpu_policy, hw:mem_page_size, hw:numa_nodes...), beside what
     the assignments of the instances already there hold: Nova's filter of the same name, by the
-    same fit the claim makes (numa.fit), with the host's allocation ratios as Nova's limits.
+    same fit the claim makes (assignment.fit: the host's allocation ratios as Nova's limits, and,
+    where the request asks for PCI devices too, only cells whose devices the NUMA affinity
+    policy lets it have, as Nova's filter passes the PCI requests to the fitting).
 
     A request that asks nothing NUMA passes every host. The rejection says which cell was short.
     """
 
     name = "NUMATopologyFilter"
-    host_fields = frozenset({"numa_topology", "assignments"})
+    host_fields = frozenset({"numa_topology", "pci_devices", "assignments"})
 
     def is_noop(self, spec: RequestSpec) -> bool:
         return spec.numa is None
@@ -36,9 +38,7 @@ class NUMATopologyFilter(BaseHostFilter):
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:
         if spec.numa is None:
             return None
-        assignment, reason = fit(host_state.numa_topology, host_state.assignments, spec.numa,
-                                 cpu_allocation_ratio=host_state.cpu_allocation_ratio,
-                                 ram_allocation_ratio=host_state.ram_allocation_ratio)
+        assignment, reason = fit(host_state, of_spec(spec))
         if assignment is not None:
             return None
         return self.reject(host_state, REASON_NUMA, detail=reason)

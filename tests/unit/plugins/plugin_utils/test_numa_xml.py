@@ -177,16 +177,22 @@ def test_the_context_holds_range_text_and_no_raw_values():
 
 
 class AlternateLedger:
-    """What Build._active asks of the ledger on a retry; the alternate's claim has its own
-    assignment."""
+    """What Build._active asks of the ledger on a retry: the first host's claim holds
+    ``first``, the alternate's claim (fitted with the request it is given) has its own."""
 
-    def __init__(self, alternate_assignment):
+    def __init__(self, first, alternate_assignment):
+        self.first = first
         self.alternate_assignment = alternate_assignment
+        self.exact = None
+
+    def claims(self, uuid):
+        return [{"host": "hv1", "assignment": self.first}]
 
     def build_failed(self, uuid):
         pass
 
-    def claim_alternate(self, uuid, host, hypervisor_uuid, owner, lease_s):
+    def claim_alternate(self, uuid, host, hypervisor_uuid, owner, lease_s, exact=None):
+        self.exact = exact
         return {"uuid": uuid, "host": host, "assignment": self.alternate_assignment}
 
     def mark_active(self, uuid, record):
@@ -208,11 +214,16 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
     args = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default", "max_attempts": 2,
             "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid", "domain_types": []}],
             "domain_type": "qemu", "timeout": 5, "lease_seconds": 60, "ledger": "sqlite://", "state": "active",
-            "assignment": DEDICATED_ONE_CELL}
-    operation = build.Build(args, AlternateLedger(other), str(TEMPLATE), check_mode=False, diff=False)
-    request = {"uuid": UUID, "name": "numa-1", "assignment": DEDICATED_ONE_CELL,
+            # What the task's arguments say is never what the domain gets: the ledger's claim is.
+            "assignment": {"numa": {"cells": []}}}
+    ledger = AlternateLedger(DEDICATED_ONE_CELL, other)
+    operation = build.Build(args, ledger, str(TEMPLATE), check_mode=False, diff=False)
+    flavor = Flavor(name="pinned", vcpus=2, memory_mb=1024, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"})
+    request = {"uuid": UUID, "name": "numa-1", "assignment": None, "flavor": flavor,
                "cpu_topology": {"sockets": 1, "cores": 2, "threads": 1}}
     monkeypatch.setattr(operation, "_request", lambda args: request)
     result = operation._active(dict(args))
     assert result["host"] == "hv2"
     assert rendered == [("hv1", DEDICATED_ONE_CELL), ("hv2", other)]
+    # The alternate's claim was asked to fit the flavor's request there.
+    assert ledger.exact.numa.cpu_policy == "dedicated" and ledger.exact.pci is None

@@ -250,4 +250,8 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         request["pci_alias"] = PCI_ALIASES
         if rng.random() < 0.5:
             flavor["extra_specs"]["pci_passthrough:alias"] = rng.choice(["nic:1", "nic:2"])
+    if rng.random() < 0.1:
+        # NUMA placement (no generated host reports cells, so NUMATopologyFilter turns every
+        # host down), or a policy Nova does not know, refused before anything is decided.
+        flavor["extra_specs"]["hw:cpu_policy"] = rng.choice(["dedicated", "shared", "realtime"])
     return request
