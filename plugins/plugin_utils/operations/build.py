@@ -407,13 +407,15 @@ def _described_cpu(cpu: Mapping[str, Any] | None) -> str:
 
 
 def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: DomainTemplate, pool_path: str,
-                        offered_types: list[str], serial_log_dir: str) -> str:
+                        offered_types: list[str], serial_log_dir: str,
+                        assignment: Mapping[str, Any] | None = None) -> str:
     """The domain XML Berth defines for ``instance`` (a ledger row) with ``flavor`` where its
     volumes are in ``pool_path``: rendered from its build record, each part checked again as a
     launch checks it (a ledger row is not trusted), through ``template``. The serial log
     directory and the template are the caller's (operator's) settings, never the record's.
     InputError where the instance has no build record (adopted, or launched before Berth kept
-    them)."""
+    them). ``assignment``: what the instance's claim on that host holds of its CPUs, cells,
+    pages and devices (None: nothing)."""
     built = (instance.get("request") or {}).get("build")
     if not isinstance(built, Mapping):
         raise InputError("carry_definition", f"{instance['name']} has no build record (adopted, or launched before "
@@ -424,7 +426,7 @@ def recorded_definition(instance: Mapping[str, Any], flavor: Flavor, template: D
     guest = guest_spec(built.get("guest") or {})
     request = {"name": dns_label("name", instance["name"]), "uuid": uuid, "flavor": flavor, "guest": guest,
                "networks": network_specs(built.get("networks")), "metadata": metadata_spec(built.get("metadata")),
-               "boot": boot_spec(built.get("boot"))}
+               "boot": boot_spec(built.get("boot")), "assignment": assignment}
     made = {"disk": {"path": os.path.join(pool_path, root_volume_name(uuid))},
             "seed": {"path": os.path.join(pool_path, seed_volume_name(uuid))} if built.get("seed") is True else None,
             "nvram": ({"path": os.path.join(pool_path, nvram_volume_name(uuid))} if guest["firmware"] == "uefi"

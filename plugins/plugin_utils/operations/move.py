@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _move
@@ -97,12 +98,16 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
     names = list(fleet.hosts.column("host"))
     why_not = None
-    if new_flavor is not None:
+    held = [claim for claim in ledger.claims(instance["uuid"]) if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]]
+    if new_flavor is not None and (of_spec(spec) is not None or any(claim["assignment"] for claim in held)):
+        # Its CPUs, cells, pages or devices are fitted anew on another host (the ledger refuses to
+        # hold both sizes' on one): its own host is not tried.
+        why_not = "it holds or asks for pinned CPUs, NUMA cells, huge pages or devices, which a resize fits anew elsewhere"
+    elif new_flavor is not None:
         if source in names:
             here = fleet.hosts[names.index(source)].copy()
-            for claim in ledger.claims(instance["uuid"]):
-                if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
-                    here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
+            for claim in held:
+                here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
             decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group, devices))
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
@@ -259,6 +264,9 @@ class Move:
         self.step = Progress().of(instance["name"], instance["host"])
         self.xml: str | None = None
         self.definition: str | None = None  # what the destination defines; None: the source's, carried
+        self.template: DomainTemplate | None = None
+        self.source_assignment: dict[str, Any] | None = None
+        self.exact: Any = None
         self.disks: list[str] = []
         self.volumes: list[str] = []
 
@@ -273,15 +281,25 @@ class Move:
         trusted to say what the destination defines."""
         instance, args, pool = self.instance, self.args, self.args["storage_pool"]
         uuid = instance["uuid"]
+        # What its claim holds here of CPUs, cells, pages and devices (Berth's definition of it
+        # here has them), and what the move's claim will fit on the destination.
+        self.source_assignment = next((claim["assignment"] for claim in self.ledger.claims(uuid)
+                                       if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]), None)
+        self.exact = of_spec(move_request(instance, self.new_flavor or instance_flavor(instance),
+                                          args.get("service_down_time", 600), devices=device_options(args)))
+        if args.get("carry_definition") and (self.source_assignment or self.exact):
+            raise InputError("carry_definition", f"{instance['name']} holds or asks for pinned CPUs, NUMA cells, "
+                                                 f"huge pages or devices: they are fitted anew on {self.target['host']}, "
+                                                 f"which the source's definition cannot carry")
         self.xml = xml or src.domain_xml(uuid, inactive=True)
         if self.xml is None:
             raise HypervisorError(src.host, f"domain {uuid} of {instance['name']} is not there, "
                                             f"though the ledger says so")
         if not args.get("carry_definition"):
-            template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
+            template = self.template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
             offered = list(self.target.get("domain_types") or [])
             expected = recorded_definition(instance, instance_flavor(instance), template, src.pool_path(pool), offered,
-                                           args["serial_log_dir"])
+                                           args["serial_log_dir"], self.source_assignment)
             foreign = foreign_parts(self.xml, expected)
             if src.domain_state(uuid) not in OFF_STATES:
                 # What it runs with now, which a live migration carries: a device attached while
@@ -305,10 +323,20 @@ class Move:
         name, uuid = instance["name"], instance["uuid"]
         lease = {"lease_s": self.args["lease_seconds"]} if "lease_seconds" in self.args else {}
         try:
-            claim = self.ledger.claim_move(uuid, target["hypervisor_uuid"], run_owner(), flavor=self.new_flavor, **lease)
+            claim = self.ledger.claim_move(uuid, target["hypervisor_uuid"], run_owner(), flavor=self.new_flavor,
+                                           exact=self.exact, **lease)
         except ClaimConflict as conflict:
             purpose = f"to resize {name}" if self.new_flavor else f"for {name}"
             raise BerthError(f"cannot claim {target['host']} {purpose}: {conflict.reason}") from conflict
+        if self.definition is not None and (claim["assignment"] or self.source_assignment):
+            try:
+                # The destination's own CPUs, cells, pages and devices, as its claim took them.
+                self.definition = recorded_definition(
+                    instance, self.new_flavor or instance_flavor(instance), self.template, dst.pool_path(pool),
+                    list(target.get("domain_types") or []), self.args["serial_log_dir"], claim["assignment"])
+            except Exception:
+                self.ledger.release_claim(claim["id"])
+                raise
         step(f"claimed {target['host']} ({target['why']})" if self.new_flavor is None
              else f"claimed {target['host']} for {self.new_flavor.name}")
         try:
