@@ -1,10 +1,17 @@
-"""The domain XML an assignment renders (issue 24) against real libvirt: a domain with a PCI
-hostdev and an mdev hostdev passes the QEMU driver's checks on define, and a lab guest with a
-pinned vCPU and 2 MiB huge pages starts, boots, and shows exactly its assignment in
-``virsh vcpupin``, ``virsh numatune`` and its live memory backing."""
+"""NUMA placement, dedicated CPUs and huge pages on the real lab fleet (issue 24).
+
+The domain XML an assignment renders against real libvirt: a domain with a PCI hostdev and an
+mdev hostdev passes the QEMU driver's checks on define, and a lab guest with a pinned vCPU and
+2 MiB huge pages starts, boots, and shows exactly its assignment in ``virsh vcpupin``,
+``virsh numatune`` and its live memory backing. Then the whole path: launch.yml with
+hw:cpu_policy=dedicated and hw:mem_page_size=2MB claims a host's dedicated CPU and pages and the
+running guest has exactly what the ledger claimed; a second launch goes to the other host, a
+third fails with the reason, a delete gives them back; and eight launches racing for the two
+hosts' dedicated CPUs never pin one CPU twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,9 +20,11 @@ import xml.etree.ElementTree as ET
 
 import fleet
 import pytest
+from conftest import failed_messages, rows
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
 
 pytestmark = pytest.mark.integration
@@ -120,3 +129,91 @@ def test_the_lab_s_inventory_gives_each_hypervisor_its_share_of_the_pages(numa_l
     machine = {node: int(open(fleet.NODE_HUGE_PAGES.format(node=node)).read()) for node in added}
     assert fleet.reserved_huge_pages(numa_lab.dir, hosts) == [
         f"node:{node},size:2048,count:{machine[node] - added[node] // hosts}" for node in sorted(machine)]
+
+
+# One dedicated vCPU in 2 MiB pages: on a numa_lab hypervisor (cpu_dedicated_set "1", 64 pages of
+# its own) exactly one such guest fits.
+PIN_FLAVOR = {"name": "numa.pin", "vcpus": 1, "memory_mb": 128, "root_gb": 1,
+              "extra_specs": {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}}
+# NUMATopologyFilter is not a default, as in Nova: a NUMA fleet's operator enables it.
+NUMA_FILTERS = [*DEFAULT_FILTERS, "NUMATopologyFilter"]
+
+
+def launch_args(name: str) -> tuple[str, str]:
+    return "-e", json.dumps({"name": name, "flavor": PIN_FLAVOR, "enabled_filters": NUMA_FILTERS})
+
+
+def claimed(lab) -> dict[str, tuple[str, dict]]:
+    """Instance name -> (host, assignment) as the ledger's claims hold them (read with sqlite3)."""
+    url = f"sqlite:///{lab.ledger_path}"
+    names = {row["uuid"]: row["name"] for row in rows(url, "instances")}
+    hosts = {row["uuid"]: row["name"] for row in rows(url, "hypervisors")}
+    return {names[row["instance_uuid"]]: (hosts[row["hypervisor_uuid"]], json.loads(row["assignment"]))
+            for row in rows(url, "claims") if row["assignment"]}
+
+
+def vcpu_pins(lab, host: str, name: str) -> dict[int, set[int]]:
+    return {int(vcpu): cpu_ids(cpus) for vcpu, cpus in
+            re.findall(r"^\s*(\d+)\s+([\d,-]+)\s*$", lab.virsh(host, "vcpupin", name), re.M)}
+
+
+def delete(lab, *names: str) -> None:
+    for name in names:
+        deleted = lab.playbook("delete.yml", "-e", f"name={name}")
+        assert deleted["rc"] == 0, failed_messages(deleted)
+
+
+def test_a_dedicated_launch_in_huge_pages_runs_with_exactly_what_the_ledger_claimed(numa_lab):
+    first = numa_lab.playbook("launch.yml", *launch_args("pin-a"))
+    assert first["rc"] == 0, failed_messages(first)
+    try:
+        [(host, assignment)] = claimed(numa_lab).values()
+        [cell] = assignment["numa"]["cells"]
+        assert cell["pinning"] == {"0": 1} and cell["page_size_kb"] == 2048 and cell["memory_mb"] == 128
+        # The running domain has exactly that: vCPU 0 on host CPU 1, memory strictly on the cell,
+        # backed by 2 MiB pages.
+        assert vcpu_pins(numa_lab, host, "pin-a-1") == {0: {1}}
+        numatune = dict(re.findall(r"^(\w+)\s*:\s*(\S+)", numa_lab.virsh(host, "numatune", "pin-a-1"), re.M))
+        assert (numatune["numa_mode"], cpu_ids(numatune["numa_nodeset"])) == ("strict", {cell["host_cell"]})
+        live = ET.fromstring(numa_lab.virsh(host, "dumpxml", "pin-a-1"))
+        assert [page.get("size") for page in live.findall("memoryBacking/hugepages/page")] == ["2048"]
+
+        # The same again: that host's one dedicated CPU and its pages are taken, so it goes to the other.
+        second = numa_lab.playbook("launch.yml", *launch_args("pin-b"))
+        assert second["rc"] == 0, failed_messages(second)
+        placed = claimed(numa_lab)
+        other = placed["pin-b-1"][0]
+        assert other != host and vcpu_pins(numa_lab, other, "pin-b-1") == {0: {1}}
+        # A third finds no host, and says why.
+        third = numa_lab.playbook("launch.yml", *launch_args("pin-c"))
+        assert third["rc"] != 0
+        message = " ".join(failed_messages(third))
+        assert "NUMA" in message and "dedicated CPU" in message, message
+        # Deleting the first gives its CPU and pages back: the third launch now lands where it ran.
+        delete(numa_lab, "pin-a")
+        again = numa_lab.playbook("launch.yml", *launch_args("pin-c"))
+        assert again["rc"] == 0, failed_messages(again)
+        assert claimed(numa_lab)["pin-c-1"][0] == host
+    finally:
+        delete(numa_lab, "pin-a", "pin-b", "pin-c")
+
+
+def test_eight_launches_racing_for_dedicated_cpus_never_pin_one_twice(numa_lab):
+    names = [f"race{number}" for number in range(8)]
+    numa_lab.keep_synced((), None)
+    procs = [numa_lab.start_playbook("launch.yml", *launch_args(name)) for name in names]
+    outputs = [numa_lab.finish(proc) for proc in procs]
+    try:
+        # Two hosts with one dedicated CPU each: exactly two launches win, the others say why.
+        assert sorted(output["rc"] == 0 for output in outputs) == [False] * 6 + [True] * 2, [
+            failed_messages(output) for output in outputs]
+        placed = claimed(numa_lab)
+        pins = [(host, cpu) for host, assignment in placed.values()
+                for cell in assignment["numa"]["cells"] for cpu in cell["pinning"].values()]
+        assert len(pins) == len(set(pins)) == 2
+        # The domains agree with the ledger.
+        for name, (host, assignment) in placed.items():
+            assert vcpu_pins(numa_lab, host, name) == {
+                int(vcpu): {cpu} for cell in assignment["numa"]["cells"] for vcpu, cpu in cell["pinning"].items()}
+    finally:
+        delete(numa_lab, *names)

@@ -143,6 +143,15 @@ class Schedule:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")
                 result.setdefault("conflicts", []).append(str(conflict))
+                unfiltered = unfiltered_exact(spec)
+                if unfiltered:
+                    # Deciding again would pick the same host: nothing filtered on what the claim fits.
+                    result.update(failed=True, msg=(
+                        f"no valid host: the claim found {conflict}; this request asks for "
+                        f"{' and '.join(unfiltered.values())}, and enabled_filters lacks "
+                        f"{' and '.join(unfiltered)} (not a default, as in Nova), so the scheduler did not "
+                        f"choose by them: add it to enabled_filters (berth_enabled_filters)"))
+                    return result
                 if attempt == CLAIM_ATTEMPTS:
                     result.update(failed=True, msg=f"no valid host: every claim lost a race ({conflict})")
                     return result
@@ -158,6 +167,18 @@ class Schedule:
             result["timing"]["total_s"] = _since(started)
             return result
         raise AssertionError("unreachable")
+
+
+def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:
+    """The filters that would choose hosts by what this request asks beyond vCPUs and memory
+    (NUMA cells, dedicated CPUs, pages; devices) and that its enabled_filters leave out, each
+    with what it would check."""
+    missing = {}
+    if spec.numa is not None and "NUMATopologyFilter" not in spec.enabled_filters:
+        missing["NUMATopologyFilter"] = "NUMA cells, dedicated CPUs or huge pages"
+    if spec.pci is not None and "PciPassthroughFilter" not in spec.enabled_filters:
+        missing["PciPassthroughFilter"] = "PCI or mediated devices"
+    return missing
 
 
 def placement_rows(names: list[str], decision: Decision, fleet: Fleet, ledger: Ledger | None,
