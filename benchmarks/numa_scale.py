@@ -12,7 +12,7 @@ sync (benchmarks/synthetic.py, as gather.yml writes real ones):
 - numa fleet, plain flavor: the same hosts with two NUMA cells of 16 threads, CPU sets, huge
   pages, an SR-IOV NIC and a GPU per cell (synthetic.numa_facts): what the facts alone cost a
   launch that asks for none of it (NUMATopologyFilter and PciPassthroughFilter enabled, no-ops);
-- numa fleet, numa flavor: 4 dedicated vCPUs (isolate: no thread siblings shared), 2 MiB pages,
+- numa fleet, numa flavor: 4 dedicated vCPUs (require: on thread siblings), 2 MiB pages,
   one SR-IOV VF on the instance's cell (pci_passthrough:alias, policy required).
 
 Per run and fleet, one instance is placed the way berth.fleet.schedule places it: the host states
@@ -41,6 +41,7 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "benchmarks")]
 import synthetic  # noqa: E402
 from pg_server import PostgresServer  # noqa: E402
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (  # noqa: E402
     needed_host_fields,
     schedule,
@@ -58,7 +59,7 @@ PCI_ALIAS = [{"name": "vf", "vendor_id": "8086", "product_id": "154c", "device_t
               "numa_policy": "required"}]
 PLAIN = Flavor(name="plain", vcpus=4, memory_mb=2048, root_gb=1)
 PINNED = Flavor(name="pinned", vcpus=4, memory_mb=2048, root_gb=1, extra_specs={
-    "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "isolate", "hw:mem_page_size": "2MB",
+    "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require", "hw:mem_page_size": "2MB",
     "pci_passthrough:alias": "vf:1"})
 CASES = (("plain fleet, plain flavor", False, PLAIN), ("numa fleet, plain flavor", True, PLAIN),
          ("numa fleet, numa flavor", True, PINNED))
@@ -84,7 +85,7 @@ def place_once(ledger: Ledger, flavor: Flavor, run: int) -> dict[str, float]:
         mark = time.perf_counter()
         [row] = ledger.claim([{"name": f"bench-{flavor.name}-{run}", "host": placement.host,
                                "hypervisor_uuid": placement.uuid}], flavor, "bench",
-                             request={"flavor": flavor.to_dict(), "pci_alias": PCI_ALIAS, "image_properties": {}})
+                             request={"flavor": flavor.to_dict()}, exact=of_spec(spec))
         claim = time.perf_counter() - mark
     if flavor is PINNED and not row.get("assignment"):
         raise SystemExit("the numa flavor's claim recorded no assignment")
