@@ -130,9 +130,13 @@ class Lab:
                               capture_output=True, text=True, timeout=60).stdout
 
     def inventory_copy(self, directory: Path, ledger_url: str, settings: dict | None = None,
-                       aggregates: dict | None = None) -> str:
+                       aggregates: dict | None = None, guest_os: bool = True) -> str:
         """A copy of the lab's inventory with its own ledger, per-host ``settings`` ({host:
-        {key: value}}) and ``aggregates`` ({name: {hosts, metadata}}); returns its directory."""
+        {key: value}}) and ``aggregates`` ({name: {hosts, metadata}}); returns its directory.
+        ``guest_os=False`` leaves out the lab's kernel (berth_boot_*): the domains start and run,
+        but no Linux boots in them (the firmware finds no bootable disk and waits), for tests
+        that only need running domains. A Linux boot under TCG takes a CPU for seconds, which
+        the rest of the test (and the other guests) wait for on a two-CPU machine."""
         inventory = directory / "inventory"
         (inventory / "group_vars").mkdir(parents=True)
         source = {"plugin": "berth.fleet.hypervisors", "storage_pool": "default",
@@ -144,7 +148,8 @@ class Lab:
         # JSON is YAML: the source needs no YAML library here.
         (inventory / "fleet.berth.yml").write_text(json.dumps(source, indent=1) + "\n")
         lab_vars = (Path(self.inventory) / "group_vars" / "all.yml").read_text().splitlines()
-        own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")]
+        own = [line for line in lab_vars if not line.startswith("berth_ledger_url:")
+               and (guest_os or not line.startswith("berth_boot_"))]
         own.append(f"berth_ledger_url: {json.dumps(ledger_url)}")
         (inventory / "group_vars" / "all.yml").write_text("\n".join(own) + "\n")
         return str(inventory)
