@@ -13,6 +13,7 @@ DIR defaults to $BERTH_LAB_DIR, else <repo>/lab/state (git-ignored).
 Each hypervisor hvN (see /work/shared/TESTBED.md) is one libvirtd started as
 ``libvirtd -f DIR/hvN/etc/libvirtd.conf -p DIR/hvN/libvirtd.pid`` inside its own mount and UTS
 namespace (``unshare -m -u --propagation private``), hostname ``berth-hvN``, a fixed host_uuid,
+under a small parent process that reaps its QEMUs and dnsmasq as soon as they exit (_ns_exec),
 with private bind mounts (in-namespace path -> real path):
 
     /etc/libvirt       -> DIR/hvN/etc     (copy of the system's, own libvirtd.conf, qemu.conf)
