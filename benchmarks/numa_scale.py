@@ -117,7 +117,7 @@ def main() -> None:
                 if backend == "sqlite":
                     url = f"sqlite:///{directory}/{len(results)}.db"
                 else:
-                    server = server or PostgresServer(Path(directory) / "pg").start()
+                    server = server or PostgresServer().start()
                     url = server.create_database(f"bench{len(results)}")
                 results += measure_case(url, args.hosts, args.runs, label, numa, flavor)
             if server is not None:
@@ -130,8 +130,8 @@ def main() -> None:
                          f"{spread(figures['claim'])} | {spread(figures['total'])} | "
                          f"{statistics.median(figures['total']) / base:.2f} |")
         lines.append("")
+        print("\n".join(lines), flush=True)
     text = "\n".join(lines)
-    print(text)
     if args.output != "-":
         Path(args.output).write_text(text)
 
