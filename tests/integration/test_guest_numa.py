@@ -6,8 +6,9 @@ mdev hostdev passes the QEMU driver's checks on define, and a lab guest with a p
 ``virsh numatune`` and its live memory backing. Then the whole path: launch.yml with
 hw:cpu_policy=dedicated and hw:mem_page_size=2MB claims a host's dedicated CPU and pages and the
 running guest has exactly what the ledger claimed; a second launch goes to the other host, a
-third fails with the reason, a delete gives them back; and eight launches racing for the two
-hosts' dedicated CPUs never pin one CPU twice."""
+third fails with the reason, a delete gives them back; a live migration fits the guest anew on
+the other host; and eight launches racing for the two hosts' dedicated CPUs never pin one CPU
+twice."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import fleet
 import pytest
-from conftest import failed_messages, rows
+from conftest import failed_messages, rows, task_result
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -197,6 +198,27 @@ def test_a_dedicated_launch_in_huge_pages_runs_with_exactly_what_the_ledger_clai
         assert claimed(numa_lab)["pin-c-1"][0] == host
     finally:
         delete(numa_lab, "pin-a", "pin-b", "pin-c")
+
+
+def test_a_migration_fits_the_guest_anew_on_its_destination(numa_lab):
+    launched = numa_lab.playbook("launch.yml", *launch_args("pin-m"))
+    assert launched["rc"] == 0, failed_messages(launched)
+    try:
+        source, _assignment = claimed(numa_lab)["pin-m-1"]
+        destination = next(host for host in numa_lab.hosts if host != source)
+        moved = numa_lab.playbook("migrate.yml", "-e", "instance=pin-m-1", "-e", f"to_host={destination}")
+        assert moved["rc"] == 0, failed_messages(moved)
+        # Its claim is the destination's now, with the destination's own CPU and pages, and the
+        # domain there runs with them; nothing of it is left on the source.
+        host, assignment = claimed(numa_lab)["pin-m-1"]
+        assert host == destination and task_result(moved, "Migrate the instance")["to_host"] == destination
+        [cell] = assignment["numa"]["cells"]
+        assert vcpu_pins(numa_lab, destination, "pin-m-1") == {0: {cell["pinning"]["0"]}}
+        live = ET.fromstring(numa_lab.virsh(destination, "dumpxml", "pin-m-1"))
+        assert [page.get("size") for page in live.findall("memoryBacking/hugepages/page")] == ["2048"]
+        assert "pin-m-1" not in numa_lab.virsh(source, "list", "--all", "--name").split()
+    finally:
+        delete(numa_lab, "pin-m")
 
 
 def test_eight_launches_racing_for_dedicated_cpus_never_pin_one_twice(numa_lab):
