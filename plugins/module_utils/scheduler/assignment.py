@@ -62,14 +62,14 @@ def fit(host_state: HostState, request: ExactRequest) -> Fit:
                     host_state.cpu_allocation_ratio, host_state.ram_allocation_ratio)
 
 
-def take(host_state: HostState, request: ExactRequest | None) -> dict | None:
+def take(host_state: HostState, request: ExactRequest | None) -> Fit:
     """Fit ``request`` on a chosen host and add the assignment to the host's (a new list: copies
-    of a host state share the old one), so that the request's next instance sees it gone; the
-    assignment, or None when nothing is asked or the host cannot give it (which is for
-    NUMATopologyFilter and PciPassthroughFilter to say, and for the claim to refuse)."""
+    of a host state share the old one), so that the request's next instance sees it gone:
+    fit's answer, (None, None) when nothing is asked. Where the host cannot give it, nothing is
+    taken (NUMATopologyFilter and PciPassthroughFilter say so, the claim refuses with the reason)."""
     if request is None:
-        return None
-    assignment, _reason = fit(host_state, request)
+        return None, None
+    assignment, reason = fit(host_state, request)
     if assignment is not None:
         host_state.assignments = [*host_state.assignments, assignment]
-    return assignment
+    return assignment, reason

@@ -101,7 +101,7 @@ def _host_capacity(host_state: HostState, filters: Sequence[Any],
         # Pinned CPUs, pages and devices are taken one instance at a time, as the scheduler
         # takes them: where one does not fit, the next cannot either, and its filter says why.
         for _number in range(count if exact is not None else 0):
-            if take(after, exact) is None:
+            if take(after, exact)[0] is None:
                 break
         after_spec = spec
         if spec.server_group is not None and count:

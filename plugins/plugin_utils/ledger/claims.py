@@ -24,7 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
     LedgerError,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, fit
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
     HostState,
@@ -189,10 +189,9 @@ CLAIM_GUARD = ClaimGuard()
 def take_exact(view: HostState, request: ExactRequest, host: str) -> dict[str, Any]:
     """Fit ``request`` on ``view`` (with_exact_facts read what it holds) and take it: the
     assignment the claim records, or ClaimConflict naming what was short."""
-    assignment, reason = fit(view, request)
+    assignment, reason = take(view, request)
     if assignment is None:
         raise ClaimConflict(host, reason or "no room for its NUMA cells or devices")
-    view.assignments = [*view.assignments, assignment]
     return assignment
 
 
