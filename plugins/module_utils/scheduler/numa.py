@@ -650,7 +650,7 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
                           f"has {threads_per_core} threads per core")
     if thread_policy == "require" and threads_per_core <= 1:
         return _Shortfall("SMT siblings (hw:cpu_thread_policy=require)", "has one thread per core")
-    free_cores = [core for core in (list(filter(free.__contains__, core)) for core in host_cell.siblings) if core]
+    free_cores = [core for core in ([cpu for cpu in core if cpu in free] for core in host_cell.siblings) if core]
     # The most free threads a core has down to one: at each count, the first that many free
     # threads of every core that has them.
     lowest = 2 if thread_policy == "require" else 1
