@@ -7,8 +7,9 @@ synthetic NUMA hosts and its NUMA + PCI flavor.
 Three fleets of ``--hosts`` host states (benchmarks/synthetic.py, numa=True: two cells of 16
 threads, CPU sets, 2 MiB pages, a PF with four VFs and a GPU per cell): idle, and holding one
 and three pinned instances with a VF each (the flavor in small pages: a cell has 2 MiB pages
-for one instance of it only), each taken with assignment.take as the scheduler takes them. Each repeat fits the flavor once more on every host of a fleet; the figure is the
-repeat's processor time (time.process_time: this machine is shared, and wall time counts the
+for one instance of it only), each taken with assignment.take as the scheduler takes them.
+Each repeat fits the flavor once more on every host of a fleet; the figure is the repeat's
+processor time (time.process_time: this machine is shared, and wall time counts the
 other processes' turns) divided by the hosts, min and median over ``--repeats``, garbage
 collection off while timing.
 """
@@ -38,10 +39,10 @@ HELD = Flavor(name="pinned-small-pages", vcpus=4, memory_mb=2048, root_gb=1, ext
 def fleet(hosts: int, instances: int, held: assignment.ExactRequest) -> list[HostState]:
     states = [HostState.from_dict(state) for state in synthetic.host_states(1, hosts, large=True, numa=True)]
     for state in states:
-        for _instance in range(instances):
+        for number in range(1, instances + 1):
             taken, reason = assignment.take(state, held)
             if taken is None:
-                raise SystemExit(f"{state.host}: instance {_instance + 1} does not fit: {reason}")
+                raise SystemExit(f"{state.host}: instance {number} does not fit: {reason}")
     return states
 
 
