@@ -515,29 +515,29 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
 
 
 def _fitting_permutations(ordered: List[NUMACellState], guest_cells: Sequence[GuestCell],
-                          cell_fit: Callable[[NUMACellState, GuestCell], Any],
-                          budget: List[int]) -> Iterator[Tuple[NUMACellState, ...]]:
+                          cell_fit: Callable[[NUMACellState, GuestCell], Any], budget: List[int],
+                          prefix: Tuple[NUMACellState, ...] = ()) -> Iterator[Tuple[NUMACellState, ...]]:
     """The permutations of ``ordered`` that itertools.permutations would give, in its order,
     whose every pair fits: a depth-first search that stops at the first pair that does not, as
     Nova's loop skips a permutation at its first cell that does not fit, without walking the
     others that share that start. ``budget`` bounds the steps: a host's cell count comes from
-    the ledger, which is not trusted."""
+    the ledger, which is not trusted.
 
-    def extend(prefix: Tuple[NUMACellState, ...]) -> Iterator[Tuple[NUMACellState, ...]]:
-        if len(prefix) == len(guest_cells):
-            yield prefix
+    It recurses on itself, not on a nested function: a nested function that calls itself is a
+    reference cycle holding the host's cells, which the scheduler (running with the cyclic
+    garbage collector off, _placement.without_gc) would keep for every host it fits."""
+    if len(prefix) == len(guest_cells):
+        yield prefix
+        return
+    guest_cell = guest_cells[len(prefix)]
+    for host_cell in ordered:
+        if budget[0] <= 0:
             return
-        guest_cell = guest_cells[len(prefix)]
-        for host_cell in ordered:
-            if budget[0] <= 0:
-                return
-            budget[0] -= 1
-            if (prefix and any(host_cell is chosen for chosen in prefix)) \
-                    or isinstance(cell_fit(host_cell, guest_cell), _Shortfall):
-                continue
-            yield from extend(prefix + (host_cell,))
-
-    return extend(())
+        budget[0] -= 1
+        if (prefix and any(host_cell is chosen for chosen in prefix)) \
+                or isinstance(cell_fit(host_cell, guest_cell), _Shortfall):
+            continue
+        yield from _fitting_permutations(ordered, guest_cells, cell_fit, budget, prefix + (host_cell,))
 
 
 def _spread_order(cells: List[NUMACellState], request: NUMARequest) -> List[NUMACellState]:

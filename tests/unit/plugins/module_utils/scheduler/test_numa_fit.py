@@ -3,6 +3,7 @@ unit tests, the admin guides "CPU topologies" and "Huge pages"), beside the assi
 instances already there. Hosts are built in host_capabilities.numa_topology's shape."""
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -421,3 +422,18 @@ def test_a_mixed_guest_whose_first_cell_is_all_shared_still_gets_its_emulator_cp
     cells = assignment["numa"]["cells"]
     assert (cells[0]["pinning"], cells[0]["cpuset"], cells[1]["pinning"]) == ({}, [0, 1, 2, 3], {"2": 4, "3": 5})
     assert (assignment["numa"]["emulator_cpus"], assignment["numa"]["emulator_isolated"]) == ([0], True)
+
+
+def test_a_fit_leaves_nothing_for_the_cyclic_garbage_collector():
+    """The scheduler fits every host of a fleet with the collector off (_placement.without_gc):
+    a reference cycle per fit would keep each host's cells until the run ends."""
+    guest = request(vcpus=2, cells=[((0,), 512), ((1,), 512)])
+    gc.collect()
+    gc.disable()
+    try:
+        assert fit(topology(), [], guest)[0] is not None
+        assert fit(topology(), [pinned(0, {0: 0, 1: 1, 2: 2, 3: 3})], guest)[0] is None
+        assert fit(topology(), [], request(), devices=lambda cells: (None, "no device"))[0] is None
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
