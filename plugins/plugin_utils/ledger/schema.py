@@ -150,7 +150,7 @@ hypervisor_facts = Table(
     Column("supported_instances", JSON, default=list, nullable=False),
     Column("cpu_info", JSON, default=dict, nullable=False),
     # The NUMA cells as the host state gives them, without their pages' free counts: the same
-    # text for the same hardware and settings (the scheduler parses and fits each text once).
+    # text for the same hardware and settings (the scheduler parses each distinct text once).
     Column("numa_topology", JSON, default=dict, nullable=False),
     # Those counts, {cell id: {size_kb: free}} (text keys), as virNodeGetFreePages gave them at
     # the last sync; null where it gave none. Recorded, never scheduled on (docs numa.rst).

@@ -182,8 +182,8 @@ def _without_free_pages(topology: Any) -> tuple[Any, dict[str, dict[str, int]] |
 
     The counts (virNodeGetFreePages) differ from host to host and from sync to sync, and no fit
     reads them (docs/docsite/rst/numa.rst). Inside the topology they would give every host its
-    own text, where the scheduler parses each distinct text once and fits hosts that share one
-    together (host_states._parsed), and make every sync rewrite it."""
+    own text, where the scheduler parses each distinct text once and the hosts that share it
+    share the parsed topology (host_states._parsed), and would make every sync rewrite it."""
     cells = topology.get("cells") if isinstance(topology, Mapping) else None
     if not isinstance(cells, list):
         return topology, None
