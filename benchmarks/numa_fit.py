@@ -4,10 +4,11 @@ synthetic NUMA hosts and its NUMA + PCI flavor.
 
     .venv/bin/python benchmarks/numa_fit.py [--hosts 2000] [--repeats 7]
 
-Three fleets of ``--hosts`` host states (benchmarks/synthetic.py, numa=True: two cells of 16
-threads, CPU sets, 2 MiB pages, a PF with four VFs and a GPU per cell): idle, and holding one
-and three pinned instances with a VF each (the flavor in small pages: a cell has 2 MiB pages
-for one instance of it only), each taken with assignment.take as the scheduler takes them.
+Three fleets of ``--hosts`` host states (benchmarks/synthetic.py, numa=True: its hardware
+classes of NUMA cells with thread siblings, CPU sets, 2 MiB pages, a PF with four VFs and a GPU
+per cell): idle, and holding one and three pinned instances with a VF each, taken with
+assignment.take as the scheduler takes them (the flavor in small pages, so that the measured
+fit still finds its 2 MiB pages).
 Each repeat fits the flavor once more on every host of a fleet; the figure is the repeat's
 processor time (time.process_time: this machine is shared, and wall time counts the
 other processes' turns) divided by the hosts, min and median over ``--repeats``, garbage
