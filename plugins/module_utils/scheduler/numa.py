@@ -12,8 +12,8 @@ Python 3.9: modules ship module_utils to hypervisors.
 from __future__ import annotations
 
 import re
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
@@ -650,7 +650,8 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
                           f"has {threads_per_core} threads per core")
     if thread_policy == "require" and threads_per_core <= 1:
         return _Shortfall("SMT siblings (hw:cpu_thread_policy=require)", "has one thread per core")
-    free_cores = [core for core in ([cpu for cpu in core if cpu in free] for core in host_cell.siblings) if core]
+    free_cores = [[cpu for cpu in core if cpu in free] for core in host_cell.siblings]
+    free_cores = [core for core in free_cores if core]
     # The most free threads a core has down to one: at each count, the first that many free
     # threads of every core that has them.
     lowest = 2 if thread_policy == "require" else 1
