@@ -13,7 +13,14 @@ sync (benchmarks/synthetic.py, as gather.yml writes real ones):
   pages, an SR-IOV NIC and a GPU per cell (synthetic.numa_facts): what the facts alone cost a
   launch that asks for none of it (NUMATopologyFilter and PciPassthroughFilter enabled, no-ops);
 - numa fleet, numa flavor: 4 dedicated vCPUs (require: on thread siblings), 2 MiB pages,
-  one SR-IOV VF on the instance's cell (pci_passthrough:alias, policy required).
+  one SR-IOV VF on the instance's cell (pci_passthrough:alias, policy required);
+- busy numa fleet, numa flavor: the same, where one host in three already holds one to three
+  pinned instances (BUSY flavors, claimed through Ledger.claim as launches claim them).
+
+The NUMA hosts come in three hardware classes (synthetic.NUMA_CLASSES) and report free page counts
+of their own. The engine fits an exact request once per distinct host state (hosts of one class
+holding the same instances' assignments, assignment.per_state): the table says how many
+distinct states each fleet has, which is what the decide time grows with.
 
 Per run and fleet, one instance is placed the way berth.fleet.schedule places it: the host states
 read from the ledger (``read``: Ledger.host_table with the fields the request's filters need),
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -58,11 +66,16 @@ FILTERS = [*DEFAULT_FILTERS, "NUMATopologyFilter", "PciPassthroughFilter"]
 PCI_ALIAS = [{"name": "vf", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF",
               "numa_policy": "required"}]
 PLAIN = Flavor(name="plain", vcpus=4, memory_mb=2048, root_gb=1)
-PINNED = Flavor(name="pinned", vcpus=4, memory_mb=2048, root_gb=1, extra_specs={
+PINNED = Flavor(name="pinned", vcpus=4, memory_mb=1024, root_gb=1, extra_specs={
     "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require", "hw:mem_page_size": "2MB",
     "pci_passthrough:alias": "vf:1"})
-CASES = (("plain fleet, plain flavor", False, PLAIN), ("numa fleet, plain flavor", True, PLAIN),
-         ("numa fleet, numa flavor", True, PINNED))
+BUSY = (Flavor(name="busy-2", vcpus=2, memory_mb=512, root_gb=1, extra_specs={
+            "hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
+        Flavor(name="busy-6", vcpus=6, memory_mb=4096, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"}),
+        PINNED)
+# (label, NUMA hosts, flavor launched, one host in three busy)
+CASES = (("plain fleet, plain flavor", False, PLAIN, False), ("numa fleet, plain flavor", True, PLAIN, False),
+         ("numa fleet, numa flavor", True, PINNED, False), ("busy numa fleet, numa flavor", True, PINNED, True))
 
 
 def spec_of(flavor: Flavor) -> RequestSpec:
@@ -93,6 +106,31 @@ def place_once(ledger: Ledger, flavor: Flavor, run: int) -> dict[str, float]:
     return {"read": read, "decide": decide, "claim": claim, "total": read + decide + claim}
 
 
+def occupy(ledger: Ledger, hosts: list[tuple[str, str]], batch: int = 500) -> None:
+    """Give each of ``hosts`` one to three pinned instances of the BUSY flavors, claimed as a
+    launch claims them (the ledger fits each under the host's lock and records its assignment)."""
+    rng = random.Random(3)
+    wanted = {uuid: [rng.choice(BUSY) for _instance in range(rng.randint(1, 3))] for _name, uuid in hosts}
+    for round_number in range(3):
+        for flavor in BUSY:
+            placements = [{"name": f"busy-{uuid}-{round_number}", "host": name, "hypervisor_uuid": uuid}
+                          for name, uuid in hosts if len(wanted[uuid]) > round_number
+                          and wanted[uuid][round_number] is flavor]
+            for first in range(0, len(placements), batch):
+                ledger.claim(placements[first:first + batch], flavor, "bench", lease_s=86400,
+                             request={"flavor": flavor.to_dict()}, exact=of_spec(spec_of(flavor)))
+
+
+def distinct_states(ledger: Ledger, flavor: Flavor) -> int:
+    """How many distinct host states the engine fits an exact request on (assignment.per_state's
+    key: facts by identity, assignments by their items)."""
+    table, _generations = ledger.host_table(needed_host_fields(spec_of(flavor)))
+    if "numa_topology" not in needed_host_fields(spec_of(flavor)):
+        return 0
+    return len({(id(topology), id(devices), tuple(map(id, held))) for topology, devices, held in zip(
+        table.column("numa_topology"), table.column("pci_devices"), table.column("assignments"))})
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
@@ -113,20 +151,21 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="berth-numa-bench-") as directory:
             server = None
             results = []
-            for label, numa, flavor in CASES:
+            for label, numa, flavor, busy in CASES:
                 if backend == "sqlite":
                     url = f"sqlite:///{directory}/{len(results)}.db"
                 else:
                     server = server or PostgresServer().start()
                     url = server.create_database(f"bench{len(results)}")
-                results += measure_case(url, args.hosts, args.runs, label, numa, flavor)
+                results += measure_case(url, args.hosts, args.runs, label, numa, flavor, busy)
             if server is not None:
                 server.stop()
         base = statistics.median(results[0][1]["total"])
-        lines += [f"## {backend}", "", "| fleet, flavor | read | decide | claim | read + decide + claim | x plain |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {backend}", "",
+                  "| fleet, flavor | distinct host states | read | decide | claim | read + decide + claim | x plain |",
+                  "|---|---|---|---|---|---|---|"]
         for label, figures in results:
-            lines.append(f"| {label} | {spread(figures['read'])} | {spread(figures['decide'])} | "
+            lines.append(f"| {label} | {figures['states'][0]:,} | {spread(figures['read'])} | {spread(figures['decide'])} | "
                          f"{spread(figures['claim'])} | {spread(figures['total'])} | "
                          f"{statistics.median(figures['total']) / base:.2f} |")
         lines.append("")
@@ -136,13 +175,16 @@ def main() -> None:
         Path(args.output).write_text(text)
 
 
-def measure_case(url: str, hosts: int, runs: int, label: str, numa: bool,
-                 flavor: Flavor) -> list[tuple[str, dict[str, list[float]]]]:
+def measure_case(url: str, hosts: int, runs: int, label: str, numa: bool, flavor: Flavor,
+                 busy: bool) -> list[tuple[str, dict[str, list[float]]]]:
     ledger = Ledger(url).open(create=True)
     try:
-        synthetic.sync(ledger, 1, hosts, large=True, numa=numa)
+        written = synthetic.sync(ledger, 1, hosts, large=True, numa=numa)
+        if busy:
+            occupy(ledger, written[::3])
         place_once(ledger, flavor, 0)  # warm: imports, statement caches
-        figures: dict[str, list[float]] = {"read": [], "decide": [], "claim": [], "total": []}
+        figures: dict[str, list[float]] = {"read": [], "decide": [], "claim": [], "total": [],
+                                           "states": [distinct_states(ledger, flavor)]}
         for run in range(1, runs + 1):
             for key, value in place_once(ledger, flavor, run).items():
                 figures[key].append(value)

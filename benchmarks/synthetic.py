@@ -62,11 +62,13 @@ def _facts(name: str, rng: random.Random, large: bool) -> dict[str, Any]:
     }
 
 
-def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8) -> dict[str, Any]:
+def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8,
+               rng: random.Random | None = None) -> dict[str, Any]:
     """``facts`` as a NUMA host's: ``cells`` cells of ``cores_per_cell`` cores with two threads
     each (thread siblings), 4 KiB, 2 MiB and 1 GiB pages on each cell (2 MiB ones reserved at
     boot, as an operator does), and per cell an SR-IOV NIC (a PF with four VFs) and a GPU
-    offering two mdev types: what host_capabilities and host_devices record of a real one."""
+    offering two mdev types: what host_capabilities and host_devices record of a real one.
+    With ``rng``, the free page counts differ from host to host, as virNodeGetFreePages gives them."""
     per_cell = cores_per_cell * 2
     vcpus = cells * per_cell
     memory_mb = facts["memory"]["total_mb"]
@@ -74,12 +76,13 @@ def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8) -
     for cell in range(cells):
         first = cell * per_cell
         cpus = list(range(first, first + per_cell))
+        small_pages = (memory_mb // cells - 2048) * 256
         topology.append({
             "id": cell, "memory_mb": memory_mb // cells, "cpus": cpus,
             "cpu_topology": [{"id": cpu, "socket_id": cell, "die_id": 0, "core_id": (cpu - first) // 2,
                               "siblings": [cpu - (cpu - first) % 2, cpu - (cpu - first) % 2 + 1]} for cpu in cpus],
-            "pages": [{"size_kb": 4, "total": (memory_mb // cells - 2048) * 256, "free": None},
-                      {"size_kb": 2048, "total": 1024, "free": 1024},
+            "pages": [{"size_kb": 4, "total": small_pages, "free": rng.randint(0, small_pages) if rng else None},
+                      {"size_kb": 2048, "total": 1024, "free": rng.randint(512, 1024) if rng else 1024},
                       {"size_kb": 1048576, "total": 0, "free": 0}]})
         bus = 0x3b + cell * 0x40
         pf = f"0000:{bus:02x}:00.0"
@@ -100,23 +103,36 @@ def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8) -
                                                             "cores": cores_per_cell, "threads": 2}}}
 
 
-# The CPU sets of a synthetic NUMA host: per cell its first core's threads shared, the rest dedicated.
-NUMA_SETTINGS = {"cpu_shared_set": "0-1,16-17", "cpu_dedicated_set": "2-15,18-31"}
+# The hardware of synthetic NUMA hosts: (cells, cores per cell), one picked per host.
+NUMA_CLASSES = ((2, 8), (2, 16), (4, 8))
+
+
+def numa_settings(cells: int = 2, cores_per_cell: int = 8) -> dict[str, str]:
+    """The CPU sets of a synthetic NUMA host: per cell its first core's threads shared, the rest dedicated."""
+    per_cell = cores_per_cell * 2
+    shared = [f"{cell * per_cell}-{cell * per_cell + 1}" for cell in range(cells)]
+    dedicated = [f"{cell * per_cell + 2}-{cell * per_cell + per_cell - 1}" for cell in range(cells)]
+    return {"cpu_shared_set": ",".join(shared), "cpu_dedicated_set": ",".join(dedicated)}
+
+
+NUMA_SETTINGS = numa_settings()
 
 
 def host_states(start: int, count: int, seed: int = 12, large: bool = False,
                 numa: bool = False) -> Iterator[dict[str, Any]]:
     """Host states of synthetic hypervisors number ``start`` .. ``start + count - 1``; the same
     numbers always give the same hosts. ``large`` ones (64 vCPUs, 512 GiB, 2 TiB of disk) never
-    fill up under a benchmark's claims. ``numa`` ones have two NUMA cells of 16 threads with
-    dedicated CPUs, huge pages and PCI devices (numa_facts)."""
+    fill up under a benchmark's claims. ``numa`` ones have NUMA cells (two or four, of 8 or 16
+    cores: NUMA_CLASSES) with dedicated CPUs, huge pages and PCI devices (numa_facts)."""
     for number in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + number)
         name = f"synth{number:06d}"
         facts = _facts(name, rng, large)
+        settings: dict[str, str] = {}
         if numa:
-            facts = numa_facts(facts)
-        state = host_state(name, facts, NUMA_SETTINGS if numa else {}, [], "nova")
+            shape = rng.choice(NUMA_CLASSES)
+            facts, settings = numa_facts(facts, *shape, rng=rng), numa_settings(*shape)
+        state = host_state(name, facts, settings, [], "nova")
         # A URI as gather.yml records it; nothing answers there (the benchmark never builds on one).
         state["uri"] = f"qemu+ssh://{name}.invalid/system"
         yield state

@@ -11,12 +11,13 @@ and records the result as the claim's assignment (docs/docsite/rst/numa.rst).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import numa, pci
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 
 Fit = Tuple[Optional[dict], Optional[str]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,15 +52,45 @@ def of_spec(spec: Any) -> ExactRequest | None:
 def fit(host_state: HostState, request: ExactRequest) -> Fit:
     """(assignment, None) when ``host_state`` can give the request beside what its assignments
     hold, else (None, why not)."""
+    return fit_facts(host_state.assignments, host_state.numa_topology, host_state.pci_devices, request,
+                     host_state.cpu_allocation_ratio, host_state.ram_allocation_ratio)
+
+
+def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[str, Any],
+              pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
+              cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float]) -> Fit:
+    """fit, from a host's facts and assignments rather than its host state (the vectorised
+    filters read them as columns)."""
     if request.numa is None:
-        return pci.fit(host_state.pci_devices, host_state.assignments, request.pci)
+        return pci.fit(pci_devices, assignments, request.pci)
 
     def devices(cells: Tuple[int, ...]) -> Fit:
-        return pci.fit(host_state.pci_devices, host_state.assignments, request.pci, cells)
+        return pci.fit(pci_devices, assignments, request.pci, cells)
 
-    return numa.fit(host_state.numa_topology, host_state.assignments, request.numa,
-                    devices if request.pci is not None else None,
-                    host_state.cpu_allocation_ratio, host_state.ram_allocation_ratio)
+    return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
+                    cpu_allocation_ratio, ram_allocation_ratio)
+
+
+def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], *facts: Sequence[Any]) -> List[T]:
+    """``[function(held, *values) for held, *values in zip(assignments, *facts)]``, calling
+    ``function`` once per distinct host state: a fleet of a few hardware classes whose hosts
+    hold the same instances' assignments (or none) costs a few fits, not one per host.
+
+    Facts compare by identity, numbers by value: the ledger's read gives every host with the
+    same fact text the same parsed object (host_states._parsed), and the engine never changes
+    one. A host's assignments compare as the identities of their items, in order (parsed the
+    same way; take() gives a consumed host a new list with a new item). ``function`` must read
+    nothing else. The keyed objects are kept until the call returns, so no id is reused."""
+    memo: Dict[Tuple[Any, ...], Tuple[T, Tuple[Any, ...]]] = {}
+    results = []
+    for held, *values in zip(assignments, *facts):
+        key = (tuple(map(id, held)), *[value if isinstance(value, (int, float)) or value is None else id(value)
+                                        for value in values])
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = (function(held, *values), (held, *values))
+        results.append(known[0])
+    return results
 
 
 def take(host_state: HostState, request: ExactRequest | None) -> Fit:

@@ -149,7 +149,12 @@ hypervisor_facts = Table(
     Column("libvirt_version", Integer, nullable=True),
     Column("supported_instances", JSON, default=list, nullable=False),
     Column("cpu_info", JSON, default=dict, nullable=False),
+    # The NUMA cells as the host state gives them, without their pages' free counts: the same
+    # text for the same hardware and settings (the scheduler parses each distinct text once).
     Column("numa_topology", JSON, default=dict, nullable=False),
+    # Those counts, {cell id: {size_kb: free}} (text keys), as virNodeGetFreePages gave them at
+    # the last sync; null where it gave none. Recorded, never scheduled on (docs numa.rst).
+    Column("free_pages", JSON(none_as_null=True), nullable=True),
     # libvirt's node devices: PCI devices (physical and virtual functions) and mdev types.
     Column("pci_devices", JSON, default=list, nullable=False),
     Column("metrics", JSON, default=dict, nullable=False),

@@ -170,8 +170,36 @@ def _row_values(state: Mapping[str, Any]) -> dict[str, Any]:
 def _facts_values(state: Mapping[str, Any]) -> dict[str, Any]:
     """The hypervisor_facts row's columns from a host state."""
     values = {name: _fact(state, name) for name in COLD_FACT_FIELDS}
+    values["numa_topology"], values["free_pages"] = _without_free_pages(values["numa_topology"])
     values["host_memory"] = {name: state.get(name) for name in HOST_MEMORY_FIELDS}
     return values
+
+
+def _without_free_pages(topology: Any) -> tuple[Any, dict[str, dict[str, int]] | None]:
+    """A host state's numa_topology as the ledger keeps it, without its pages' ``free`` counts,
+    and those counts apart: ``{cell id: {size_kb: count}}`` with text keys (as reserved_pages,
+    the same after JSON), only the counts libvirt gave, None where it gave none.
+
+    The counts (virNodeGetFreePages) differ from host to host and from sync to sync, and no fit
+    reads them (docs/docsite/rst/numa.rst). Inside the topology they would give every host its
+    own text, where the scheduler parses each distinct text once and the hosts that share it
+    share the parsed topology (host_states._parsed), and would make every sync rewrite it."""
+    cells = topology.get("cells") if isinstance(topology, Mapping) else None
+    if not isinstance(cells, list):
+        return topology, None
+    free: dict[str, dict[str, int]] = {}
+    stored_cells = []
+    for cell in cells:
+        if not isinstance(cell, Mapping) or not isinstance(cell.get("pages"), list):
+            stored_cells.append(cell)
+            continue
+        for page in cell["pages"]:
+            if isinstance(page, Mapping) and page.get("free") is not None:
+                free.setdefault(str(cell.get("id")), {})[str(page.get("size_kb"))] = page["free"]
+        stored_cells.append({**cell, "pages": [
+            {key: value for key, value in page.items() if key != "free"} if isinstance(page, Mapping) else page
+            for page in cell["pages"]]})
+    return {**topology, "cells": stored_cells}, free or None
 
 
 def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
@@ -269,8 +297,10 @@ def _insert_new(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.
 
 
 def _write_facts(db: Connection, answering: Sequence[Mapping[str, Any]]) -> None:
-    """Each answering hypervisor's hypervisor_facts row, as this sync read it; a row that would
-    be written as it is stays untouched (an idle fleet's steady sync rewrites nothing here)."""
+    """Each answering hypervisor's hypervisor_facts row, as this sync read it. Only the columns
+    that moved are written, in one executemany per set of them: an idle fleet's steady sync
+    rewrites nothing here, and one where only free page counts or metrics moved leaves the
+    topology, capabilities and devices as they are."""
     if not answering:
         return
     rows = [{"key": state["uuid"], **_facts_values(state)} for state in answering]
@@ -278,11 +308,15 @@ def _write_facts(db: Connection, answering: Sequence[Mapping[str, Any]]) -> None
     have = {row.hypervisor_uuid: row._mapping for row in db.execute(
         select(FT.c.hypervisor_uuid, *(FT.c[name] for name in names))
         .where(FT.c.hypervisor_uuid.in_([r["key"] for r in rows])))}
-    moved = [row for row in rows if row["key"] in have
-             and any(not _same(have[row["key"]][name], row[name]) for name in names)]
-    if moved:
+    moved: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["key"] in have:
+            columns = tuple(name for name in names if not _same(have[row["key"]][name], row[name]))
+            if columns:
+                moved.setdefault(columns, []).append({"key": row["key"], **{name: row[name] for name in columns}})
+    for columns, changes in moved.items():
         db.execute(update(FT).where(FT.c.hypervisor_uuid == bindparam("key"))
-                   .values({name: bindparam(name) for name in names}), moved)
+                   .values({name: bindparam(name) for name in columns}), changes)
     new = [{"hypervisor_uuid": row.pop("key"), **row} for row in rows if row["key"] not in have]
     if new:
         db.execute(insert(FT), new)

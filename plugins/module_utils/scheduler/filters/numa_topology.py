@@ -1,9 +1,18 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import fit, of_spec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import (
+    fit,
+    fit_facts,
+    of_spec,
+    per_state,
+)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
+    BaseHostFilter,
+    VectorReject,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_NUMA,
     Rejection,
@@ -42,3 +51,21 @@ class NUMATopologyFilter(BaseHostFilter):
         if assignment is not None:
             return None
         return self.reject(host_state, REASON_NUMA, detail=reason)
+
+    def vector_rejects(self, columns: Any, spec: RequestSpec) -> list[VectorReject]:
+        import numpy as np  # the vectorised path only, which has NumPy
+
+        if spec.numa is None:
+            return []
+        # From the columns, once per distinct host state (assignment.per_state), without making
+        # a host state of each candidate.
+        fits = per_state(partial(_fits, request=of_spec(spec)), columns.assignments, columns.numa_topology,
+                         columns.pci_devices, columns.cpu_allocation_ratio.tolist(),
+                         columns.ram_allocation_ratio.tolist())
+        return [(REASON_NUMA, None, None, np.array([not found for found in fits], dtype=bool), None)]
+
+
+def _fits(assignments: Any, numa_topology: Any, pci_devices: Any, cpu_allocation_ratio: float,
+          ram_allocation_ratio: float, request: Any) -> bool:
+    return fit_facts(assignments, numa_topology, pci_devices, request, cpu_allocation_ratio,
+                     ram_allocation_ratio)[0] is not None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import per_state
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -52,10 +53,11 @@ class PciPassthroughFilter(BaseHostFilter):
         request = spec.pci
         if request is None:
             return []
-        # From the two columns, without making a host state of each candidate.
-        reasons = [verdict and verdict[0] for verdict in (
-            _verdict(devices, assignments, request)
-            for devices, assignments in zip(columns.pci_devices, columns.assignments))]
+        # From the two columns, once per distinct host state (assignment.per_state), without
+        # making a host state of each candidate.
+        reasons = [verdict and verdict[0] for verdict in per_state(
+            lambda assignments, devices: _verdict(devices, assignments, request),
+            columns.assignments, columns.pci_devices)]
         return [(reason, None, None, np.array([found == reason for found in reasons], dtype=bool), None)
                 for reason in (REASON_PCI_MISSING, REASON_PCI_IN_USE)]
 

@@ -4,6 +4,7 @@ claims and their re-check, server groups, tracker sync, decisions, errors."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import sqlite3
 import threading
@@ -12,7 +13,7 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
@@ -33,6 +34,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     safe_url,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts
 
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 
@@ -765,6 +767,37 @@ def test_migration_0008_gives_known_hypervisors_no_pci_devices_and_goes_back(tmp
         config.attributes["connection"] = connection
         command.upgrade(config, "0008")
         assert connection.execute(text("SELECT pci_devices FROM hypervisor_facts")).scalars().all() == ["[]"]
+    engine.dispose()
+
+
+def test_migration_0010_leaves_old_rows_to_the_next_sync_which_moves_their_free_counts_apart(ledger_url):
+    """A ledger of schema 0009 synced with free counts inside numa_topology's pages."""
+    counted = {"cells": [{"id": 0, "memory_mb": 2048, "cpus": [0, 1],
+                          "pages": [{"size_kb": 2048, "total": 64, "free": 60}]}]}
+    migrated_to(ledger_url, "0009",
+                ("INSERT INTO hypervisors (uuid, name, nodename, generation, synced_at, disabled, sync_status) "
+                 "VALUES ('hv-1', 'hv1', 'hv1', 0, '2026-11-26 10:00:00', false, 'up')", {}),
+                ("INSERT INTO hypervisor_facts (hypervisor_uuid, numa_topology) VALUES ('hv-1', :topology)",
+                 {"topology": json.dumps(counted)}))
+    ledger = Ledger(ledger_url).open(create=True)
+    assert revision(ledger_url) == SCHEMA_REVISION == "0010"
+    facts = "SELECT numa_topology, free_pages FROM hypervisor_facts"
+    with ledger.engine.connect() as db:
+        [(topology, free)] = db.execute(text(facts)).all()
+    # Nothing reads the counts where they were: they stay until the next sync.
+    assert (json.loads(topology) if isinstance(topology, str) else topology, free) == (counted, None)
+    ledger.sync_hypervisors([{**host("hv1", "hv-1"), "numa_topology": counted}])
+    with ledger.engine.connect() as db:
+        [(topology, free)] = db.execute(select(hypervisor_facts.c.numa_topology, hypervisor_facts.c.free_pages)).all()
+    assert topology["cells"][0]["pages"] == [{"size_kb": 2048, "total": 64}] and free == {"0": {"2048": 60}}
+    ledger.close()
+    # And back: 0009 has no such column.
+    config = alembic_config()
+    engine = create_engine(ledger_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0009")
+        assert "free_pages" not in connection.execute(text("SELECT * FROM hypervisor_facts")).keys()
     engine.dispose()
 
 

@@ -49,6 +49,34 @@ def random_pci_devices(rng: random.Random) -> tuple[list[dict[str, Any]], list[d
     return devices, [{"pci": [{"address": device["address"]}]} for device in held]
 
 
+def random_numa_topology(rng: random.Random) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A host's numa_topology (none, one or two cells of two cores with two threads, 2 MiB pages,
+    CPU sets or Nova's legacy mode) and the NUMA assignments of the instances pinned there."""
+    cells = rng.choice([0, 1, 1, 2])
+    if not cells:
+        return {}, []
+    topology: dict[str, Any] = {"cells": []}
+    for cell in range(cells):
+        cpus = list(range(cell * 4, cell * 4 + 4))
+        memory_mb = rng.choice([1024, 4096])
+        topology["cells"].append({
+            "id": cell, "memory_mb": memory_mb, "cpus": cpus,
+            "cpu_topology": [{"id": cpu, "siblings": [cpu - cpu % 2, cpu - cpu % 2 + 1]} for cpu in cpus],
+            "pages": [{"size_kb": 4, "total": memory_mb * 256}, {"size_kb": 2048, "total": rng.choice([0, 64, 512])}]})
+    if rng.random() < 0.5:
+        topology["cpu_shared_set"] = [cell * 4 for cell in range(cells)]
+        topology["cpu_dedicated_set"] = [cpu for cell in range(cells) for cpu in range(cell * 4 + 1, cell * 4 + 4)]
+    held = []
+    for _instance in range(rng.choice([0, 0, 1, 2])):
+        pinned = rng.sample(range(1, 4), rng.randint(1, 2))
+        held.append({"numa": {"cpu_policy": "dedicated", "cells": [{
+            "id": 0, "host_cell": 0, "vcpus": list(range(len(pinned))), "memory_mb": 128,
+            "page_size_kb": rng.choice([None, 2048]), "cpuset": [],
+            "pinning": {str(vcpu): cpu for vcpu, cpu in enumerate(pinned)}}],
+            "emulator_cpus": sorted(pinned), "emulator_isolated": False}})
+    return topology, held
+
+
 def random_aggregate(rng: random.Random, number: int) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     if rng.random() < 0.4:
@@ -85,6 +113,7 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
     disk_gb = rng.choice([10, 40, 100])
     vcpus = rng.choice([0, 2, 4, 8])
     pci_devices, assignments = random_pci_devices(rng)
+    numa_topology, numa_assignments = random_numa_topology(rng)
     return {
         "host": f"hv{number}" if rng.random() < 0.95 else "hv0",
         "nodename": f"node{number}",
@@ -125,7 +154,8 @@ def random_host(rng: random.Random, number: int, aggregates: list[dict[str, Any]
         "instance_image_properties": [random_image_properties(rng, 3)
                                       for _instance in range(rng.randint(0, 3))],
         "pci_devices": pci_devices,
-        "assignments": assignments,
+        "numa_topology": numa_topology,
+        "assignments": assignments + numa_assignments,
     }
 
 
@@ -250,8 +280,11 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         request["pci_alias"] = PCI_ALIASES
         if rng.random() < 0.5:
             flavor["extra_specs"]["pci_passthrough:alias"] = rng.choice(["nic:1", "nic:2"])
-    if rng.random() < 0.1:
-        # NUMA placement (no generated host reports cells, so NUMATopologyFilter turns every
-        # host down), or a policy Nova does not know, refused before anything is decided.
-        flavor["extra_specs"]["hw:cpu_policy"] = rng.choice(["dedicated", "shared", "realtime"])
+    if rng.random() < 0.15:
+        # NUMA placement, or a policy Nova does not know, refused before anything is decided.
+        flavor["extra_specs"]["hw:cpu_policy"] = rng.choice(["dedicated", "dedicated", "shared", "realtime"])
+        if rng.random() < 0.4:
+            flavor["extra_specs"]["hw:mem_page_size"] = rng.choice(["2MB", "small", "any"])
+        if rng.random() < 0.2:
+            flavor["extra_specs"]["hw:numa_nodes"] = "2"
     return request
