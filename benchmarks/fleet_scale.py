@@ -40,9 +40,9 @@ before each size.
 
 With --numa (issue 24: a launch at 10,000 within 1 s of the empty play on a NUMA fleet), the same
 at 10,000 hypervisors by default, on a NUMA fleet with a NUMA flavor: the lab is brought up with
-2 MiB huge pages (128 of its own per hypervisor, twice a guest's) and host CPU 1 dedicated, CPU 0 shared on each
-(as tests/integration's numa_lab); the synthetic hosts have two NUMA cells, CPU sets, huge pages
-and PCI devices (synthetic.numa_facts); the controller inventory enables NUMATopologyFilter
+2 MiB huge pages (128 of its own per hypervisor, twice a guest's) and host CPU 1 dedicated, CPU 0
+shared on each (as tests/integration's numa_lab); the synthetic hosts have NUMA cells, CPU sets,
+huge pages and PCI devices (synthetic.py's numa hosts); the controller inventory enables NUMATopologyFilter
 (berth_enabled_filters, as an operator of a NUMA fleet does); each launch asks for one dedicated
 vCPU in 2 MiB pages (hw:cpu_policy=dedicated, hw:mem_page_size=2MB). The lab hosts are still the
 ones chosen. A lab hypervisor has one dedicated CPU, so three such guests fit on the lab at once:
@@ -187,9 +187,9 @@ def controller_inventory(lab_dir: str, directory: Path, mode: Mode) -> Path:
     inventory = directory / "controller"
     (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory / "hosts.ini").write_text("localhost ansible_connection=local\n")
-    # No hypervisor source here to hand its URI policy on: the operator's own, for the lab's sockets.
+    # The lab's variables carry the URI policy for its sockets (berth_uri_policy): no hypervisor
+    # source is here to hand one on.
     variables = (lab_variables(lab_dir) + f"berth_service_down_time: {SERVICE_DOWN_TIME_S}\n"
-                 + "berth_uri_policy: {allow_parameters: [socket]}\n"
                  + "".join(f"{name}: {json.dumps(value)}\n" for name, value in mode.settings.items()))
     (inventory / "group_vars" / "all.yml").write_text(variables)
     return inventory
