@@ -15,7 +15,10 @@ sync (benchmarks/synthetic.py, as gather.yml writes real ones):
 - numa fleet, numa flavor: 4 dedicated vCPUs (require: on thread siblings), 2 MiB pages,
   one SR-IOV VF on the instance's cell (pci_passthrough:alias, policy required);
 - busy numa fleet, numa flavor: the same, where one host in three already holds one to three
-  pinned instances (BUSY flavors, claimed through Ledger.claim as launches claim them).
+  pinned instances (BUSY flavors, claimed through Ledger.claim as launches claim them);
+- pinned numa fleet, numa flavor: the same, where every host's domains that Berth did not make
+  are pinned to dedicated CPUs of their own (synthetic pinned=True, recorded by the tracker
+  sync as unmanaged assignments): every host in a state of its own, the engine's worst case.
 
 The NUMA hosts come in three hardware classes (synthetic.NUMA_CLASSES) and report free page counts
 of their own. The engine fits an exact request once per distinct host state (hosts of one class
@@ -73,9 +76,11 @@ BUSY = (Flavor(name="busy-2", vcpus=2, memory_mb=512, root_gb=1, extra_specs={
             "hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
         Flavor(name="busy-6", vcpus=6, memory_mb=4096, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"}),
         PINNED)
-# (label, NUMA hosts, flavor launched, one host in three busy)
+# (label, NUMA hosts, flavor launched, busy: one host in three holds pinned instances | "pinned": every
+# host's foreign domains are pinned)
 CASES = (("plain fleet, plain flavor", False, PLAIN, False), ("numa fleet, plain flavor", True, PLAIN, False),
-         ("numa fleet, numa flavor", True, PINNED, False), ("busy numa fleet, numa flavor", True, PINNED, True))
+         ("numa fleet, numa flavor", True, PINNED, False), ("busy numa fleet, numa flavor", True, PINNED, True),
+         ("pinned numa fleet, numa flavor", True, PINNED, "pinned"))
 
 
 def spec_of(flavor: Flavor) -> RequestSpec:
@@ -176,11 +181,11 @@ def main() -> None:
 
 
 def measure_case(url: str, hosts: int, runs: int, label: str, numa: bool, flavor: Flavor,
-                 busy: bool) -> list[tuple[str, dict[str, list[float]]]]:
+                 busy: bool | str) -> list[tuple[str, dict[str, list[float]]]]:
     ledger = Ledger(url).open(create=True)
     try:
-        written = synthetic.sync(ledger, 1, hosts, large=True, numa=numa)
-        if busy:
+        written = synthetic.sync(ledger, 1, hosts, large=True, numa=numa, pinned=busy == "pinned")
+        if busy is True:
             occupy(ledger, written[::3])
         place_once(ledger, flavor, 0)  # warm: imports, statement caches
         figures: dict[str, list[float]] = {"read": [], "decide": [], "claim": [], "total": [],

@@ -26,6 +26,7 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import parse_cpu_set  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state  # noqa: E402
 
 IMAGE = "debian-12.qcow2"
@@ -63,12 +64,15 @@ def _facts(name: str, rng: random.Random, large: bool) -> dict[str, Any]:
 
 
 def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8,
-               rng: random.Random | None = None) -> dict[str, Any]:
+               rng: random.Random | None = None, pinned: bool = False) -> dict[str, Any]:
     """``facts`` as a NUMA host's: ``cells`` cells of ``cores_per_cell`` cores with two threads
     each (thread siblings), 4 KiB, 2 MiB and 1 GiB pages on each cell (2 MiB ones reserved at
     boot, as an operator does), and per cell an SR-IOV NIC (a PF with four VFs) and a GPU
     offering two mdev types: what host_capabilities and host_devices record of a real one.
-    With ``rng``, the free page counts differ from host to host, as virNodeGetFreePages gives them."""
+    With ``rng``, the free page counts differ from host to host, as virNodeGetFreePages gives them;
+    and with ``pinned`` too, each of the host's domains that Berth did not make has its two vCPUs
+    pinned to dedicated CPUs of its own choosing (the tracker records them as unmanaged
+    assignments): every host in a state of its own."""
     per_cell = cores_per_cell * 2
     vcpus = cells * per_cell
     memory_mb = facts["memory"]["total_mb"]
@@ -98,7 +102,14 @@ def numa_facts(facts: dict[str, Any], cells: int = 2, cores_per_cell: int = 8,
                                         "available_instances": 16},
                                        {"type": "nvidia-223", "name": "GRID T4-2B", "device_api": "vfio-pci",
                                         "available_instances": 8}]})
-    return {**facts, "vcpus_total": vcpus, "numa_topology": {"cells": topology}, "pci_devices": devices,
+    domains = facts["domains"]
+    if pinned and rng is not None:
+        dedicated = parse_cpu_set("cpu_dedicated_set", numa_settings(cells, cores_per_cell)["cpu_dedicated_set"])
+        chosen = rng.sample(dedicated, 2 * len(domains))
+        domains = [{**domain, "holds": {"pins": {"0": chosen[2 * index], "1": chosen[2 * index + 1]},
+                                        "emulator": None, "pci": []}} for index, domain in enumerate(domains)]
+    return {**facts, "domains": domains, "vcpus_total": vcpus, "numa_topology": {"cells": topology},
+            "pci_devices": devices,
             "cpu_info": {**facts["cpu_info"], "topology": {"sockets": cells, "dies": 1, "clusters": 1,
                                                             "cores": cores_per_cell, "threads": 2}}}
 
@@ -119,11 +130,12 @@ NUMA_SETTINGS = numa_settings()
 
 
 def host_states(start: int, count: int, seed: int = 12, large: bool = False,
-                numa: bool = False) -> Iterator[dict[str, Any]]:
+                numa: bool = False, pinned: bool = False) -> Iterator[dict[str, Any]]:
     """Host states of synthetic hypervisors number ``start`` .. ``start + count - 1``; the same
     numbers always give the same hosts. ``large`` ones (64 vCPUs, 512 GiB, 2 TiB of disk) never
     fill up under a benchmark's claims. ``numa`` ones have NUMA cells (two or four, of 8 or 16
-    cores: NUMA_CLASSES) with dedicated CPUs, huge pages and PCI devices (numa_facts)."""
+    cores: NUMA_CLASSES) with dedicated CPUs, huge pages and PCI devices (numa_facts), ``pinned``
+    ones foreign domains pinned to CPUs of their own."""
     for number in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + number)
         name = f"synth{number:06d}"
@@ -131,7 +143,7 @@ def host_states(start: int, count: int, seed: int = 12, large: bool = False,
         settings: dict[str, str] = {}
         if numa:
             shape = rng.choice(NUMA_CLASSES)
-            facts, settings = numa_facts(facts, *shape, rng=rng), numa_settings(*shape)
+            facts, settings = numa_facts(facts, *shape, rng=rng, pinned=pinned), numa_settings(*shape)
         state = host_state(name, facts, settings, [], "nova")
         # A URI as gather.yml records it; nothing answers there (the benchmark never builds on one).
         state["uri"] = f"qemu+ssh://{name}.invalid/system"
@@ -139,12 +151,13 @@ def host_states(start: int, count: int, seed: int = 12, large: bool = False,
 
 
 def sync(ledger: Any, start: int, count: int, batch: int = 2000, large: bool = False,
-         numa: bool = False) -> list[str]:
+         numa: bool = False, pinned: bool = False) -> list[str]:
     """Write synthetic hypervisors ``start`` .. ``start + count - 1`` with the tracker sync;
     returns their names and UUIDs as [(name, uuid)]."""
     written = []
     for first in range(start, start + count, batch):
-        states = list(host_states(first, min(batch, start + count - first), large=large, numa=numa))
+        states = list(host_states(first, min(batch, start + count - first), large=large, numa=numa,
+                                  pinned=pinned))
         ledger.tracker_sync(states)
         written += [(state["host"], state["uuid"]) for state in states]
     return written

@@ -178,6 +178,15 @@ def test_a_dedicated_launch_in_huge_pages_runs_with_exactly_what_the_ledger_clai
         assert (numatune["numa_mode"], cpu_ids(numatune["numa_nodeset"])) == ("strict", {cell["host_cell"]})
         live = ET.fromstring(numa_lab.virsh(host, "dumpxml", "pin-a-1"))
         assert [page.get("size") for page in live.findall("memoryBacking/hugepages/page")] == ["2048"]
+        # The sync before it stored both hypervisors' topologies (one machine, the same settings)
+        # as one text, and what libvirt counted free of their pages apart.
+        facts = rows(f"sqlite:///{numa_lab.ledger_path}", "hypervisor_facts")
+        assert len(facts) == 2 and facts[0]["numa_topology"] == facts[1]["numa_topology"]
+        assert '"free"' not in facts[0]["numa_topology"]
+        for row in facts:
+            counted = json.loads(row["free_pages"])
+            assert any("2048" in sizes for sizes in counted.values()), counted
+            assert all(isinstance(count, int) and count >= 0 for sizes in counted.values() for count in sizes.values())
 
         # The same again: that host's one dedicated CPU and its pages are taken, so it goes to the other.
         second = numa_lab.playbook("launch.yml", *launch_args("pin-b"))

@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
     HV_MISSING,
     HV_UP,
+    DIGEST_COLUMNS,
     claims,
     hypervisor_facts,
     hypervisor_images,
@@ -65,6 +66,11 @@ ALWAYS_FACTS = ("availability_zone", "aggregates", "hypervisor_version")
 OPTIONAL_FACTS = ("hypervisor_type", "libvirt_version", "supported_instances", "cpu_info",
                   "numa_topology", "pci_devices", "metrics", "host_ip")
 F = hypervisor_facts.c
+# Of those, the long ones the same hardware shares: read as the digest the tracker records beside
+# each (DIGEST_COLUMNS), and each distinct text once (_by_digest).
+DIGESTED_FACTS = ("numa_topology", "pci_devices")
+# Hosts per IN list: well under the bound parameters SQLite (32,766) and PostgreSQL (65,535) take.
+_IN_BATCH = 5000
 # Why a host is down when the sync recorded no reason of its own, by sync status.
 _DOWN_REASONS = {
     HV_DOWN: "did not answer its last sync",
@@ -94,6 +100,8 @@ def _raw_rows(db: Connection, query: Any) -> tuple[list[str], list[tuple[Any, ..
 
 
 def _fact_column(table: Any, name: str) -> Any:
+    if table is F and name in DIGESTED_FACTS:
+        return getattr(table, DIGEST_COLUMNS[name]).label(name)
     column = getattr(table, name)
     return cast(column, Text).label(name) if name in JSON_FACTS else column.label(name)
 
@@ -138,7 +146,9 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
     columns["disabled"] = list(map(bool, columns["disabled"]))
     columns["down_reason"] = [_explained(reason, when) for reason, when in zip(columns["down_reason"], missing_since)]
     for name in JSON_FACTS:
-        if name in columns:
+        if name in DIGESTED_FACTS and name in columns:
+            columns[name] = _by_digest(db, name, columns["uuid"], columns[name])
+        elif name in columns:
             columns[name] = _parsed(columns[name])
     for name, empty in (("numa_topology", {}), ("pci_devices", [])):
         if name in columns:  # a host without a facts row yet has none
@@ -176,6 +186,43 @@ def _down_reason(status: str, synced_at: Any) -> str:
     # A driver's own value: a datetime (psycopg) or its text (sqlite3).
     when = iso(synced_at) if isinstance(synced_at, dt.datetime) else synced_at
     return f"{reason} {when}" if status == HV_MISSING else reason
+
+
+def _by_digest(db: Connection, name: str, uuids: Sequence[str], digests: Sequence[str | None]) -> list[Any]:
+    """Fact ``name`` of each host from its digest: the text of one host per distinct digest,
+    parsed once and shared by every host with that digest, where reading every host's text
+    would move megabytes of the same few texts (a NUMA topology and a device list are kilobytes,
+    and hosts of one hardware class have the same). A host without a digest (no facts row, or
+    one no sync wrote since) reads its own, as does every host of a digest whose sample row moved
+    on between the two reads (a sync committed in between): each host is read as it is, never as
+    another host that was like it."""
+    sample: dict[str, str] = {}
+    for uuid, digest in zip(uuids, digests):
+        if digest is not None:
+            sample.setdefault(digest, uuid)
+    by_digest, own = _fact_texts(db, name, [*sample.values(), *(uuid for uuid, digest in zip(uuids, digests)
+                                                                 if digest is None)])
+    moved = {digest for digest, uuid in sample.items() if own.get(uuid, (None,))[0] != digest}
+    if moved:
+        own.update(_fact_texts(db, name, [uuid for uuid, digest in zip(uuids, digests) if digest in moved])[1])
+    return _parsed([own.get(uuid, (None, None))[1] if digest is None or digest in moved else by_digest[digest]
+                    for uuid, digest in zip(uuids, digests)])
+
+
+def _fact_texts(db: Connection, name: str, uuids: Sequence[str]
+                ) -> tuple[dict[str, str | None], dict[str, tuple[str | None, str | None]]]:
+    """The text of fact ``name`` of hosts ``uuids``: by the digest each row has, and by host
+    (its digest and text)."""
+    by_digest: dict[str, str | None] = {}
+    own: dict[str, tuple[str | None, str | None]] = {}
+    for first in range(0, len(uuids), _IN_BATCH):
+        for uuid, digest, text in db.execute(
+                select(F.hypervisor_uuid, getattr(F, DIGEST_COLUMNS[name]), cast(getattr(F, name), Text))
+                .where(F.hypervisor_uuid.in_(list(uuids[first:first + _IN_BATCH])))):
+            own[uuid] = (digest, text)
+            if digest is not None:
+                by_digest.setdefault(digest, text)
+    return by_digest, own
 
 
 def _parsed(texts: Sequence[str | None]) -> list[Any]:

@@ -16,6 +16,8 @@ import, mapping and unit of work would cost a launch a tenth of a second for not
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from typing import Any, Mapping
 
 from sqlalchemy import (
@@ -88,6 +90,15 @@ HOST_MEMORY_FIELDS = (
 )
 
 
+# The facts recorded with a digest beside them, and its column.
+DIGEST_COLUMNS = {"numa_topology": "numa_topology_digest", "pci_devices": "pci_devices_digest"}
+
+
+def fact_digest(value: Any) -> str:
+    """A fact's digest: SHA-256 of its JSON with sorted keys, the same for equal values."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -157,6 +168,10 @@ hypervisor_facts = Table(
     Column("free_pages", JSON(none_as_null=True), nullable=True),
     # libvirt's node devices: PCI devices (physical and virtual functions) and mdev types.
     Column("pci_devices", JSON, default=list, nullable=False),
+    # fact_digest of numa_topology and of pci_devices (DIGEST_COLUMNS), null until a sync wrote
+    # them: the scheduler reads these per host and each distinct text once.
+    Column("numa_topology_digest", String(64), nullable=True),
+    Column("pci_devices_digest", String(64), nullable=True),
     Column("metrics", JSON, default=dict, nullable=False),
     Column("storage_pool", String(255), nullable=True),
     Column("pools", JSON, default=list, nullable=False),

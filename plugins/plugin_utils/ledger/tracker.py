@@ -31,6 +31,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     BUILDING,
     CAPACITY_FIELDS,
     COLD_FACT_FIELDS,
+    DIGEST_COLUMNS,
     DOMAIN_STATE_INSTANCE_STATES,
     HOT_FACT_FIELDS,
     HOST_MEMORY_FIELDS,
@@ -42,6 +43,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     artefacts,
     claim_dict,
     claims,
+    fact_digest,
     hypervisor_facts,
     hypervisor_images,
     hypervisor_networks,
@@ -171,6 +173,7 @@ def _facts_values(state: Mapping[str, Any]) -> dict[str, Any]:
     """The hypervisor_facts row's columns from a host state."""
     values = {name: _fact(state, name) for name in COLD_FACT_FIELDS}
     values["numa_topology"], values["free_pages"] = _without_free_pages(values["numa_topology"])
+    values.update({column: fact_digest(values[name]) for name, column in DIGEST_COLUMNS.items()})
     values["host_memory"] = {name: state.get(name) for name in HOST_MEMORY_FIELDS}
     return values
 

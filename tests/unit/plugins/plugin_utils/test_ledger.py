@@ -34,6 +34,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     safe_url,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims as claims_module
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import host_states
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts
 
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
@@ -780,7 +781,7 @@ def test_migration_0010_leaves_old_rows_to_the_next_sync_which_moves_their_free_
                 ("INSERT INTO hypervisor_facts (hypervisor_uuid, numa_topology) VALUES ('hv-1', :topology)",
                  {"topology": json.dumps(counted)}))
     ledger = Ledger(ledger_url).open(create=True)
-    assert revision(ledger_url) == SCHEMA_REVISION == "0010"
+    assert revision(ledger_url) == SCHEMA_REVISION
     facts = "SELECT numa_topology, free_pages FROM hypervisor_facts"
     with ledger.engine.connect() as db:
         [(topology, free)] = db.execute(text(facts)).all()
@@ -799,6 +800,65 @@ def test_migration_0010_leaves_old_rows_to_the_next_sync_which_moves_their_free_
         command.downgrade(config, "0009")
         assert "free_pages" not in connection.execute(text("SELECT * FROM hypervisor_facts")).keys()
     engine.dispose()
+
+
+CELLS = {"cells": [{"id": 0, "memory_mb": 2048, "cpus": [0, 1], "pages": [{"size_kb": 2048, "total": 64}]}]}
+OTHER_CELLS = {"cells": [{"id": 0, "memory_mb": 4096, "cpus": [0, 1, 2, 3], "pages": [{"size_kb": 2048, "total": 64}]}]}
+
+
+def test_migration_0011_hosts_without_digests_are_read_as_they_are_until_a_sync_writes_them(ledger_url):
+    """Rows of schema 0010 have no digests: the scheduler's read takes each such host's own
+    topology and devices; the next sync writes the digests, and from then on hosts with the
+    same facts share one parsed value while the others keep theirs."""
+    rows = [("hv-1", "hv1", CELLS), ("hv-2", "hv2", CELLS), ("hv-3", "hv3", OTHER_CELLS)]
+    migrated_to(ledger_url, "0010", *[statement for uuid, name, topology in rows for statement in (
+        ("INSERT INTO hypervisors (uuid, name, nodename, generation, synced_at, disabled, sync_status) "
+         "VALUES (:uuid, :name, :name, 0, '2026-11-26 10:00:00', false, 'up')", {"uuid": uuid, "name": name}),
+        ("INSERT INTO hypervisor_facts (hypervisor_uuid, numa_topology) VALUES (:uuid, :topology)",
+         {"uuid": uuid, "topology": json.dumps(topology)}))])
+    ledger = Ledger(ledger_url).open(create=True)
+    assert revision(ledger_url) == SCHEMA_REVISION
+
+    def read():
+        table, _generations = ledger.host_table({"numa_topology", "pci_devices"})
+        return dict(zip(table.column("host"), table.column("numa_topology")))
+
+    before = read()
+    assert before == {"hv1": CELLS, "hv2": CELLS, "hv3": OTHER_CELLS}
+    ledger.sync_hypervisors([{**host(name, uuid), "numa_topology": topology} for uuid, name, topology in rows])
+    with ledger.engine.connect() as db:
+        digests = dict(db.execute(select(hypervisor_facts.c.hypervisor_uuid, hypervisor_facts.c.numa_topology_digest)).all())
+    assert digests["hv-1"] == digests["hv-2"] != digests["hv-3"] and None not in digests.values()
+    after = read()
+    assert after == before and after["hv1"] is after["hv2"] and after["hv3"] is not after["hv1"]
+    ledger.close()
+    config = alembic_config()
+    engine = create_engine(ledger_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0010")
+        assert "numa_topology_digest" not in connection.execute(text("SELECT * FROM hypervisor_facts")).keys()
+    engine.dispose()
+
+
+def test_hosts_whose_facts_moved_on_after_the_digests_were_read_are_read_as_they_are_now(ledger):
+    """The read takes the digests first and one text per digest after (host_states._by_digest):
+    where a sync rewrote the sampled host in between, every host of that digest reads its own
+    text, never the sample's new one."""
+    ledger.sync_hypervisors([{**host(name, uuid), "numa_topology": CELLS} for uuid, name in (("hv-1", "hv1"),
+                                                                                             ("hv-2", "hv2"))])
+    with ledger.engine.connect() as db:
+        seen = [digest for _uuid, digest in sorted(db.execute(
+            select(hypervisor_facts.c.hypervisor_uuid, hypervisor_facts.c.numa_topology_digest)))]
+    ledger.sync_hypervisors([{**host("hv1", "hv-1"), "numa_topology": OTHER_CELLS},
+                             {**host("hv2", "hv-2"), "numa_topology": CELLS}])
+    with ledger.engine.connect() as db:
+        assert host_states._by_digest(db, "numa_topology", ["hv-1", "hv-2"], seen) == [OTHER_CELLS, CELLS]
+        # Unmoved digests: one text for both.
+        now = [digest for _uuid, digest in sorted(db.execute(
+            select(hypervisor_facts.c.hypervisor_uuid, hypervisor_facts.c.numa_topology_digest)))]
+        assert host_states._by_digest(db, "numa_topology", ["hv-1", "hv-2", "hv-9"], [*now, None]) == [
+            OTHER_CELLS, CELLS, None]
 
 
 # ---- the scheduler's read ---------------------------------------------------------------------
