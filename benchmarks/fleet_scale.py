@@ -134,7 +134,8 @@ NUMA = Mode(title="Launch at fleet scale on a NUMA fleet, from the ledger",
             kinds=(("check", 1), ("real", 1)), sizes="10000", output=RESULTS / "fleet_scale_numa.md",
             # NUMATopologyFilter is not a default, as in Nova: a NUMA fleet's operator enables it.
             settings={"berth_enabled_filters": [*DEFAULT_FILTERS, "NUMATopologyFilter"]},
-            lab={"huge_pages": HUGE_PAGES_PER_LAB_HOST * LAB_HOSTS, "cpu_dedicated_set": "1", "cpu_shared_set": "0"},
+            lab={"huge_pages": HUGE_PAGES_PER_LAB_HOST * LAB_HOSTS, "cpu_dedicated_set": "1",
+                 "cpu_shared_set": "0"},
             numa_hosts=True)
 
 
@@ -249,7 +250,8 @@ def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, le
         figures[f"{kind}{count}_timing"] = []
     inventory = ["-i", str(controller)]
     # Warm-up: the first run after a sync pays cold caches (and SQLite's first read of the file).
-    run([*inventory, "playbooks/launch.yml", "--check", "-e", "name=warm", "-e", json.dumps({"flavor": mode.flavor})])
+    run([*inventory, "playbooks/launch.yml", "--check", "-e", "name=warm",
+         "-e", json.dumps({"flavor": mode.flavor})])
     for round_ in range(runs):
         wall, _report = run(["-i", "localhost,", "benchmarks/playbooks/empty.yml"])
         figures["empty"].append(wall)
