@@ -71,26 +71,26 @@ def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[s
                     cpu_allocation_ratio, ram_allocation_ratio)
 
 
-def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], *facts: Sequence[Any]) -> List[T]:
-    """``[function(held, *values) for held, *values in zip(assignments, *facts)]``, calling
-    ``function`` once per distinct host state: a fleet of a few hardware classes whose hosts
-    hold the same instances' assignments (or none) costs a few fits, not one per host.
+def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], facts: Sequence[Sequence[Any]],
+              numbers: Sequence[Sequence[Any]] = ()) -> List[T]:
+    """``function(held, *facts, *numbers)`` for each host (its assignments, then its value of
+    each column of ``facts`` and ``numbers``), called once per distinct host state: a fleet of a
+    few hardware classes whose hosts hold the same instances' assignments (or none) costs a few
+    fits, not one per host.
 
     Facts compare by identity, numbers by value: the ledger's read gives every host with the
     same fact text the same parsed object (host_states._parsed), and the engine never changes
     one. A host's assignments compare as the identities of their items, in order (parsed the
     same way; take() gives a consumed host a new list with a new item). ``function`` must read
-    nothing else. The keyed objects are kept until the call returns, so no id is reused."""
-    memo: Dict[Tuple[Any, ...], Tuple[T, Tuple[Any, ...]]] = {}
-    results = []
-    for held, *values in zip(assignments, *facts):
-        key = (tuple(map(id, held)), *[value if isinstance(value, (int, float)) or value is None else id(value)
-                                        for value in values])
-        known = memo.get(key)
-        if known is None:
-            known = memo[key] = (function(held, *values), (held, *values))
-        results.append(known[0])
-    return results
+    nothing else. The columns hold every keyed object until the call returns, so no id is reused
+    meanwhile."""
+    held_keys = [tuple(map(id, held)) if held else () for held in assignments]
+    keys = list(zip(held_keys, *[map(id, column) for column in facts], *numbers))
+    answers: Dict[Tuple[Any, ...], T] = {}
+    for key, values in zip(keys, zip(assignments, *facts, *numbers)):
+        if key not in answers:
+            answers[key] = function(*values)
+    return [answers[key] for key in keys]
 
 
 def take(host_state: HostState, request: ExactRequest | None) -> Fit:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
@@ -394,23 +395,31 @@ def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
     shared_set, dedicated_set = topology.get("cpu_shared_set"), topology.get("cpu_dedicated_set")
     legacy = shared_set is None and dedicated_set is None
     shared_ids, dedicated_ids = set(shared_set or ()), set(dedicated_set or ())
+    usable_ids = shared_ids | dedicated_ids
     reserved = topology.get("reserved_pages") or {}
     cells = []
     for cell in topology.get("cells") or []:
-        cpus = [int(cpu) for cpu in cell.get("cpus") or []]
+        cpus = list(map(int, cell.get("cpus") or []))
         if legacy:
-            shared, dedicated = cpus, cpus
+            shared, dedicated, usable = cpus, cpus, set(cpus)
         else:
-            shared = [cpu for cpu in cpus if cpu in shared_ids]
-            dedicated = [cpu for cpu in cpus if cpu in dedicated_ids]
-        usable = set(shared) | set(dedicated)
-        cores = set()
+            shared = list(filter(shared_ids.__contains__, cpus))
+            dedicated = list(filter(dedicated_ids.__contains__, cpus))
+            usable = usable_ids.intersection(cpus)
+        # Each core is listed once per thread (host_capabilities lists siblings sorted): its
+        # distinct sibling lists, in the order first seen, are restricted to the usable CPUs once
+        # each (not at all where every listed CPU is usable), not once per thread: this runs for
+        # every host of a fleet.
+        listed: Dict[tuple, None] = {}
         for item in cell.get("cpu_topology") or ():
             if item["id"] in usable:
-                # host_capabilities lists siblings sorted; each core is seen once per thread.
-                cores.add(tuple(cpu for cpu in item.get("siblings") or (item["id"],) if cpu in usable))
+                listed[tuple(item.get("siblings") or (item["id"],))] = None
+        if usable.issuperset(chain.from_iterable(listed)):
+            cores: Any = listed
+        else:
+            cores = {tuple(filter(usable.__contains__, core)) for core in listed}
         # A driver that reports no thread siblings: each CPU is its own core.
-        siblings = [list(core) for core in sorted(cores)] if cores else [[cpu] for cpu in sorted(usable)]
+        siblings = list(map(list, sorted(cores))) if cores else [[cpu] for cpu in sorted(usable)]
         cell_reserved = reserved.get(str(cell["id"])) or reserved.get(cell["id"]) or {}
         cells.append(NUMACellState(
             id=int(cell["id"]), memory_mb=int(cell.get("memory_mb") or 0), shared_cpus=shared,
@@ -430,7 +439,7 @@ def _count_assignment(by_id: Dict[int, NUMACellState], assignment: Mapping[str, 
         if cell is None:
             continue  # a cell this host no longer reports: nothing left to count it against
         pinning = guest_cell.get("pinning") or {}
-        cell.used_cpus.update(int(cpu) for cpu in pinning.values())
+        cell.used_cpus.update(map(int, pinning.values()))
         memory_mb = int(guest_cell.get("memory_mb") or 0)
         cell.memory_used_mb += memory_mb
         cell.shared_vcpus_used += len(guest_cell.get("vcpus") or []) - len(pinning)
@@ -506,28 +515,29 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
 
 
 def _fitting_permutations(ordered: List[NUMACellState], guest_cells: Sequence[GuestCell],
-                          cell_fit: Callable[[NUMACellState, GuestCell], Any],
-                          budget: List[int]) -> Iterator[Tuple[NUMACellState, ...]]:
+                          cell_fit: Callable[[NUMACellState, GuestCell], Any], budget: List[int],
+                          prefix: Tuple[NUMACellState, ...] = ()) -> Iterator[Tuple[NUMACellState, ...]]:
     """The permutations of ``ordered`` that itertools.permutations would give, in its order,
     whose every pair fits: a depth-first search that stops at the first pair that does not, as
     Nova's loop skips a permutation at its first cell that does not fit, without walking the
     others that share that start. ``budget`` bounds the steps: a host's cell count comes from
-    the ledger, which is not trusted."""
+    the ledger, which is not trusted.
 
-    def extend(prefix: Tuple[NUMACellState, ...]) -> Iterator[Tuple[NUMACellState, ...]]:
-        if len(prefix) == len(guest_cells):
-            yield prefix
+    It recurses on itself, not on a nested function: a nested function that calls itself is a
+    reference cycle holding the host's cells, which the scheduler (running with the cyclic
+    garbage collector off, _placement.without_gc) would keep for every host it fits."""
+    if len(prefix) == len(guest_cells):
+        yield prefix
+        return
+    guest_cell = guest_cells[len(prefix)]
+    for host_cell in ordered:
+        if budget[0] <= 0:
             return
-        guest_cell = guest_cells[len(prefix)]
-        for host_cell in ordered:
-            if budget[0] <= 0:
-                return
-            budget[0] -= 1
-            if any(host_cell is chosen for chosen in prefix) or isinstance(cell_fit(host_cell, guest_cell), _Shortfall):
-                continue
-            yield from extend(prefix + (host_cell,))
-
-    return extend(())
+        budget[0] -= 1
+        if (prefix and any(host_cell is chosen for chosen in prefix)) \
+                or isinstance(cell_fit(host_cell, guest_cell), _Shortfall):
+            continue
+        yield from _fitting_permutations(ordered, guest_cells, cell_fit, budget, prefix + (host_cell,))
 
 
 def _spread_order(cells: List[NUMACellState], request: NUMARequest) -> List[NUMACellState]:
@@ -630,11 +640,11 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
     such guests off hosts that have them (the HW_CPU_HYPERTHREADING trait) the same way.
     """
     needed = len(vcpus) + emulator_count
-    free = set(host_cell.free_dedicated_cpus)
+    free = set(host_cell.dedicated_cpus) - host_cell.used_cpus
     label = "free dedicated CPUs" if not emulator_count else "free dedicated CPUs (one for the emulator threads)"
     if needed > len(free):
         return _Shortfall(f"{needed} {label}", f"has {len(free)}")
-    threads_per_core = max(len(item) for item in host_cell.siblings) if host_cell.siblings else 1
+    threads_per_core = max(map(len, host_cell.siblings)) if host_cell.siblings else 1
     if thread_policy == "isolate" and threads_per_core > 1:
         return _Shortfall("cores without SMT siblings (hw:cpu_thread_policy=isolate)",
                           f"has {threads_per_core} threads per core")
@@ -642,14 +652,12 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
         return _Shortfall("SMT siblings (hw:cpu_thread_policy=require)", "has one thread per core")
     free_cores = [[cpu for cpu in core if cpu in free] for core in host_cell.siblings]
     free_cores = [core for core in free_cores if core]
-    by_threads: Dict[int, List[List[int]]] = {}
-    for core in free_cores:
-        for threads in range(1, len(core) + 1):
-            by_threads.setdefault(threads, []).append(core)
-    for threads in sorted(by_threads, reverse=True):
-        if thread_policy == "require" and threads <= 1:
-            continue
-        chosen = _pinning_and_emulator(vcpus, [core[:threads] for core in by_threads[threads]], free, emulator_count)
+    # The most free threads a core has down to one: at each count, the first that many free
+    # threads of every core that has them.
+    lowest = 2 if thread_policy == "require" else 1
+    for threads in range(max(map(len, free_cores), default=0), lowest - 1, -1):
+        usable = [core[:threads] for core in free_cores if len(core) >= threads]
+        chosen = _pinning_and_emulator(vcpus, usable, free, emulator_count)
         if chosen is not None:
             return chosen
     if thread_policy != "require":
@@ -662,10 +670,12 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
 
 def _pinning_and_emulator(vcpus: Tuple[int, ...], usable: List[List[int]], free: set,
                           emulator_count: int) -> Optional[Tuple[Dict[str, int], List[int]]]:
-    cpus = [cpu for core in usable for cpu in core]
+    cpus = list(chain.from_iterable(usable))
     if len(cpus) < len(vcpus):
         return None
     pinning = dict(zip(sorted(vcpus), cpus))
+    if not emulator_count:
+        return {str(vcpu): cpu for vcpu, cpu in pinning.items()}, []
     left = sorted(free - set(pinning.values()))
     if len(left) < emulator_count:
         return None

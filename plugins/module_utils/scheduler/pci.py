@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -241,7 +240,9 @@ class _Usage:
 
     def __init__(self, assignments: Sequence[Mapping[str, Any]]) -> None:
         self.used: set = set()
-        self.mdevs: Counter = Counter()
+        # (parent address, mdev type) -> instances in use; a dict, not a Counter: this is made
+        # for every host a fit looks at, and a Counter costs a microsecond more to make.
+        self.mdevs: Dict[Tuple[str, str], int] = {}
         self.mdev_type_of: Dict[str, str] = {}
         # Ledger rows are not trusted: a malformed entry is skipped, never a reason to crash.
         for assignment in assignments:
@@ -253,7 +254,7 @@ class _Usage:
             for mdev in _mappings(assignment.get("mdevs")):
                 parent, kind = mdev.get("parent"), mdev.get("type")
                 if isinstance(parent, str) and isinstance(kind, str):
-                    self.mdevs[(parent, kind)] += 1
+                    self.mdevs[(parent, kind)] = self.mdevs.get((parent, kind), 0) + 1
                     self.mdev_type_of.setdefault(parent, kind)
 
     def free(self, device: Mapping[str, Any]) -> bool:
@@ -276,7 +277,7 @@ class _Usage:
 
 def _mappings(value: Any) -> List[Mapping[str, Any]]:
     # dict, not typing.Mapping: an ABC isinstance check costs microseconds, and this runs per host.
-    if not isinstance(value, (list, tuple)):
+    if not value or not isinstance(value, (list, tuple)):
         return []
     return [item for item in value if isinstance(item, dict)]
 
@@ -295,9 +296,14 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
     devices on the cells come first, then lowest address first. Mediated devices are taken
     from one parent device and type (as Nova's placement allocates a VGPU request from one
     provider), lowest parent address first, with no NUMA affinity (Nova has none for them)."""
-    devices = sorted((device for device in pci_devices
-                      if isinstance(device, dict) and isinstance(device.get("address"), str)),
-                     key=lambda device: device["address"])
+    devices = [device for device in pci_devices if isinstance(device, dict) and isinstance(device.get("address"), str)]
+    if not request.vgpus:
+        # Only the devices of the products asked for can be chosen: sort those alone (a host
+        # has a dozen devices, a request one product or two). A list, not a set: a device's
+        # ids come from the ledger, and an unhashable one must not raise.
+        products = [product for device_request in request.devices for _vendor, product, _kind in device_request.specs]
+        devices = [device for device in devices if device.get("product_id") in products]
+    devices.sort(key=_address)
     usage = _Usage(assignments)
     taken: List[Dict[str, Any]] = []
     for device_request in request.devices:
@@ -318,33 +324,45 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
     return {"pci": taken, "mdevs": mdevs}, None
 
 
+def _address(device: Mapping[str, Any]) -> str:
+    return device["address"]
+
+
 def _by_policy(candidates: List[Mapping[str, Any]], request: DeviceRequest,
                cells: Optional[Sequence[int]]) -> Tuple[Optional[List[Mapping[str, Any]]], Optional[str]]:
     count = request.count
-    asked = f"{count} x {request.describe()} asked"
     if cells is None:
         if len(candidates) >= count:
             return candidates[:count], None
-        return None, f"{asked}, {len(candidates)} free"
+        return None, f"{_asked(request)}, {len(candidates)} free"
     wanted = set(cells)
     on_cells = [device for device in candidates if device.get("numa_node") in wanted]
-    where = f"NUMA cell{'s' if len(wanted) != 1 else ''} {', '.join(str(cell) for cell in sorted(wanted))}"
     policy = request.numa_policy
     if len(on_cells) >= count or policy == POLICY_REQUIRED:
         if len(on_cells) >= count:
             return on_cells[:count], None
-        return None, f"{asked}, {len(on_cells)} free on {where} (policy required)"
+        return None, f"{_asked(request)}, {len(on_cells)} free on {_where(wanted)} (policy required)"
     # Devices that say no NUMA node (hosts that do not report one) are as good as local.
     legacy = on_cells + [device for device in candidates if device.get("numa_node") is None]
     if len(legacy) >= count:
         return legacy[:count], None
     if policy == POLICY_LEGACY:
-        return None, f"{asked}, {len(legacy)} free on {where} or without a NUMA node (policy legacy)"
+        return None, f"{_asked(request)}, {len(legacy)} free on {_where(wanted)} or without a NUMA node (policy legacy)"
     near = {device["address"] for device in legacy}
     chosen = legacy + [device for device in candidates if device["address"] not in near]
     if len(chosen) >= count:
         return chosen[:count], None
-    return None, f"{asked}, {len(chosen)} free (policy preferred)"
+    return None, f"{_asked(request)}, {len(chosen)} free (policy preferred)"
+
+
+# The words of a shortfall, made only when there is one: a fit that finds its devices (once per
+# host and cell permutation) has no use for them.
+def _asked(request: DeviceRequest) -> str:
+    return f"{request.count} x {request.describe()} asked"
+
+
+def _where(cells: set) -> str:
+    return f"NUMA cell{'s' if len(cells) != 1 else ''} {', '.join(str(cell) for cell in sorted(cells))}"
 
 
 def _mdev_parent(devices: Sequence[Mapping[str, Any]], usage: _Usage, request: PCIRequest
@@ -368,7 +386,7 @@ def _mdev_parent(devices: Sequence[Mapping[str, Any]], usage: _Usage, request: P
             available = item.get("available_instances")
             if not isinstance(available, int) or isinstance(available, bool):
                 continue
-            free = available - usage.mdevs[(address, item["type"])]
+            free = available - usage.mdevs.get((address, item["type"]), 0)
             if free >= request.vgpus:
                 return address, item["type"], None
             most_free = max(most_free, free)

@@ -197,11 +197,13 @@ def _by_digest(db: Connection, name: str, uuids: Sequence[str], digests: Sequenc
     on between the two reads (a sync committed in between): each host is read as it is, never as
     another host that was like it."""
     sample: dict[str, str] = {}
+    without = []
     for uuid, digest in zip(uuids, digests):
-        if digest is not None:
+        if digest is None:
+            without.append(uuid)
+        else:
             sample.setdefault(digest, uuid)
-    by_digest, own = _fact_texts(db, name, [*sample.values(), *(uuid for uuid, digest in zip(uuids, digests)
-                                                                 if digest is None)])
+    by_digest, own = _fact_texts(db, name, [*sample.values(), *without])
     moved = {digest for digest, uuid in sample.items() if own.get(uuid, (None,))[0] != digest}
     if moved:
         own.update(_fact_texts(db, name, [uuid for uuid, digest in zip(uuids, digests) if digest in moved])[1])

@@ -59,9 +59,9 @@ class NUMATopologyFilter(BaseHostFilter):
             return []
         # From the columns, once per distinct host state (assignment.per_state), without making
         # a host state of each candidate.
-        fits = per_state(partial(_fits, request=of_spec(spec)), columns.assignments, columns.numa_topology,
-                         columns.pci_devices, columns.cpu_allocation_ratio.tolist(),
-                         columns.ram_allocation_ratio.tolist())
+        fits = per_state(partial(_fits, request=of_spec(spec)), columns.assignments,
+                         (columns.numa_topology, columns.pci_devices),
+                         (columns.cpu_allocation_ratio.tolist(), columns.ram_allocation_ratio.tolist()))
         return [(REASON_NUMA, None, None, np.array([not found for found in fits], dtype=bool), None)]
 
 

@@ -57,7 +57,7 @@ class PciPassthroughFilter(BaseHostFilter):
         # making a host state of each candidate.
         reasons = [verdict and verdict[0] for verdict in per_state(
             lambda assignments, devices: _verdict(devices, assignments, request),
-            columns.assignments, columns.pci_devices)]
+            columns.assignments, (columns.pci_devices,))]
         return [(reason, None, None, np.array([found == reason for found in reasons], dtype=bool), None)
                 for reason in (REASON_PCI_MISSING, REASON_PCI_IN_USE)]
 

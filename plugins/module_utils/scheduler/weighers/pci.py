@@ -50,7 +50,7 @@ class PCIWeigher(BaseWeigher):
         # From the two columns, once per distinct host state (assignment.per_state), without
         # making a host state of each candidate.
         return per_state(lambda assignments, devices: _weight(devices, assignments, spec),
-                         columns.assignments, columns.pci_devices)
+                         columns.assignments, (columns.pci_devices,))
 
 
 def _weight(pci_devices: Any, assignments: Any, spec: RequestSpec) -> float:

@@ -3,6 +3,7 @@ unit tests, the admin guides "CPU topologies" and "Huge pages"), beside the assi
 instances already there. Hosts are built in host_capabilities.numa_topology's shape."""
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -362,6 +363,31 @@ def test_novas_packing_cases(siblings, pinned_cpus, vcpus, policy, expected):
         assert list(cell_of(assignment)["pinning"].values()) == expected
 
 
+def cpu_topology(siblings_of: dict[int, list[Any]]) -> dict[str, Any]:
+    """One cell whose CPUs report these sibling lists (each thread its own list)."""
+    cell = {"id": 0, "memory_mb": 8192, "cpus": sorted(siblings_of),
+            "pages": [{"size_kb": SMALL, "total": 2097152, "free": None}],
+            "cpu_topology": [{"id": cpu, "socket_id": 0, "die_id": 0, "core_id": 0, "siblings": siblings}
+                             for cpu, siblings in siblings_of.items()]}
+    return {"cells": [cell], "cpu_dedicated_set": None, "cpu_shared_set": None}
+
+
+@pytest.mark.parametrize("siblings_of, dedicated, shared, expected", [
+    ({0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}, None, None, [[0, 1], [2, 3]]),
+    # Cut to the CPUs instances may use; a CPU of neither set names no core.
+    ({0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}, [1, 2, 3], None, [[1], [2, 3]]),
+    ({0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}, [2], [3], [[2, 3]]),
+    # Threads whose lists disagree: each list a thread reports is a core of its own.
+    ({0: [0, 1], 1: [1, 2], 2: [1, 2]}, None, None, [[0, 1], [1, 2]]),
+    # A CPU without a list is its own core; none listed at all: every usable CPU is.
+    ({0: [0, 1], 1: [], 2: None}, None, None, [[0, 1], [1], [2]]),
+], ids=["pairs", "cut-to-dedicated", "cut-to-both-sets", "lists-disagree", "missing-lists"])
+def test_thread_siblings_are_read_per_distinct_list_and_cut_to_the_usable_cpus(siblings_of, dedicated, shared,
+                                                                               expected):
+    host = {**cpu_topology(siblings_of), "cpu_dedicated_set": dedicated, "cpu_shared_set": shared}
+    assert numa_cells(host, [])[0].siblings == expected
+
+
 def test_a_fit_on_the_cells_libvirts_test_driver_presents():
     """libvirt's test driver: two cells of 8 CPUs without SMT, small pages only (4 KiB on cell 0,
     8 KiB on cell 1) and no huge pages; its topology read as the tracker sync reads it."""
@@ -396,3 +422,18 @@ def test_a_mixed_guest_whose_first_cell_is_all_shared_still_gets_its_emulator_cp
     cells = assignment["numa"]["cells"]
     assert (cells[0]["pinning"], cells[0]["cpuset"], cells[1]["pinning"]) == ({}, [0, 1, 2, 3], {"2": 4, "3": 5})
     assert (assignment["numa"]["emulator_cpus"], assignment["numa"]["emulator_isolated"]) == ([0], True)
+
+
+def test_a_fit_leaves_nothing_for_the_cyclic_garbage_collector():
+    """The scheduler fits every host of a fleet with the collector off (_placement.without_gc):
+    a reference cycle per fit would keep each host's cells until the run ends."""
+    guest = request(vcpus=2, cells=[((0,), 512), ((1,), 512)])
+    gc.collect()
+    gc.disable()
+    try:
+        assert fit(topology(), [], guest)[0] is not None
+        assert fit(topology(), [pinned(0, {0: 0, 1: 1, 2: 2, 3: 3})], guest)[0] is None
+        assert fit(topology(), [], request(), devices=lambda cells: (None, "no device"))[0] is None
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -422,3 +422,16 @@ def test_the_instances_of_one_request_never_share_a_device():
         decision = schedule(hosts, spec)
         assert sorted(placement.host for placement in decision.placements) == ["hv1", "hv2"], engine
         assert not schedule(hosts, dataclasses.replace(spec, count=3)).ok
+
+
+def test_devices_and_vgpus_of_one_request_come_from_the_whole_device_list():
+    # fit sorts only the devices of the asked products when no vGPU is asked; with vGPUs, a GPU
+    # that is no alias's product still gives them.
+    request = PCIRequest(devices=(ask("vf"),), vgpus=1)
+    devices, why = fit(DEVICES + MDEV_GPUS, [], request)
+    assert why is None
+    assert [device["address"] for device in devices["pci"]] == ["0000:3b:02.0"]
+    assert devices["mdevs"] == [{"parent": "0000:06:00.0", "type": "nvidia-35"}]
+    # A device whose ids are not text (a ledger row) matches nothing and breaks nothing.
+    odd = DEVICES + [{**vf("0000:3b:02.7", "0000:3b:00.0"), "product_id": ["154c"]}]
+    assert addresses(fit(odd, [], PCIRequest(devices=(ask("vf", 2),)))) == ["0000:3b:02.0", "0000:3b:02.1"]
