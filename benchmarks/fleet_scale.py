@@ -42,9 +42,9 @@ With --numa (issue 24: a launch at 10,000 within 1 s of the empty play on a NUMA
 at 10,000 hypervisors by default, on a NUMA fleet with a NUMA flavor: the lab is brought up with
 2 MiB huge pages (128 of its own per hypervisor, twice a guest's) and host CPU 1 dedicated, CPU 0
 shared on each (as tests/integration's numa_lab); the synthetic hosts have NUMA cells, CPU sets,
-huge pages and PCI devices (synthetic.py's numa hosts); the controller inventory enables NUMATopologyFilter
-(berth_enabled_filters, as an operator of a NUMA fleet does); each launch asks for one dedicated
-vCPU in 2 MiB pages (hw:cpu_policy=dedicated, hw:mem_page_size=2MB). The lab hosts are still the
+huge pages and PCI devices (synthetic.py's numa hosts); the controller inventory enables
+NUMATopologyFilter (berth_enabled_filters, as an operator of a NUMA fleet does); each launch asks
+for one dedicated vCPU in 2 MiB pages (hw:cpu_policy=dedicated, hw:mem_page_size=2MB). The lab hosts are still the
 ones chosen. A lab hypervisor has one dedicated CPU, so three such guests fit on the lab at once:
 the launches are of 1 instance only (check and real), and the results go to fleet_scale_numa.md.
 In both modes each real launch is checked to have built on a lab host whose domain runs (in NUMA
