@@ -63,9 +63,13 @@ class PostgresServer:
              "-A", "scram-sha-256", "-E", "UTF8", "--no-sync"],
             check=True, capture_output=True, preexec_fn=self._demote, timeout=120,
         )
+        # huge_pages=off: PostgreSQL's default (try) maps its shared memory from the machine's 2 MiB
+        # pages when any are free, and a lab with huge pages (lab/fleet.py up --huge-pages) reserves
+        # exactly its guests' share of that one machine-wide pool: a server started beside it took
+        # 74 of them and the lab's next guest could not start.
         self.process = subprocess.Popen(
             [os.path.join(bindir, "postgres"), "-D", data, "-p", str(self.port), "-h", "127.0.0.1",
-             "-k", self.dir, "-c", "fsync=off", "-c", "max_connections=200"],
+             "-k", self.dir, "-c", "fsync=off", "-c", "max_connections=200", "-c", "huge_pages=off"],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "server.log"), "wb"),
             preexec_fn=self._demote,
         )
