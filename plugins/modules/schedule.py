@@ -545,8 +545,9 @@ placements:
       description:
         - What the claim took of the host beyond vCPUs, memory and disk - guest NUMA cells on host cells,
           pinned CPUs, huge pages, PCI devices and mediated devices - as the ledger records it
-          (docs/docsite/rst/numa.rst); null when the request asks for none of these, in check mode
-          and without the ledger. The build reads it from the ledger, not from here.
+          (docs/docsite/rst/numa.rst); null when the request asks for none of these. In check mode
+          and without the ledger, what the decision would take (the claim fits it again). The build
+          reads it from the ledger's claim, not from here.
       type: dict
 existing:
   description: Ledger rows of the wanted instances that exist already and were left alone.

@@ -103,10 +103,11 @@ class PlainBackend(Backend):
     def position(self, slot: int) -> int:
         return self.candidates[slot][0]
 
-    def consume(self, slot: int) -> None:
+    def consume(self, slot: int) -> dict | None:
         host_state = self.candidates[slot][1]
         host_state.consume(self.spec.flavor)
-        take(host_state, self.exact)
+        assignment, _reason = take(host_state, self.exact)
+        return assignment
 
     def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         pairs = sorted(self.rejections.items())

@@ -64,6 +64,9 @@ class Placement:
     alternates: list[str]  # next best hosts to retry on, best first
     # [{"host", "weight", "weights"}]: how close the choice was, and which weigher decided it
     runners_up: list[dict[str, Any]]
+    # What it takes of the host's NUMA cells, CPUs, pages and devices (assignment.take), None
+    # when it asks for none: the claim fits it again under the host's lock and records its own.
+    assignment: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -191,7 +194,7 @@ def schedule(hosts: Sequence[HostState] | HostTable, spec: RequestSpec) -> Decis
                         for other in others[:RUNNERS_UP_SHOWN]],
         ))
         # The next instance must see this one's resources gone, and its group member placed.
-        backend.consume(chosen.slot)
+        placements[-1].assignment = backend.consume(chosen.slot)
         if spec.server_group is not None:
             spec.server_group.add(chosen_state.host)
         # Nova filters the next instance from this one's survivors, not from all hosts: the

@@ -333,15 +333,16 @@ class VectorBackend(Backend):
     def position(self, slot: int) -> int:
         return int(self.rows[slot])
 
-    def consume(self, slot: int) -> None:
+    def consume(self, slot: int) -> dict | None:
         position = int(self.rows[slot])
         host_state = self.state_of(position)
         host_state.consume(self.spec.flavor)
-        take(host_state, self.exact)
+        assignment, _reason = take(host_state, self.exact)
         for name in _CONSUMED_COLUMNS:
             getattr(self.columns, name)[position] = getattr(host_state, name)
         # Other nodes of the same host name share its group membership.
         self.dirty = self.positions_of(host_state.host, position)
+        return assignment
 
     def explanation(self) -> tuple[int, list[ReasonCount], list[Rejection], list[Rejection] | None]:
         rejected = self.reason_ids >= 0

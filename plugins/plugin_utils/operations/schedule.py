@@ -130,7 +130,10 @@ class Schedule:
             # Without the ledger nothing is claimed: a "what if" changes nothing.
             result["changed"] = ledger is not None
             if check_mode or ledger is None:
-                result["placements"] = [{**p, "uuid": None, "state": "PLANNED"} for p in placements]
+                # With what each would take of its host's CPUs, cells, pages and devices, as the
+                # claim would fit it (check mode's domain shows them).
+                result["placements"] = [{**p, "uuid": None, "state": "PLANNED", "assignment": placed.assignment}
+                                        for p, placed in zip(placements, decision.placements)]
                 result["timing"]["total_s"] = _since(started)
                 return result
             if attempt == 1:

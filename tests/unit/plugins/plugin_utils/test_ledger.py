@@ -733,6 +733,18 @@ def test_schema_revision_is_the_newest_migration():
     assert SCHEMA_REVISION == scripts.get_current_head(), "set ledger.SCHEMA_REVISION to the new migration's revision"
 
 
+def downgraded_columns(url, target, table):
+    """The columns of ``table`` once the ledger at ``url`` is downgraded to schema ``target``."""
+    config = alembic_config()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, target)
+        columns = list(connection.execute(text(f"SELECT * FROM {table}")).keys())
+    engine.dispose()
+    return columns
+
+
 def migrated_to(url, target, *statements):
     """A ledger at schema ``target`` (alembic, as an older Berth left it), with rows of its own."""
     config = alembic_config()
@@ -793,13 +805,7 @@ def test_migration_0010_leaves_old_rows_to_the_next_sync_which_moves_their_free_
     assert topology["cells"][0]["pages"] == [{"size_kb": 2048, "total": 64}] and free == {"0": {"2048": 60}}
     ledger.close()
     # And back: 0009 has no such column.
-    config = alembic_config()
-    engine = create_engine(ledger_url)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0009")
-        assert "free_pages" not in connection.execute(text("SELECT * FROM hypervisor_facts")).keys()
-    engine.dispose()
+    assert "free_pages" not in downgraded_columns(ledger_url, "0009", "hypervisor_facts")
 
 
 CELLS = {"cells": [{"id": 0, "memory_mb": 2048, "cpus": [0, 1], "pages": [{"size_kb": 2048, "total": 64}]}]}
@@ -832,13 +838,7 @@ def test_migration_0011_hosts_without_digests_are_read_as_they_are_until_a_sync_
     after = read()
     assert after == before and after["hv1"] is after["hv2"] and after["hv3"] is not after["hv1"]
     ledger.close()
-    config = alembic_config()
-    engine = create_engine(ledger_url)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0010")
-        assert "numa_topology_digest" not in connection.execute(text("SELECT * FROM hypervisor_facts")).keys()
-    engine.dispose()
+    assert "numa_topology_digest" not in downgraded_columns(ledger_url, "0010", "hypervisor_facts")
 
 
 def test_hosts_whose_facts_moved_on_after_the_digests_were_read_are_read_as_they_are_now(ledger):

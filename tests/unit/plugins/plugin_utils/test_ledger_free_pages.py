@@ -6,7 +6,7 @@ scheduler's read gives them one parsed topology. On SQLite and on a real Postgre
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Text, cast, event, select
+from sqlalchemy import Text, cast, select
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts, hypervisors
 
@@ -39,18 +39,6 @@ def stored(ledger) -> dict[str, tuple[str, dict | None]]:
             .join(hypervisor_facts, hypervisor_facts.c.hypervisor_uuid == hypervisors.c.uuid))}
 
 
-def writes(ledger) -> list[str]:
-    """The writing statements the ledger runs from now on."""
-    seen: list[str] = []
-
-    @event.listens_for(ledger.engine, "before_cursor_execute")
-    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
-        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
-            seen.append(" ".join(statement.split()))
-
-    return seen
-
-
 def test_hosts_of_the_same_hardware_store_one_topology_text_and_their_own_free_counts(ledger):
     ledger.sync_hypervisors([numa_host("hv1", "hv-1", (500, 512)), numa_host("hv2", "hv-2", (12, 0))])
     rows = stored(ledger)
@@ -68,10 +56,10 @@ def test_hosts_of_the_same_hardware_store_one_topology_text_and_their_own_free_c
     assert (first["cpu_dedicated_set"], first["reserved_pages"]) == ([1, 3], {"0": {"2048": 64}})
 
 
-def test_a_sync_where_only_free_counts_moved_writes_them_and_leaves_the_topology(ledger):
+def test_a_sync_where_only_free_counts_moved_writes_them_and_leaves_the_topology(ledger, writes_of):
     ledger.sync_hypervisors([numa_host("hv1", "hv-1", (500, 512)), numa_host("hv2", "hv-2", (12, 0))])
     before = stored(ledger)
-    written = writes(ledger)
+    written = writes_of(ledger)
     [one, two] = ledger.sync_hypervisors([numa_host("hv1", "hv-1", (400, 512)), numa_host("hv2", "hv-2", (12, 0))])
     assert not one["changed"] and not two["changed"]
     facts = [sql for sql in written if "hypervisor_facts" in sql]

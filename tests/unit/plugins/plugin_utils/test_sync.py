@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
@@ -49,19 +49,7 @@ def fleet(tmp_path):
     return tuple(targets)
 
 
-def statements(ledger) -> list[str]:
-    """The writing statements the ledger runs from now on."""
-    seen: list[str] = []
-
-    @event.listens_for(ledger.engine, "before_cursor_execute")
-    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
-        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
-            seen.append(" ".join(statement.split()))
-
-    return seen
-
-
-def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_sync_time(ledger, fleet):
+def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_sync_time(ledger, fleet, writes_of):
     request = SyncRequest(uri_policy=NODE_FILES, targets=fleet, workers=2, batch_size=3)
     first = Sync(request, ledger).run()
     assert first["changed"] and first["summary"]["changed"] == 7 and first["summary"]["down"] == 0
@@ -77,7 +65,7 @@ def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_s
     assert first["drift"][:len(created)] == created
     assert first["drift"][len(created)].startswith("synced 7 hypervisor(s) in ")
 
-    written = statements(ledger)
+    written = writes_of(ledger)
     steady = Sync(request, ledger).run()
     assert not steady["changed"] and steady["summary"]["changed"] == 0
     assert {row["host"]: row["generation"] for row in ledger.hypervisors()} == generations
