@@ -58,9 +58,11 @@ def fit(host_state: HostState, request: ExactRequest) -> Fit:
 
 def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[str, Any],
               pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
-              cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float]) -> Fit:
+              cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float],
+              read: Optional[List[numa.NUMACellState]] = None) -> Fit:
     """fit, from a host's facts and assignments rather than its host state (the vectorised
-    filters read them as columns)."""
+    filters read them as columns); ``read``: numa.read_cells of ``numa_topology``, where many
+    hosts share it."""
     if request.numa is None:
         return pci.fit(pci_devices, assignments, request.pci)
 
@@ -68,7 +70,7 @@ def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[s
         return pci.fit(pci_devices, assignments, request.pci, cells)
 
     return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
-                    cpu_allocation_ratio, ram_allocation_ratio)
+                    cpu_allocation_ratio, ram_allocation_ratio, read)
 
 
 def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], facts: Sequence[Sequence[Any]],

@@ -359,6 +359,12 @@ class NUMACellState:
     def free_pages(self, size_kb: int) -> int:
         return self.pages_total.get(size_kb, 0) - self.pages_reserved.get(size_kb, 0) - self.pages_used.get(size_kb, 0)
 
+    def unused(self) -> "NUMACellState":
+        """This cell as the topology gives it, with nothing used (its facts shared, not copied:
+        nothing changes them)."""
+        return NUMACellState(self.id, self.memory_mb, self.shared_cpus, self.dedicated_cpus, self.siblings,
+                             self.pages_total, self.pages_reserved)
+
     def to_dict(self) -> Dict[str, Any]:
         """For explanations: what is left of this cell."""
         return {"id": self.id, "free_dedicated_cpus": self.free_dedicated_cpus, "shared_cpus": list(self.shared_cpus),
@@ -366,28 +372,37 @@ class NUMACellState:
                 "free_pages": {size_kb: self.free_pages(size_kb) for size_kb in sorted(self.pages_total)}}
 
 
-def numa_cells(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]]) -> List[NUMACellState]:
+def numa_cells(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]],
+               read: Optional[List[NUMACellState]] = None) -> List[NUMACellState]:
     """The host's cells with what ``assignments`` (one per instance on the host) use of each: the
-    one reading of a host's NUMA usage, for fit and for explanations alike.
+    one reading of a host's NUMA usage, for fit and for explanations alike. ``read``: what
+    read_cells gave for this ``topology`` (many hosts share one), counted onto fresh copies.
 
     Which CPUs instances may use follows Nova's libvirt driver: shared vCPUs float over
     cpu_shared_set, dedicated ones are pinned from cpu_dedicated_set; with neither set, every CPU
     serves both (Nova's legacy mode); with only cpu_dedicated_set, no CPU is shared; with only
     cpu_shared_set, none is dedicated.
     """
-    try:
-        cells = _read_cells(topology)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise SchedulerInputError("numa_topology", f"numa_topology does not read as NUMA cells: {exc!r}") from None
+    cells = read_cells(topology) if read is None else [cell.unused() for cell in read]
     by_id = {cell.id: cell for cell in cells}
-    if len(by_id) != len(cells):
-        raise SchedulerInputError("numa_topology", "numa_topology names a cell id twice")
     for index, assignment in enumerate(assignments):
         try:
             _count_assignment(by_id, assignment or {})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SchedulerInputError(f"assignments[{index}]", f"assignments[{index}] does not read as an "
                                                                f"assignment: {exc!r}") from None
+    return cells
+
+
+def read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
+    """The host's cells as its topology gives them, none of them used yet; SchedulerInputError
+    where the topology does not read as cells (the ledger's data is not trusted)."""
+    try:
+        cells = _read_cells(topology)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SchedulerInputError("numa_topology", f"numa_topology does not read as NUMA cells: {exc!r}") from None
+    if len({cell.id for cell in cells}) != len(cells):
+        raise SchedulerInputError("numa_topology", "numa_topology names a cell id twice")
     return cells
 
 
@@ -465,7 +480,8 @@ class _Shortfall:
 
 def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], request: NUMARequest,
         devices: Optional[DevicesFit] = None, cpu_allocation_ratio: Optional[float] = None,
-        ram_allocation_ratio: Optional[float] = None) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+        ram_allocation_ratio: Optional[float] = None, read: Optional[List[NUMACellState]] = None
+        ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """Fit ``request`` onto the host's cells (``topology``: its numa_topology fact) beside what
     ``assignments`` hold, as Nova's numa_fit_instance_to_host does: (assignment, None), the
     assignment in docs/docsite/rst/numa.rst's shape, or (None, why not).
@@ -475,10 +491,10 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
     ``devices``, a permutation fits only where ``devices(host cell ids, in guest cell order)``
     also finds its devices; their part of the assignment joins it. The ratios, as NUMATopologyFilter
     passes Nova's limits, cap shared vCPUs and memory per cell; without them only the cell's
-    own size does (no instance overcommits a cell against itself).
+    own size does (no instance overcommits a cell against itself). ``read``: as numa_cells.
     """
     try:
-        cells = numa_cells(topology, assignments)
+        cells = numa_cells(topology, assignments, read)
     except SchedulerInputError as exc:
         return None, str(exc)  # the ledger's data, not the request: this host only is out
     if not cells:

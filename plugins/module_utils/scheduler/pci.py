@@ -394,6 +394,15 @@ def _mdev_parent(devices: Sequence[Mapping[str, Any]], usage: _Usage, request: P
                         f"at most {most_free} free on one device")
 
 
+def device_holdings(assignments: Sequence[Sequence[Any]]) -> List[Sequence[Any]]:
+    """Per host, only those of its assignments that hold PCI or mediated devices: all that
+    fit and free_alias_devices read of them (_Usage), so that hosts whose instances pin
+    different CPUs but hold the same devices (often none) share one device fit
+    (assignment.per_state)."""
+    return [[item for item in held if isinstance(item, dict) and (item.get("pci") or item.get("mdevs"))]
+            if held else held for held in assignments]
+
+
 def free_alias_devices(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
                        aliases: Sequence[Mapping[str, Any]]) -> int:
     """How many of a host's devices some alias matches and no instance holds (PCIWeigher's

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
+
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import numa
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import (
     fit,
@@ -9,6 +10,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment i
     of_spec,
     per_state,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -58,14 +60,21 @@ class NUMATopologyFilter(BaseHostFilter):
         if spec.numa is None:
             return []
         # From the columns, once per distinct host state (assignment.per_state), without making
-        # a host state of each candidate.
-        fits = per_state(partial(_fits, request=of_spec(spec)), columns.assignments,
-                         (columns.numa_topology, columns.pci_devices),
-                         (columns.cpu_allocation_ratio.tolist(), columns.ram_allocation_ratio.tolist()))
-        return [(REASON_NUMA, None, None, np.array([not found for found in fits], dtype=bool), None)]
+        # a host state of each candidate; each distinct topology read into cells once, for all
+        # the hosts that share it whatever they hold.
+        request = of_spec(spec)
+        read: dict[int, Any] = {}
 
+        def fits(assignments: Any, numa_topology: Any, pci_devices: Any, cpu_allocation_ratio: float,
+                 ram_allocation_ratio: float) -> bool:
+            if id(numa_topology) not in read:
+                try:
+                    read[id(numa_topology)] = numa.read_cells(numa_topology)
+                except SchedulerInputError:
+                    read[id(numa_topology)] = None  # each host's fit says why
+            return fit_facts(assignments, numa_topology, pci_devices, request, cpu_allocation_ratio,
+                             ram_allocation_ratio, read[id(numa_topology)])[0] is not None
 
-def _fits(assignments: Any, numa_topology: Any, pci_devices: Any, cpu_allocation_ratio: float,
-          ram_allocation_ratio: float, request: Any) -> bool:
-    return fit_facts(assignments, numa_topology, pci_devices, request, cpu_allocation_ratio,
-                     ram_allocation_ratio)[0] is not None
+        fitted = per_state(fits, columns.assignments, (columns.numa_topology, columns.pci_devices),
+                           (columns.cpu_allocation_ratio.tolist(), columns.ram_allocation_ratio.tolist()))
+        return [(REASON_NUMA, None, None, np.array([not found for found in fitted], dtype=bool), None)]

@@ -7,7 +7,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base
     BaseHostFilter,
     VectorReject,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import PCIRequest, fit
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import PCIRequest, device_holdings, fit
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
     REASON_PCI_IN_USE,
     REASON_PCI_MISSING,
@@ -53,11 +53,11 @@ class PciPassthroughFilter(BaseHostFilter):
         request = spec.pci
         if request is None:
             return []
-        # From the two columns, once per distinct host state (assignment.per_state), without
-        # making a host state of each candidate.
+        # From the two columns, once per distinct state of the host's devices (assignment.per_state
+        # over pci.device_holdings), without making a host state of each candidate.
         reasons = [verdict and verdict[0] for verdict in per_state(
             lambda assignments, devices: _verdict(devices, assignments, request),
-            columns.assignments, (columns.pci_devices,))]
+            device_holdings(columns.assignments), (columns.pci_devices,))]
         return [(reason, None, None, np.array([found == reason for found in reasons], dtype=bool), None)
                 for reason in (REASON_PCI_MISSING, REASON_PCI_IN_USE)]
 

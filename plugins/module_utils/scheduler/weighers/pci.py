@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import per_state
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import free_alias_devices
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import device_holdings, free_alias_devices
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -47,10 +47,10 @@ class PCIWeigher(BaseWeigher):
     def vector_raw(self, columns: Any, spec: RequestSpec) -> Any:
         if not spec.pci_alias:
             return columns.zeros
-        # From the two columns, once per distinct host state (assignment.per_state), without
-        # making a host state of each candidate.
+        # From the two columns, once per distinct state of the host's devices (assignment.per_state
+        # over pci.device_holdings), without making a host state of each candidate.
         return per_state(lambda assignments, devices: _weight(devices, assignments, spec),
-                         columns.assignments, (columns.pci_devices,))
+                         device_holdings(columns.assignments), (columns.pci_devices,))
 
 
 def _weight(pci_devices: Any, assignments: Any, spec: RequestSpec) -> float:
