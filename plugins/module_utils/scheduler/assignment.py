@@ -59,15 +59,25 @@ def fit(host_state: HostState, request: ExactRequest) -> Fit:
 def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[str, Any],
               pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
               cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float],
-              read: Optional[List[numa.NUMACellState]] = None) -> Fit:
+              read: Optional[List[numa.NUMACellState]] = None,
+              device_fits: Optional[Dict[Tuple[Any, ...], Fit]] = None) -> Fit:
     """fit, from a host's facts and assignments rather than its host state (the vectorised
-    filters read them as columns); ``read``: numa.read_cells of ``numa_topology``, where many
-    hosts share it."""
+    filters read them as columns). Where many hosts share facts: ``read``, numa.read_cells of
+    ``numa_topology``; ``device_fits``, a dict that keeps each device fit by what it depends on
+    (the devices, the assignments that hold some, the cells), for the hosts that come after."""
     if request.numa is None:
         return pci.fit(pci_devices, assignments, request.pci)
+    holdings: List[Sequence[Any]] = []
 
     def devices(cells: Tuple[int, ...]) -> Fit:
-        return pci.fit(pci_devices, assignments, request.pci, cells)
+        if device_fits is None:
+            return pci.fit(pci_devices, assignments, request.pci, cells)
+        if not holdings:
+            holdings.append(pci.device_holdings([assignments])[0])
+        key = (id(pci_devices), tuple(map(id, holdings[0])), cells)
+        if key not in device_fits:
+            device_fits[key] = pci.fit(pci_devices, holdings[0], request.pci, cells)
+        return device_fits[key]
 
     return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
                     cpu_allocation_ratio, ram_allocation_ratio, read)

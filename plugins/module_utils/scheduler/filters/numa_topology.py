@@ -60,10 +60,11 @@ class NUMATopologyFilter(BaseHostFilter):
         if spec.numa is None:
             return []
         # From the columns, once per distinct host state (assignment.per_state), without making
-        # a host state of each candidate; each distinct topology read into cells once, for all
-        # the hosts that share it whatever they hold.
+        # a host state of each candidate; each distinct topology read into cells once, and each
+        # distinct device fit made once, for all the hosts that share them whatever CPUs they hold.
         request = of_spec(spec)
         read: dict[int, Any] = {}
+        device_fits: dict[tuple, Any] = {}  # the columns keep every keyed object alive meanwhile
 
         def fits(assignments: Any, numa_topology: Any, pci_devices: Any, cpu_allocation_ratio: float,
                  ram_allocation_ratio: float) -> bool:
@@ -73,7 +74,7 @@ class NUMATopologyFilter(BaseHostFilter):
                 except SchedulerInputError:
                     read[id(numa_topology)] = None  # each host's fit says why
             return fit_facts(assignments, numa_topology, pci_devices, request, cpu_allocation_ratio,
-                             ram_allocation_ratio, read[id(numa_topology)])[0] is not None
+                             ram_allocation_ratio, read[id(numa_topology)], device_fits)[0] is not None
 
         fitted = per_state(fits, columns.assignments, (columns.numa_topology, columns.pci_devices),
                            (columns.cpu_allocation_ratio.tolist(), columns.ram_allocation_ratio.tolist()))
