@@ -46,6 +46,7 @@ def test_hosts_pinning_different_cpus_share_their_topology_reading_and_device_fi
     topology = {"cells": cells, "cpu_dedicated_set": list(range(8)), "cpu_shared_set": None}
     devices = [{"name": f"vf{cell}", "address": f"0000:3b:02.{cell}", "vendor_id": "8086", "product_id": "154c",
                 "numa_node": cell, "dev_type": "type-VF", "mdev_types": []} for cell in range(2)]
+
     def pinned(cpu):
         return {"numa": {"cpu_policy": "dedicated", "cells": [{"id": 0, "host_cell": cpu // 4, "vcpus": [0],
                                                                "memory_mb": 0, "page_size_kb": None,
