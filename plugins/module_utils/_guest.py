@@ -5,7 +5,9 @@ domain template uses. Pure: no libvirt, no Ansible."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Mapping
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
@@ -21,11 +23,6 @@ GRAPHICS_TYPES = ("none", "vnc", "spice")
 DEFAULT_GRAPHICS_LISTEN = "127.0.0.1"
 # Buses a CD-ROM (the NoCloud seed) can be on, each with the device name prefix libvirt expects.
 CDROM_BUSES = {"sata": "sd", "scsi": "sd", "ide": "hd"}
-DEFAULTS = {"firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True, "cdrom_bus": "sata"}
-# Nova's image properties for the same choices: an image that needs UEFI or an e1000 NIC says
-# so once, and every launch of it follows unless the launch itself says otherwise.
-IMAGE_PROPERTIES = {"firmware": "hw_firmware_type", "disk_bus": "hw_disk_bus", "nic_model": "hw_vif_model",
-                    "guest_agent": "hw_qemu_guest_agent", "cdrom_bus": "hw_cdrom_bus"}
 _TRUE = ("yes", "true", "1", "on")
 _FALSE = ("no", "false", "0", "off")
 
@@ -47,7 +44,7 @@ def _flag(field: str, value: Any) -> bool:
     raise InputError(field, f"{field} must be true or false, got {value!r}")
 
 
-def graphics_spec(graphics: Any) -> dict[str, str] | None:
+def graphics_spec(graphics: Any, field: str = "graphics") -> dict[str, str] | None:
     """``graphics``: none (default), vnc, spice, or {type, listen}; None for no graphics.
 
     ``listen`` must be an IP address: a console has no password here, so where it listens is
@@ -58,58 +55,159 @@ def graphics_spec(graphics: Any) -> dict[str, str] | None:
     if isinstance(graphics, str):
         graphics = {"type": graphics}
     if not isinstance(graphics, Mapping):
-        raise InputError("graphics", f"graphics must be none, vnc, spice or a dict with type and listen, got {graphics!r}")
+        raise InputError(field, f"{field} must be none, vnc, spice or a dict with type and listen, got {graphics!r}")
     unknown = set(graphics) - {"type", "listen"}
     if unknown:
-        raise InputError("graphics", f"graphics has unknown keys {sorted(unknown)} (allowed: type, listen)")
-    kind = _choice("graphics.type", graphics.get("type") or "none", GRAPHICS_TYPES)
+        raise InputError(field, f"{field} has unknown keys {sorted(unknown)} (allowed: type, listen)")
+    kind = _choice(f"{field}.type", graphics.get("type") or "none", GRAPHICS_TYPES)
     if kind == "none":
         return None
     listen = graphics.get("listen") or DEFAULT_GRAPHICS_LISTEN
     try:
         address = str(ipaddress.ip_address(listen))
     except ValueError:
-        raise InputError("graphics.listen", f"graphics.listen must be an IP address of the hypervisor "
+        raise InputError(f"{field}.listen", f"{field}.listen must be an IP address of the hypervisor "
                          f"(default {DEFAULT_GRAPHICS_LISTEN}), got {listen!r}") from None
     return {"type": kind, "listen": address}
 
 
-def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The guest's hardware from the launch's ``options`` (firmware, disk_bus, nic_model,
-    guest_agent, cdrom_bus, graphics; None or missing means "not said"), else the image's Nova
-    properties (hw_firmware_type, hw_disk_bus, hw_vif_model, hw_qemu_guest_agent, hw_cdrom_bus),
-    else Berth's defaults.
+@dataclass(frozen=True)
+class GuestOption:
+    """One guest hardware option, declared once: its argument spec and ansible-doc text
+    (``documentation``), its check, where its value comes from when the launch does not say
+    (``image_property``, else ``default``), and its place in the instance's recorded request are
+    all derived from this row. The domain template reads the chosen value as ``guest.<name>``
+    (``template`` says where, for the reader)."""
 
-    Returns the choices and the names the domain template needs: the target devices of the root,
-    ephemeral and swap disks (DISK_SLOTS) and of the NoCloud seed (a CD-ROM on ``cdrom_bus``,
-    after the disks' slots where it uses their names too).
-    """
-    properties = image_properties or {}
-    chosen: dict[str, Any] = {}
-    fields: dict[str, str] = {}
-    for key, default in DEFAULTS.items():
-        value, field = options.get(key), key
-        if value in (None, ""):
-            value, field = properties.get(IMAGE_PROPERTIES[key]), f"image.properties.{IMAGE_PROPERTIES[key]}"
-        if value in (None, ""):
-            value, field = default, key
-        chosen[key], fields[key] = value, field
-    spec: dict[str, Any] = {
-        "firmware": _choice(fields["firmware"], chosen["firmware"], FIRMWARES),
-        "disk_bus": _choice(fields["disk_bus"], chosen["disk_bus"], tuple(DISK_BUSES)),
-        "nic_model": _choice(fields["nic_model"], chosen["nic_model"], NIC_MODELS),
-        "guest_agent": _flag(fields["guest_agent"], chosen["guest_agent"]),
-        "cdrom_bus": _choice(fields["cdrom_bus"], chosen["cdrom_bus"], tuple(CDROM_BUSES)),
-        "graphics": graphics_spec(options.get("graphics")),
-    }
-    prefix = DISK_BUSES[spec["disk_bus"]]
-    for slot, disk in enumerate(DISK_SLOTS):
-        spec[f"{disk}_dev"] = prefix + chr(ord("a") + slot)
-    # The seed's CD-ROM goes after every disk slot where the disks have names of its prefix too
-    # (libvirt refuses two devices of one name, whatever their buses).
-    seed_prefix = CDROM_BUSES[spec["cdrom_bus"]]
-    spec["seed_dev"] = seed_prefix + chr(ord("a") + (len(DISK_SLOTS) if prefix == seed_prefix else 0))
-    return spec
+    name: str
+    type: str  # the argument spec's type: str, bool or raw
+    description: tuple[str, ...]
+    default: Any
+    template: str
+    choices: tuple[str, ...] = ()
+    image_property: str | None = None
+    # The check of a raw value (a choice or flag is checked by its type): (value, field) -> value.
+    check: Callable[[Any, str], Any] | None = None
+
+    def parse(self, field: str, value: Any) -> Any:
+        """The value checked, as the template takes it; ``field`` names where it came from."""
+        if self.check is not None:
+            return self.check(value, field)
+        if self.type == "bool":
+            return _flag(field, value)
+        return _choice(field, value, self.choices)
+
+    def documentation(self) -> dict[str, Any]:
+        """The option as ansible-doc documents it: its prose, then where its value comes from."""
+        said = list(self.description)
+        shown = str(self.default).lower() if isinstance(self.default, bool) else self.default
+        if self.image_property:
+            said.append(f"Not given, the image's C({self.image_property}) property decides, else V({shown}).")
+        entry: dict[str, Any] = {"description": said, "type": self.type}
+        if self.choices:
+            entry["choices"] = list(self.choices)
+        return entry
+
+
+# The guest's hardware a launch may choose. Adding an option is a row here, its use in the domain
+# template (roles/instance/templates/domain.xml.j2, as guest.<name>) and nothing else: the modules'
+# options, their documentation, the check, the instance's recorded request and every move's
+# definition follow. Its default must render what the template rendered before the option
+# existed: instances recorded before it get the default when they move.
+GUEST_OPTIONS: tuple[GuestOption, ...] = (
+    GuestOption(
+        "firmware", "str", choices=FIRMWARES, default="bios", image_property="hw_firmware_type",
+        template="<os firmware='efi'> and <nvram> for uefi",
+        description=(
+            "V(bios) (SeaBIOS) or V(uefi) (OVMF, without Secure Boot, from the firmware descriptors of the "
+            "hypervisor's C(ovmf) package).",
+            "A UEFI guest gets its own variable store, copied by libvirt from OVMF's template at its first start "
+            "into the volume C(berth-<uuid>-nvram.fd) of the storage pool; it is deleted with the instance and "
+            "moved by M(berth.fleet.migrate) with the disks.")),
+    GuestOption(
+        "disk_bus", "str", choices=tuple(DISK_BUSES), default="virtio", image_property="hw_disk_bus",
+        template="<target bus> of every disk",
+        description=("Bus of the root disk, V(virtio) (C(vda)), V(scsi) (virtio-scsi, C(sda)), V(sata) (C(sda)) or "
+                     "V(ide) (C(hda)).",)),
+    GuestOption(
+        "nic_model", "str", choices=NIC_MODELS, default="virtio", image_property="hw_vif_model",
+        template="<model type> of every interface",
+        description=("Model of every network interface.",)),
+    GuestOption(
+        "cdrom_bus", "str", choices=tuple(CDROM_BUSES), default="sata", image_property="hw_cdrom_bus",
+        template="<target bus> of the seed's CD-ROM",
+        description=(
+            "Bus of the CD-ROM that carries the instance's NoCloud seed, V(sata) (C(sda), or C(sdb) after a "
+            "C(sda) root disk), V(scsi) (virtio-scsi) or V(ide) (C(hda), or C(hdb)), as Nova's C(hw_cdrom_bus); a "
+            "guest kernel without an AHCI driver reads its seed on V(ide) or V(scsi).",)),
+    GuestOption(
+        "guest_agent", "bool", default=True, image_property="hw_qemu_guest_agent",
+        template="the <channel> org.qemu.guest_agent.0",
+        description=("Give the guest a virtio-serial channel C(org.qemu.guest_agent.0) for the QEMU guest agent.",)),
+    GuestOption(
+        "graphics", "raw", default=None, check=graphics_spec, template="<graphics> and its <listen>",
+        description=(
+            "V(none), V(vnc), V(spice), or a dict with C(type) and C(listen), an IP address of the hypervisor. "
+            "C(listen) defaults to V(127.0.0.1), so that a console without a password is reached only through the "
+            "hypervisor (an SSH tunnel); any other address must be given.",
+            "The first serial port is always a pty (C(virsh console)) whose output is also written to the serial "
+            "log file.")),
+)
+GUEST_OPTION_NAMES = tuple(option.name for option in GUEST_OPTIONS)
+
+
+def guest_documentation(options: Sequence[GuestOption] = GUEST_OPTIONS) -> str:
+    """The doc fragment berth.fleet.guest: every option of ``options`` as ansible-doc shows it."""
+    return json.dumps({"options": {option.name: option.documentation() for option in options}}, indent=1)
+
+
+@dataclass(frozen=True)
+class Guest:
+    """The guest's hardware as chosen: each GUEST_OPTIONS value (``values``), with the device
+    names the domain template gives its disks and its seed's CD-ROM."""
+
+    values: Mapping[str, Any]
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None,
+                     table: Sequence[GuestOption] = GUEST_OPTIONS) -> Guest:
+        """The launch's ``options`` (None or missing means "not said"), else the image's Nova
+        properties, else Berth's defaults; each checked, naming where the value came from."""
+        properties = image_properties or {}
+        values = {}
+        for option in table:
+            value, field = options.get(option.name), option.name
+            if value in (None, "") and option.image_property:
+                value, field = properties.get(option.image_property), f"image.properties.{option.image_property}"
+            if value in (None, ""):
+                value, field = option.default, option.name
+            values[option.name] = option.parse(field, value) if value is not None else None
+        return cls(values)
+
+    @classmethod
+    def from_record(cls, record: Any, table: Sequence[GuestOption] = GUEST_OPTIONS) -> Guest:
+        """The guest an instance recorded (``to_record``), checked again: the ledger is not
+        trusted. An option the record lacks (recorded before it existed) takes its default."""
+        if not isinstance(record, Mapping):
+            raise InputError("guest", f"the recorded guest must be a mapping, got {record!r}")
+        return cls.from_options({name: value for name, value in record.items()
+                                 if name in {option.name for option in table}}, None, table)
+
+    def to_record(self) -> dict[str, Any]:
+        return {name: (dict(value) if isinstance(value, Mapping) else value) for name, value in self.values.items()}
+
+    def template_context(self) -> dict[str, Any]:
+        """The values and the device names, as the domain template reads them (guest.disk_dev...):
+        the root, ephemeral and swap disks in slots of their own on the disk bus (DISK_SLOTS), and
+        the seed's CD-ROM after them where it uses their names too."""
+        context = dict(self.values)
+        prefix = DISK_BUSES[self.values["disk_bus"]]
+        for slot, disk in enumerate(DISK_SLOTS):
+            context[f"{disk}_dev"] = prefix + chr(ord("a") + slot)
+        # libvirt refuses two devices of one name, whatever their buses.
+        seed_prefix = CDROM_BUSES[self.values["cdrom_bus"]]
+        context["seed_dev"] = seed_prefix + chr(ord("a") + (len(DISK_SLOTS) if prefix == seed_prefix else 0))
+        return context
 
 
 # The disks a flavor gives, in Nova's order on the guest's disk bus (its blockinfo: root, then

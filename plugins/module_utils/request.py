@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
+from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_key
 from ansible_collections.berth.fleet.plugins.module_utils._static_network import (
     STATIC_KEYS,
     check_default_routes,
     has_static_config,
     static_config,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_PROJECT_ID
 
 # RFC 1123 label, lower case: instance names become domain names and guest hostnames.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -413,3 +419,279 @@ def check_image_source(image: Mapping[str, Any] | None, allowed_dirs: Sequence[s
     if version >= 3 and int.from_bytes(header[72:80], "big") & _QCOW2_EXTERNAL_DATA_FILE:
         raise InputError("image.source", f"image.source {source} keeps its data in an external file named in "
                          f"its qcow2 header; upload a standalone image (qemu-img convert -O qcow2)")
+
+
+# ---- the launch request, typed ----------------------------------------------------------------
+
+# The schema of an instance's recorded request (the ledger's instances.request): 1 kept the
+# guest's definition inside its build record, with no version; 2 is Request.to_record.
+REQUEST_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Image:
+    """The image of a root disk: a volume of the pool by ``name``, uploaded where missing from
+    ``source`` (a file of the controller) or first downloaded from ``url``, with Nova's image
+    ``properties``. ``name`` is None only in a request recorded before schema 2, which did not
+    keep it."""
+
+    name: str | None
+    format: str = "qcow2"
+    source: str | None = None
+    url: str | None = None
+    checksum: str | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    # A run's answer, not the request: this run fetched the URL into the controller's cache.
+    downloaded: bool = False
+
+    @classmethod
+    def from_option(cls, value: Any) -> Image | None:
+        spec = image_spec(value)
+        return cls(**spec) if spec is not None else None
+
+    @property
+    def volume(self) -> str | None:
+        """The volume every candidate host's pool must hold already (PoolImageFilter): none when
+        the build uploads it where it is missing."""
+        return self.name if not self.source else None
+
+    def to_record(self) -> dict[str, Any]:
+        # Not the controller's file it was uploaded from: a later run has its own.
+        return {"name": self.name, "format": self.format, "url": self.url, "checksum": self.checksum,
+                "properties": dict(self.properties)}
+
+    @classmethod
+    def from_record(cls, record: Any) -> Image | None:
+        if record is None:
+            return None
+        if not isinstance(record, Mapping):
+            raise InputError("image", f"the recorded image must be a mapping, got {record!r}")
+        if record.get("name") is None:
+            # Schema 1 kept the image's properties only.
+            return cls(None, properties=dict(image_spec({"name": "unknown", "properties": record.get("properties")})
+                                             ["properties"]))
+        return cls.from_option({key: value for key, value in record.items() if value is not None})
+
+
+@dataclass(frozen=True)
+class Network:
+    """One interface: its kind (user, network, bridge), the libvirt network or bridge, and the
+    guest's static settings of it (addresses, gateway, routes, nameservers, dhcp), checked."""
+
+    type: str
+    name: str = ""
+    static: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_option(cls, value: Any) -> tuple[Network, ...]:
+        """The ``networks`` option (or a recorded list of to_dict's): every interface checked."""
+        return tuple(cls(spec["type"], spec["name"], {key: item for key, item in spec.items()
+                                                      if key not in ("type", "name")})
+                     for spec in network_specs(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the domain template, the NoCloud seed and the record read it."""
+        return {"type": self.type, "name": self.name, **self.static}
+
+
+@dataclass(frozen=True)
+class Boot:
+    """Direct kernel boot: a kernel and initrd of the hypervisor, and their command line."""
+
+    kernel: str = ""
+    initrd: str = ""
+    cmdline: str = ""
+
+    @classmethod
+    def from_option(cls, value: Any) -> Boot:
+        return cls(**boot_spec(value))
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kernel": self.kernel, "initrd": self.initrd, "cmdline": self.cmdline}
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build made of the request on its host, beside its definition (the ledger keeps it
+    as the record's ``build``): whether it made a NoCloud seed, the flavor's ephemeral and swap
+    disks, and the guest's CPU (mode, model, features) as that host's settings gave it, which the
+    guest keeps wherever it moves."""
+
+    seed: bool
+    local_disks: bool = True
+    cpu: Mapping[str, Any] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return {"seed": self.seed, "local_disks": self.local_disks,
+                "cpu": None if self.cpu is None else {"mode": self.cpu["mode"], "model": self.cpu["model"],
+                                                      "features": [dict(item) for item in self.cpu["features"]]}}
+
+    @classmethod
+    def from_record(cls, record: Any) -> Built:
+        """``local_disks`` false: built before Berth built them (the instance has none)."""
+        if not isinstance(record, Mapping):
+            raise InputError("build", f"the recorded build must be a mapping, got {record!r}")
+        cpu = record.get("cpu")
+        if cpu is not None and not isinstance(cpu, Mapping):
+            raise InputError("build.cpu", f"the recorded build.cpu must be a mapping, got {cpu!r}")
+        return cls(seed=record.get("seed") is True, local_disks=record.get("local_disks") is True, cpu=cpu)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a launch asked for, checked once where the task's options come in
+    (operations/launch.check_request), then handed on whole: the schedule reads its flavor,
+    image, networks, zone, group, hints and project; the build defines the domain from it; the
+    ledger records it with each instance (``to_record``), and every move, resize or rebuild reads
+    it back into this type (``from_record``), never from the domain a hypervisor reports.
+
+    ``boot`` and ``project_id`` are the operator's settings at the launch, recorded with it.
+    ``topology`` (the guest's sockets, cores and threads) is derived from the flavor and the
+    image, and refused when they contradict each other."""
+
+    flavor: Flavor
+    image: Image | None = None
+    guest: Guest = field(default_factory=lambda: Guest.from_options({}))
+    networks: tuple[Network, ...] = ()
+    key_name: str | None = None
+    public_keys: tuple[str, ...] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    # Not recorded: it may hold secrets, and the instance's seed keeps it on its host.
+    user_data: str | None = None
+    boot: Boot = field(default_factory=Boot)
+    availability_zone: str | None = None
+    # A ledger group by name, or a group described in full (a "what if" without the ledger).
+    server_group: Any = None
+    scheduler_hints: Mapping[str, Any] = field(default_factory=dict)
+    project_id: str = DEFAULT_PROJECT_ID
+    domain_type: str = ""
+    autostart: bool = False
+    topology: Mapping[str, int] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topology", best_topology(self.flavor.vcpus, self.flavor.extra_specs,
+                                                           self.image_properties))
+
+    @property
+    def image_properties(self) -> Mapping[str, Any]:
+        return self.image.properties if self.image is not None else {}
+
+    @property
+    def image_volume(self) -> str | None:
+        return self.image.volume if self.image is not None else None
+
+    @property
+    def requested_networks(self) -> list[str]:
+        """The libvirt networks every candidate host must define (NetworkFilter)."""
+        return sorted({network.name for network in self.networks if network.type == "network"})
+
+    @property
+    def wants_seed(self) -> bool:
+        """Whether a build makes a NoCloud seed: for the user's data, the SSH keys, the static
+        settings of an interface, or the vendor-data that has the guest format and mount its
+        ephemeral and swap disks."""
+        return (self.user_data is not None or bool(self.public_keys)
+                or any(has_static_config(network.static) for network in self.networks)
+                or bool(self.flavor.ephemeral_gb or self.flavor.swap))
+
+    def resized(self, flavor: Flavor) -> Request:
+        """The same request with another flavor (a resize): its topology derived again."""
+        return dataclasses.replace(self, flavor=flavor)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": REQUEST_VERSION, "flavor": self.flavor.to_dict(),
+            "image": self.image.to_record() if self.image is not None else None,
+            "guest": self.guest.to_record(), "networks": [network.to_dict() for network in self.networks],
+            "key_name": self.key_name, "public_keys": list(self.public_keys), "metadata": dict(self.metadata),
+            "boot": self.boot.to_dict(), "availability_zone": self.availability_zone,
+            "server_group": self.server_group, "scheduler_hints": dict(self.scheduler_hints),
+            "project_id": self.project_id, "domain_type": self.domain_type, "autostart": self.autostart,
+        }
+
+    @classmethod
+    def from_record(cls, record: Any) -> tuple[Request, Built | None]:
+        """An instance's recorded request, and what its build made (None before it was built),
+        each part checked as a launch checks it: the ledger is not trusted. A schema 1 record is
+        read as the schema 2 it becomes; one that cannot be (without a build record) or of a
+        schema this Berth does not know is refused, naming its version (RecordError)."""
+        if not isinstance(record, Mapping):
+            raise RecordError(None, f"it is not a mapping: {record!r}")
+        version = record.get("version", 1)
+        if version == 1:
+            record = _upgraded(record)
+        elif version != REQUEST_VERSION:
+            raise RecordError(version, f"this Berth reads schema {REQUEST_VERSION} and 1 (a newer Berth wrote it?)")
+        flavor = record.get("flavor")
+        if not isinstance(flavor, Mapping):
+            raise RecordError(REQUEST_VERSION, "it has no flavor")
+        keys = record.get("public_keys") or []
+        if not isinstance(keys, list):
+            raise InputError("public_keys", f"the recorded public_keys must be a list, got {keys!r}")
+        image = Image.from_record(record.get("image"))
+        request = cls(
+            flavor=Flavor.from_dict(flavor), image=image,
+            guest=Guest.from_record(record.get("guest") or {}),
+            networks=Network.from_option(record.get("networks")),
+            key_name=record.get("key_name") if isinstance(record.get("key_name"), str) else None,
+            public_keys=tuple(public_key(f"public_keys[{index}]", key) for index, key in enumerate(keys)),
+            metadata=metadata_spec(record.get("metadata")), boot=Boot.from_option(record.get("boot")),
+            availability_zone=_optional_name("availability_zone", record.get("availability_zone")),
+            server_group=record.get("server_group"),
+            scheduler_hints=limits.check_mapping_size("scheduler_hints", record.get("scheduler_hints") or {}),
+            project_id=_optional_name("project_id", record.get("project_id")) or DEFAULT_PROJECT_ID,
+            domain_type=domain_type_option(record.get("domain_type")),
+            autostart=record.get("autostart") is True)
+        built = record.get("build")
+        return request, (Built.from_record(built) if built is not None else None)
+
+
+class RecordError(InputError):
+    """An instance's recorded request that this Berth cannot read; names its schema version."""
+
+    def __init__(self, version: Any, why: str) -> None:
+        said = f"schema {version}" if version is not None else "no schema"
+        super().__init__("request", f"the recorded request ({said}) cannot be read: {why}")
+        self.version = version
+
+
+def _upgraded(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema 1 record as schema 2: its build record held the guest's definition (metadata,
+    networks, boot, guest options, domain type); its image was known by its properties only."""
+    built = record.get("build")
+    if not isinstance(built, Mapping):
+        raise RecordError(1, "it has no build record (launched before Berth kept them), so Berth does not know "
+                             "what the instance was defined from")
+    properties = record.get("image_properties") or {}
+    cpu = built.get("cpu")
+    return {
+        "version": REQUEST_VERSION, "flavor": record.get("flavor"),
+        "image": {"name": None, "properties": properties} if properties else None,
+        "guest": built.get("guest") or {}, "networks": built.get("networks"), "metadata": built.get("metadata"),
+        "boot": built.get("boot"), "availability_zone": record.get("availability_zone"),
+        "server_group": record.get("server_group"), "scheduler_hints": record.get("scheduler_hints"),
+        "project_id": record.get("project_id"), "domain_type": built.get("domain_type") or "",
+        # Schema 1 kept the CPU's topology properties with it; schema 2 has them from the image.
+        "build": {"seed": built.get("seed"), "local_disks": built.get("local_disks"),
+                  "cpu": {key: value for key, value in cpu.items() if key != "image_properties"}
+                  if isinstance(cpu, Mapping) else cpu},
+    }
+
+
+DOMAIN_TYPES = ("", "kvm", "qemu")
+
+
+def domain_type_option(value: Any) -> str:
+    """kvm, qemu, or empty: kvm where the host offers it, else qemu."""
+    value = value or ""
+    if value not in DOMAIN_TYPES:
+        raise InputError("domain_type", f"domain_type must be kvm, qemu or empty, got {value!r}")
+    return value
+
+
+def _optional_name(field_name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(field_name, f"{field_name} must be a non-empty string, got {value!r}")
+    return limits.check_name(field_name, value)

@@ -1,0 +1,180 @@
+"""Who sets what: the operator's settings and a launch requester's options, two lists in one
+place (docs/docsite/rst/settings.rst shows them as a table, and a test holds the two together).
+
+The operator runs the fleet: the ledger, which hypervisors may be reached and how, which files of
+the controller may become images, how the scheduler decides, what a guest may be given of its
+host. Those settings come from the variables ``berth_<name>`` (the inventory, group vars, a job
+template's variables) or from a task's own arguments (the playbook's author), never from a play
+variable of the bare name: a launch's extra variables and an AWX survey's answers are the
+requester's, and a requester never sets an operator setting.
+
+A requester asks for instances: their name and number, flavor, image, networks, keys, zone,
+group, hints, metadata, user data and guest hardware. Those options come from the task, or with
+``from_vars`` from the play variable of their name (``-e flavor=m1.small``), else from
+``berth_<name>``, the operator's fleet-wide default.
+
+``Settings`` is the operator's side as the operations read it: built once from a task's
+validated arguments, every value with the default its modules document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ansible_collections.berth.fleet.plugins.module_utils._guest import GUEST_OPTION_NAMES
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import WEIGHER_MULTIPLIER_OPTIONS
+
+# Each operator setting, with what it decides (the documentation's table says the same).
+OPERATOR_SETTINGS: dict[str, str] = {
+    "ledger_url": "the ledger's database, with its credentials (never printed)",
+    "ledger": "whether a task uses the ledger at all",
+    "uri_policy": "which libvirt URIs may be opened, and which hosts receive credentials",
+    "source": "where host states come from: the ledger's last sync, or the inventory's live facts",
+    "hypervisor_group": "the inventory group of the hypervisors, for source=inventory",
+    "service_down_time": "how old a hypervisor's last sync may be before it counts as down",
+    "lease_seconds": "how long a building instance's claim holds",
+    "max_attempts": "how many hosts a build is tried on (Nova's [scheduler] max_attempts)",
+    "storage_pool": "the hypervisors' storage pool for instance volumes",
+    "serial_log_dir": "where on a hypervisor the serial console logs are written",
+    "flavors_file": "the flavors a launch may name",
+    "key_pairs": "the SSH public keys a launch may name by key_name",
+    "boot": "a direct kernel boot's kernel, initrd and command line (berth_boot_kernel, "
+            "berth_boot_initrd, berth_boot_cmdline): files of the hypervisor",
+    "project_id": "the project a launch's instances belong to (AggregateMultiTenancyIsolation)",
+    "image_source_dirs": "the controller's directories an image may be uploaded from",
+    "image_cache_dir": "where the controller keeps images downloaded by URL",
+    "image_max_mb": "the largest image a launch uploads or downloads",
+    "image_timeout": "how long an image download may take",
+    "image_validate_certs": "whether an image download checks the server's TLS certificate",
+    "pci_alias": "the host PCI devices a guest may be given (Nova's [pci] alias)",
+    "enabled_mdev_types": "the mediated device types a guest may be given (Nova's [devices] enabled_mdev_types)",
+    "force_hosts": "hosts a launch is forced onto, the filters skipped (an administrator's choice in Nova)",
+    "force_nodes": "nodes a launch is forced onto, the filters skipped",
+    "enabled_filters": "the scheduler's filters (Nova's [filter_scheduler] enabled_filters)",
+    "weighers": "the scheduler's weighers (Nova's weight_classes)",
+    "host_subset_size": "how many of the best hosts one is picked from at random",
+    "seed": "the seed of that random pick",
+    "driver": "the scheduler driver: filter_scheduler or chance",
+    "engine": "the engine's implementation: plain, vectorized or auto",
+    "explain": "how much of the decision is explained",
+    "default_availability_zone": "the zone of hosts in no zone",
+    "max_instances_per_host": "NumInstancesFilter's limit",
+    "max_io_ops_per_host": "IoOpsFilter's limit",
+    "isolated_hosts": "IsolatedHostsFilter's hosts",
+    "isolated_images": "IsolatedHostsFilter's images",
+    "restrict_isolated_hosts_to_isolated_images": "IsolatedHostsFilter's rule",
+    "metrics_weight_setting": "MetricsWeigher's metrics and ratios",
+    "metrics_weight_of_unavailable": "MetricsWeigher's weight of a missing metric",
+    "metrics_required": "whether a missing metric fails the request",
+    "image_props_weight_setting": "ImagePropertiesWeigher's properties and ratios",
+    "aggregate_image_properties_isolation_namespace": "AggregateImagePropertiesIsolation's namespace",
+    "aggregate_image_properties_isolation_separator": "AggregateImagePropertiesIsolation's separator",
+    "migrate_max_retries": "how many destinations a live migration's CPU check tries",
+    "skip_cpu_compare_on_dest": "whether a live migration skips its CPU check",
+    "transfer_timeout": "how long a move's volume copy may take",
+}
+# Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
+WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
+OPERATOR_SETTINGS.update({name: "a weigher's multiplier" for name in WEIGHT_MULTIPLIERS})
+
+# Each requester option, with what it asks for.
+REQUESTER_OPTIONS: dict[str, str] = {
+    "name": "the instances' name",
+    "count": "how many instances are wanted under that name",
+    "flavor": "the flavor, by name from the operator's flavors, or a dict of sizes",
+    "image": "the image: a volume of the pool, or one to upload from the operator's directories or download",
+    "networks": "the guest's interfaces, on the hypervisors' networks and bridges",
+    "key_name": "an SSH key of the operator's key pairs, by name",
+    "ssh_authorized_keys": "SSH public keys for the guest",
+    "availability_zone": "the availability zone",
+    "server_group": "the server group the instances join",
+    "scheduler_hints": "Nova's scheduler hints",
+    "ignore_hosts": "hosts the instances must not go to",
+    "metadata": "key/value pairs kept in the domains' metadata",
+    "user_data": "cloud-init user data",
+    "domain_type": "kvm or qemu",
+    "autostart": "whether the domains start with their libvirtd",
+}
+REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})
+
+
+def variable_warning(variable: str, setting: str) -> str:
+    """What a run says of a play variable named as an operator setting, which it ignores."""
+    return (f"the play variable {variable} is ignored: {setting} is an operator setting, taken only from "
+            f"berth_{setting} (the inventory, group vars or a job template), never from a launch's extra "
+            f"variables or survey answers")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The operator's settings of one task, as the operations read them: built from the task's
+    validated arguments (``from_args``), each one a module does not take at its default here, the
+    default every module documents for it (a test compares them)."""
+
+    ledger_url: str | None = None
+    ledger: bool = True
+    # The policy, resolved and checked by the action (action_base.operator_uri_policy), as settings.
+    uri_policy: Mapping[str, Any] | None = None
+    source: str = "ledger"
+    hypervisor_group: str = "hypervisors"
+    service_down_time: int = 600
+    lease_seconds: int = 3600
+    max_attempts: int = 3
+    storage_pool: str = "default"
+    serial_log_dir: str = "/var/log/libvirt/qemu"
+    flavors_file: str | None = None
+    key_pairs: Mapping[str, Any] = field(default_factory=dict)
+    boot: Mapping[str, Any] = field(default_factory=dict)
+    project_id: str | None = None
+    image_source_dirs: tuple[str, ...] = ()
+    image_cache_dir: str = "~/.cache/berth/images"
+    image_max_mb: int = 8192
+    image_timeout: float = 60
+    image_validate_certs: bool = True
+    pci_alias: tuple[Any, ...] = ()
+    enabled_mdev_types: tuple[str, ...] = ()
+    force_hosts: tuple[str, ...] = ()
+    force_nodes: tuple[str, ...] = ()
+    # The scheduler's settings the task gave (enabled_filters, weighers, their multipliers...), by
+    # Nova's option names, as the engine's RequestSpec takes them; not given, the engine's defaults.
+    scheduler: Mapping[str, Any] = field(default_factory=dict)
+    migrate_max_retries: int = -1
+    skip_cpu_compare_on_dest: bool = False
+    transfer_timeout: float = 3600
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> Settings:
+        """The settings among a task's validated ``args`` (those it set, or its module defaults)."""
+        fields = {item.name for item in dataclasses.fields(cls)} - {"scheduler"}
+        given = {name: args[name] for name in fields if args.get(name) is not None}
+        for name in ("image_source_dirs", "pci_alias", "enabled_mdev_types", "force_hosts", "force_nodes"):
+            if name in given:
+                given[name] = tuple(given[name])
+        scheduler = {name: args[name] for name in SCHEDULER_SETTINGS if args.get(name) is not None}
+        return cls(**given, scheduler=scheduler)
+
+    def request_options(self) -> dict[str, Any]:
+        """What the engine's RequestSpec takes of these settings: the scheduler's, the staleness
+        age, the forced hosts and the device configuration, by Nova's names."""
+        options: dict[str, Any] = {
+            key: value for key, value in self.scheduler.items() if key not in WEIGHT_MULTIPLIERS}
+        multipliers = {key: value for key, value in self.scheduler.items() if key in WEIGHT_MULTIPLIERS}
+        if multipliers:
+            options["weight_multipliers"] = multipliers
+        options.update(service_down_time=self.service_down_time, max_attempts=self.max_attempts,
+                       force_hosts=list(self.force_hosts), force_nodes=list(self.force_nodes),
+                       pci_alias=list(self.pci_alias), enabled_mdev_types=list(self.enabled_mdev_types))
+        return options
+
+
+# The settings that are the engine's own options (RequestSpec's), passed to it as they are.
+SCHEDULER_SETTINGS = (
+    "enabled_filters", "weighers", "host_subset_size", "seed", "driver", "engine", "explain",
+    "default_availability_zone", "max_instances_per_host", "max_io_ops_per_host", "isolated_hosts",
+    "isolated_images", "restrict_isolated_hosts_to_isolated_images", "metrics_weight_setting",
+    "metrics_weight_of_unavailable", "metrics_required", "image_props_weight_setting",
+    "aggregate_image_properties_isolation_namespace", "aggregate_image_properties_isolation_separator",
+    *WEIGHT_MULTIPLIERS,
+)
