@@ -253,3 +253,8 @@ def local_disks_vendor_data(disk_bus: str, ephemeral_gb: int, swap_mb: int,
         config["bootcmd"] = [["sh", "-c", _SWAP_SCRIPT, "berth-swap", path["swap"]]]
         config["mounts"].append([path["swap"], "none", "swap", "sw", "0", "0"])
     return config
+
+
+def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The guest's hardware as the domain template reads it (Guest.template_context)."""
+    return Guest.from_options(options, image_properties).template_context()
