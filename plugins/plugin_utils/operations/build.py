@@ -19,6 +19,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import CPU_TOPOLOGY_PROPERTIES, best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
@@ -57,7 +58,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     serial_log_file,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
