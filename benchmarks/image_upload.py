@@ -152,7 +152,7 @@ def sampled(command: list[str], interval_s: float) -> dict:
             "samples": sampler.samples, "breakdown": sampler.peak_breakdown}
 
 
-# The upload step alone, as the build runs it on the controller (plugins/plugin_utils/_build.py):
+# The upload step alone, as the build runs it on the controller (plugins/plugin_utils/_provisioning.py):
 # the file opened through the allowed directories, streamed through one libvirt connection.
 UPLOAD_ALONE = """
 import os, sys

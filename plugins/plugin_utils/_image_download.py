@@ -3,7 +3,7 @@ claimed, and kept in a cache named by the checksum, so that a launch downloads a
 once and a later launch on the same controller not at all. Private to the collection.
 
 The hypervisors get the file as they get ``image.source``: uploaded through a libvirt stream
-where their pool lacks the image (berth.fleet's _build).
+where their pool lacks the image (berth.fleet's _provisioning).
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import (
     PLANNED_UUID,
     CleanupFailed,
     HostSession,
@@ -57,9 +60,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     seed_wanted,
     serial_log_file,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
-from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     ClaimConflict,
@@ -67,7 +68,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 
 # The domain template of the role berth.fleet.instance: the one every build renders unless a
 # task names another.

@@ -30,17 +30,17 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
     request_options,
     without_gc,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    AFTER_CLAIM,
+    BEFORE_CLAIM,
+    NO_HOOKS,
+    Hooks,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ERROR,
     ClaimConflict,
     Ledger,
     run_owner,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
-    AFTER_CLAIM,
-    BEFORE_CLAIM,
-    NO_HOOKS,
-    Hooks,
 )
 
 # A claim that finds a host already taken decides again with fresh usage, this many times.

@@ -28,7 +28,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
 )
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_recorded
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_recorded
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 # What became of each group of leftovers (report.leftovers[].outcome).

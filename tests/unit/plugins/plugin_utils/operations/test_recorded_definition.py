@@ -18,7 +18,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     seed_volume_name,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._move import foreign_parts
+from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     DomainTemplate,

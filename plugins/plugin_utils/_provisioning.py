@@ -1,5 +1,6 @@
-"""Building and removing an instance's domain on one hypervisor: what berth.fleet.instance,
-berth.fleet.migrate and berth.fleet.tracker_sync share. Private to the collection.
+"""Provisioning on one hypervisor: its session, the plan, and making and removing an instance's
+volumes, seed and domain there; what berth.fleet.instance, berth.fleet.migrate and
+berth.fleet.tracker_sync share. Private to the collection.
 
 A task that builds several instances opens each hypervisor once (``HostSession``) and reads its
 pool (path, images) and networks once, whatever the number of instances it builds there.
@@ -37,7 +38,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts impor
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_DEFINE,
     AFTER_ROOT_VOLUME,
     AFTER_SEED_VOLUME,
