@@ -43,8 +43,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import COLLECTION_ROOT
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import (
     PLANNED_UUID,

@@ -22,8 +22,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_argument_spec
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import COLLECTION_ROOT, flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT, flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build

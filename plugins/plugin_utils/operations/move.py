@@ -13,16 +13,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    build_target,
-    device_options,
-    failure_message,
-    move_request,
-    read_fleet,
-    recorded_constraints,
-)
+from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message, recorded_constraints
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_target, read_fleet
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import device_options, move_request
 from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -71,7 +66,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     - else the scheduler picks among the other hosts (never the source).
 
     Every search uses the request the instance recorded at launch (its zone, server group,
-    hints...: _placement.move_request), with the source ignored and the group as the move's
+    hints...: _scheduling_options.move_request), with the source ignored and the group as the move's
     claim will check it (without the moving instance).
 
     ``screen`` (a live migration's CPU check, CpuCheck) is asked about each host chosen: one it
