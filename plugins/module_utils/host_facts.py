@@ -26,12 +26,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import (
     host_reserved_pages,
     parse_reserved_huge_pages,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.request import is_instance_volume
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import is_instance_volume
 
 HOST_SETTINGS = tuple(DEFAULT_RATIOS) + tuple(DEFAULT_RESERVED)
 # Nova's default_availability_zone.

@@ -22,7 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_INTERVAL_S,
     Hypervisor,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.request import image_refusals
+from ansible_collections.berth.fleet.plugins.module_utils.pool_images import image_refusals
 
 
 def uri_address(uri: str) -> Optional[str]:

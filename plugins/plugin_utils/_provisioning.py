@@ -22,22 +22,19 @@ from ansible_collections.berth.fleet.plugins.module_utils._guest import local_di
 from ansible_collections.berth.fleet.plugins.module_utils._static_network import has_static_config
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
+from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
+from ansible_collections.berth.fleet.plugins.module_utils.request import image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
-    image_checksum,
     instance_volume_names,
     nvram_volume_name,
-    open_image_source,
-    pool_image,
     root_volume_name,
     seed_volume_name,
     swap_volume_name,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import open_image_source
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
-from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_DEFINE,
     AFTER_ROOT_VOLUME,
@@ -46,6 +43,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     NO_HOOKS,
     Hooks,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
 PLANNED_UUID = "00000000-0000-0000-0000-000000000000"

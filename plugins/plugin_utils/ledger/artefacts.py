@@ -28,7 +28,7 @@ from sqlalchemy import delete, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-from ansible_collections.berth.fleet.plugins.module_utils.request import volume_instance_uuid
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import volume_instance_uuid
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     DOMAIN,
     VOLUME,

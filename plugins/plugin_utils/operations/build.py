@@ -26,25 +26,26 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu, recorded_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
-    check_image_source,
     dns_label,
-    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
-    nvram_volume_name,
     resolve_flavor,
-    root_volume_name,
-    seed_volume_name,
     user_data_spec,
-    volume_instance_uuid,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, exact_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
+    nvram_volume_name,
+    root_volume_name,
+    seed_volume_name,
+    volume_instance_uuid,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import COLLECTION_ROOT
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source, image_source_dirs
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import (
     PLANNED_UUID,

@@ -11,9 +11,9 @@ from typing import Any, Callable, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import ephemeral_volume_name, swap_volume_name
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import ephemeral_volume_name, swap_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from test_ledger import TINY, domain, host, migrated_to, placement
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     DOMAIN,
     ERROR,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils import _provisioning
 from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 

@@ -12,8 +12,9 @@ import pycdlib.pycdlibexception
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec, local_disks_vendor_data
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
-    boot_spec,
+from ansible_collections.berth.fleet.plugins.module_utils.request import boot_spec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
     is_instance_volume,
     root_volume_name,
@@ -21,7 +22,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     swap_volume_name,
     volume_instance_uuid,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import plan
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (

@@ -9,7 +9,7 @@ import pytest
 from test_ledger import TINY, host, placement
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME
