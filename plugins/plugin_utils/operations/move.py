@@ -337,14 +337,14 @@ class Move:
         try:
             if self.new_flavor is None:
                 moved = _transfer.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
-                                   step, self.hooks, definition=self.definition,
-                                   live_refused=target.get("live_refused"))
+                                       step, self.hooks, definition=self.definition,
+                                       live_refused=target.get("live_refused"))
             else:
                 running = src.domain_state(uuid) not in OFF_STATES
                 _transfer.ensure_base_images(src, dst, pool, self.volumes, step)
                 moved = _transfer.cold_move(src, dst, uuid, pool, self.volumes, running, step, stop=self.stop,
-                                        rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
-                                        definition=self.definition)
+                                            rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
+                                            definition=self.definition)
         except Exception as exc:
             # The domain runs on the source again: the destination's claim goes back.
             self.ledger.release_claim(claim["id"])
@@ -356,7 +356,7 @@ class Move:
                              f"{instance['flavor']}: {exc}") from exc
         # The source is released only now that the domain runs on the destination.
         moved_instance, warnings = _transfer.finish(self.ledger, instance, claim["id"], moved, pool, self.volumes,
-                                                self.new_flavor)
+                                                    self.new_flavor)
         step(f"moved to {target['host']} ({moved['mode']})" if self.new_flavor is None
              else f"moved to {dst.host} with {self.new_flavor.name}")
         return {**moved, "instance": moved_instance, "warnings": warnings}

@@ -194,6 +194,6 @@ def test_a_move_carries_the_ephemeral_and_swap_disks_like_the_root_disk_and_chec
     xml, _instance = launched()
     names = [root_volume_name(UUID), ephemeral_volume_name(UUID), swap_volume_name(UUID), seed_volume_name(UUID)]
     disks, volumes = _transfer.movable_volumes(PoolHost(names), PoolHost([]), {"uuid": UUID, "name": "web-1"},
-                                           "default", xml)
+                                               "default", xml)
     assert (disks, volumes) == (names[:3], names)
     _transfer._check_copies(PoolHost(names), "default", volumes)
