@@ -54,7 +54,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     server_group_from_dict,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils import _fleet_report as report  # noqa: E402
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import Fleet, recorded_states  # noqa: E402
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet, recorded_states  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, safe_url  # noqa: E402
 
 FLAVOR = Flavor.from_dict({"vcpus": 1, "memory_mb": 512, "root_gb": 1}, name="bench")

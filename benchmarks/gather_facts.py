@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import fleet  # noqa: E402
 from synthetic import test_driver_node  # noqa: E402
 
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import fetch  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy  # noqa: E402
 
 # Node files served by the lab's daemons on their own sockets: what the benchmark's policy allows.

@@ -152,14 +152,14 @@ def sampled(command: list[str], interval_s: float) -> dict:
             "samples": sampler.samples, "breakdown": sampler.peak_breakdown}
 
 
-# The upload step alone, as the build runs it on the controller (plugins/plugin_utils/_build.py):
+# The upload step alone, as the build runs it on the controller (plugins/plugin_utils/_provisioning.py):
 # the file opened through the allowed directories, streamed through one libvirt connection.
 UPLOAD_ALONE = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import open_image_source
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import open_image_source
 source, allowed, uri = sys.argv[2], sys.argv[3], sys.argv[4]
 # The lab's daemons are reached through their own sockets, which the lab's policy allows.
 policy = UriPolicy.from_settings({"allow_parameters": ["socket"]})

@@ -62,7 +62,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
     DEFAULT_FILTERS,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import without_gc  # noqa: E402
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import without_gc  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger  # noqa: E402
 
 FILTERS = [*DEFAULT_FILTERS, "NUMATopologyFilter", "PciPassthroughFilter"]

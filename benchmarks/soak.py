@@ -87,12 +87,12 @@ from sqlalchemy import create_engine, select  # noqa: E402
 import fleet  # noqa: E402  (lab/fleet.py)
 from pg_server import PostgresServer  # noqa: E402
 
-from ansible_collections.berth.fleet.plugins.module_utils.request import is_instance_volume  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.rules import (  # noqa: E402
     disk_fit,
     ram_fit,
     vcpu_fit,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import is_instance_volume  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import USAGE_COLUMNS  # noqa: E402
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (  # noqa: E402
     ACTIVE,

@@ -9,7 +9,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, run_owner
 

@@ -9,13 +9,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    flavor_option,
-    ledger_group,
-    read_fleet,
-    request_options,
-    without_gc,
-)
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet, without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import ledger_group, request_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import installed
 
 
 class ActionModule(BerthAction):

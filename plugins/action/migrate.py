@@ -10,10 +10,10 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import without_gc
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import (
     MOVABLE_STATES,
     Move,

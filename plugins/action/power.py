@@ -8,7 +8,7 @@ from typing import Any
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import check_shutdown_timeout
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.power import Power

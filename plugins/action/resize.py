@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option, without_gc
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import check_shutdown_timeout
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.resize import Resize
 
 

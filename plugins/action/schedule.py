@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEVICE_OPTIONS
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import DEVICE_OPTIONS
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server import Server
 
 

@@ -1,7 +1,7 @@
 # The options of images from the controller (downloaded by URL, or uploaded from image.source) of
 # berth.fleet.instance_request, berth.fleet.instance and berth.fleet.server
-# (plugins/plugin_utils/_image_download.py, plugins/module_utils/request.py); their argument specs
-# derive from it.
+# (plugins/plugin_utils/_image_download.py, plugins/plugin_utils/_image_sources.py,
+# plugins/module_utils/request.py); their argument specs derive from it.
 from __future__ import annotations
 
 

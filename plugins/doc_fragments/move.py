@@ -1,5 +1,5 @@
 # The options of the actions that move an instance (berth.fleet.migrate, berth.fleet.resize;
-# plugins/plugin_utils/_move.py); their argument specs derive from it.
+# plugins/plugin_utils/_transfer.py); their argument specs derive from it.
 from __future__ import annotations
 
 

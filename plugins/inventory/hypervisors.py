@@ -292,12 +292,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_S
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import RESERVED_PAGES_SETTING
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     connection_uri,
-    fetch,
     host_aggregates,
     state_from_outcome,
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import POLICY_VARIABLE, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 

@@ -1,8 +1,7 @@
-"""Hypervisor facts, gathered in parallel, turned into host states (docs/docsite/rst/design.rst).
-
-Two steps, so that the inventory plugin can cache the first: ``fetch`` talks to the hypervisors
-(the only I/O) and returns their raw facts or why they did not answer; ``host_state`` and
-``down_state`` turn those into host states with the source's settings and aggregates, purely.
+"""Hypervisor facts turned into host states (docs/docsite/rst/design.rst), and the checks of an
+inventory source's settings. Pure: host_fetch talks to the hypervisors and returns their raw
+facts or why they did not answer (the inventory plugin caches that); ``host_state`` and
+``down_state`` turn those into host states with the source's settings and aggregates.
 
 The host state computed here is the hypervisor's own account (every domain it runs counts as
 usage). The schedule action replaces the usage with the ledger's tracker view before deciding.
@@ -14,36 +13,25 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
-import threading
 import time
-import uuid as uuid_lib
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ansible_collections.berth.fleet.plugins.module_utils import limits, proc_stats
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS, check_cpu_sets, host_cpu_sets
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS, cpu_settings, merged_settings
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import (
     RESERVED_PAGES_SETTING,
     host_reserved_pages,
     parse_reserved_huge_pages,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
-    KEEPALIVE_COUNT,
-    KEEPALIVE_INTERVAL_S,
-    Hypervisor,
-)
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
-    image_refusals,
-    is_instance_volume,
-)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import is_instance_volume
 
 HOST_SETTINGS = tuple(DEFAULT_RATIOS) + tuple(DEFAULT_RESERVED)
 # Nova's default_availability_zone.
@@ -88,7 +76,7 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
         if settings.get("uri") is None and uri_template:
             settings["uri"] = uri_template.replace("{name}", str(name))
         check_uri(f"{field}.uri", settings.get("uri"))
-        if settings.get("host_ip") is not None and _ip_address(settings["host_ip"]) is None:
+        if settings.get("host_ip") is not None and ip_address_text(settings["host_ip"]) is None:
             raise InputError(f"{field}.host_ip", f"{field}.host_ip must be an IP address, got {settings['host_ip']!r}")
         for key in DEFAULT_RATIOS:
             _check_ratio(f"{field}.{key}", settings.get(key))
@@ -115,26 +103,11 @@ def validate_hypervisors(hypervisors: Any, uri_template: Optional[str] = None,
     return checked
 
 
-def _ip_address(value: Any) -> Optional[str]:
+def ip_address_text(value: Any) -> Optional[str]:
     """``value`` as an IP address in its usual text form, or None if it is none."""
     try:
         return str(ipaddress.ip_address(value)) if isinstance(value, str) else None
     except ValueError:
-        return None
-
-
-def uri_address(uri: str) -> Optional[str]:
-    """The address of a URI's host: itself if it is one, else as this machine resolves the name
-    (the first answer); None for a URI without a host or a name that does not resolve."""
-    hostname = urlsplit(uri).hostname
-    if not hostname:
-        return None
-    address = _ip_address(hostname)
-    if address is not None:
-        return address
-    try:
-        return _ip_address(socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)[0][4][0])
-    except (OSError, IndexError, UnicodeError):
         return None
 
 
@@ -299,80 +272,6 @@ def connection_uri(field: str, uri: str, ssh_user: Optional[str] = None, ssh_key
     # %20, not "+", for a space: libvirt does not read "+" as a space in a query.
     query_text = urlencode(query, safe="/:,", quote_via=quote)
     return urlunsplit((parts.scheme, netloc, parts.path, query_text, parts.fragment))
-
-
-# ---- fetching (the I/O) --------------------------------------------------------------------
-
-def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
-              connect: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """{'facts': raw facts} or {'down_reason': why}, with when; never raises for a hypervisor.
-
-    ``connect`` may hold username, password, keepalive_interval, keepalive_count and
-    uri_policy (a UriPolicy; the strict default without it).
-    """
-    gathered_at = time.time()
-    try:
-        with hypervisor_connection(name, uri, timeout_s, connect) as hv:
-            return fetch_from(hv, pool_name, gathered_at)
-    except HypervisorError as exc:
-        return {"down_reason": str(exc), "gathered_at": gathered_at}
-
-
-def hypervisor_connection(name: str, uri: str, timeout_s: float,
-                          connect: Optional[Mapping[str, Any]] = None) -> Hypervisor:
-    """The connection ``fetch_one`` makes (not opened yet: ``with hypervisor_connection(...) as hv``)."""
-    connect = connect or {}
-    return Hypervisor(name, uri, timeout_s, username=connect.get("username"), password=connect.get("password"),
-                      keepalive_interval_s=connect.get("keepalive_interval", KEEPALIVE_INTERVAL_S),
-                      keepalive_count=connect.get("keepalive_count", KEEPALIVE_COUNT),
-                      uri_policy=connect.get("uri_policy"))
-
-
-def fetch_from(hv: Hypervisor, pool_name: str, gathered_at: float) -> Dict[str, Any]:
-    """``fetch_one``'s outcome over a connection already open (raises HypervisorError)."""
-    name, uri = hv.host, hv.uri
-    facts = hv.facts(pool_name)
-    facts["image_refusals"] = image_refusals(hv, pool_name, facts["volumes"], name)
-    facts["metrics"] = dict(facts.pop("cpu_times"))
-    facts["memory_source"] = "libvirt" if facts["memory"]["free_mb"] is not None else "getInfo"
-    if is_local(uri):
-        # The machine itself: /proc is the truth, and it has the load libvirt does not report.
-        facts["memory"] = proc_stats.meminfo()
-        facts["metrics"] = {**proc_stats.cpu_times(), **proc_stats.loadavg()}
-        facts["memory_source"] = "proc"
-    facts["uri_uuid"] = str(uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, uri.split("?", 1)[0]))
-    facts["host_ip"] = uri_address(uri)
-    return {"facts": facts, "gathered_at": gathered_at}
-
-
-def fetch(targets: Mapping[str, str], pool_name: str, timeout_s: float,
-          connect: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
-    """Fetch every hypervisor at once, ``targets`` being {name: connection URI}.
-
-    Each libvirt call has its own timeout; a host gets twice that for its connection plus all
-    its calls before it is reported down, so the whole fetch ends within about 2 x timeout.
-    """
-    results: Dict[str, Dict[str, Any]] = {}
-    lock = threading.Lock()
-
-    def work(name: str, uri: str) -> None:
-        outcome = fetch_one(name, uri, pool_name, timeout_s, connect)
-        with lock:
-            results[name] = outcome
-
-    threads = [threading.Thread(target=work, args=(name, uri), name=f"gather-{name}", daemon=True)
-               for name, uri in targets.items()]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 2 * timeout_s
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    with lock:
-        return {
-            name: results.get(name) or {"down_reason": f"{name}: no answer within {2 * timeout_s:g} s",
-                                        "gathered_at": time.time()}
-            for name in targets
-        }
 
 
 # ---- host states (pure) --------------------------------------------------------------------

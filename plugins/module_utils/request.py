@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import stat
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Mapping, Sequence
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
@@ -62,53 +60,6 @@ def resolve_flavor(flavor: Any, flavors: Mapping[str, Any]) -> Flavor:
     if isinstance(flavor, Mapping):
         return Flavor.from_dict(flavor, name=str(flavor.get("name", "custom")))
     raise InputError("flavor", f"flavor must be a flavor name or a dict of sizes, got {type(flavor).__name__}")
-
-
-# The volumes a build makes are named berth-<instance uuid>-<what>: a sync tells them from
-# images by name, and knows whose they are (the tracker then asks the ledger what became of it).
-_INSTANCE_VOLUME = re.compile(r"^berth-([0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})-[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def root_volume_name(instance_uuid: str) -> str:
-    return f"berth-{instance_uuid}-root.qcow2"
-
-
-def seed_volume_name(instance_uuid: str) -> str:
-    return f"berth-{instance_uuid}-seed.iso"
-
-
-def ephemeral_volume_name(instance_uuid: str) -> str:
-    """The flavor's ephemeral disk (Nova's disk.local), which the guest formats as ephemeral0."""
-    return f"berth-{instance_uuid}-ephemeral0.qcow2"
-
-
-def swap_volume_name(instance_uuid: str) -> str:
-    """The flavor's swap disk (Nova's disk.swap)."""
-    return f"berth-{instance_uuid}-swap.qcow2"
-
-
-def instance_volume_names(instance_uuid: str) -> tuple[str, ...]:
-    """Every volume a build of the instance may make, by name: what removing it deletes."""
-    return (root_volume_name(instance_uuid), ephemeral_volume_name(instance_uuid), swap_volume_name(instance_uuid),
-            seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid))
-
-
-def nvram_volume_name(instance_uuid: str) -> str:
-    """A UEFI instance's variable store: a volume of the pool, so that it is Berth's like the
-    disks, moves with them and goes with the instance."""
-    return f"berth-{instance_uuid}-nvram.fd"
-
-
-def is_instance_volume(name: str) -> bool:
-    """Whether a pool volume is named as a Berth build names its volumes (an instance's disk,
-    seed, UEFI variable store...), and so is not an image."""
-    return bool(_INSTANCE_VOLUME.match(name))
-
-
-def volume_instance_uuid(name: str) -> str | None:
-    """The instance UUID a build's volume name carries, or None for any other volume."""
-    match = _INSTANCE_VOLUME.match(name)
-    return match.group(1) if match else None
 
 
 # A volume name inside a storage pool: one path component, never "." or "..", no leading dot.
@@ -292,133 +243,6 @@ def boot_spec(boot: Any) -> dict[str, str]:
         if path and (not path.startswith("/") or ".." in path.split("/")):
             raise InputError(f"boot.{key}", f"boot.{key} must be an absolute path on the hypervisor, got {path!r}")
     return spec
-
-
-# Deeper backing chains than this are refused: no image needs them, and a loop must end.
-MAX_BACKING_CHAIN = 8
-_QCOW2_MAGIC = b"QFI\xfb"
-# The qcow2 header fields read: magic, version, backing file offset, and (version 3) the
-# incompatible features at bytes 72-79, whose bit 2 says the data lives in an external file.
-_QCOW2_HEADER_BYTES = 104
-_QCOW2_EXTERNAL_DATA_FILE = 1 << 2
-_BYTES_PER_MIB = 1024 * 1024
-
-
-def pool_image(hv: Any, pool: str, name: str, host: str, refresh: bool = True) -> dict[str, Any] | None:
-    """The image volume ``name`` of ``pool`` (None if it is not there), refused unless it and every
-    backing file under it are plain files of that pool: a link, a device or a backing file
-    elsewhere could hand a guest any file or disk of the hypervisor. ``refresh=False`` trusts the
-    pool's last scan."""
-    image = current = hv.volume(pool, name, refresh)
-    for _depth in range(MAX_BACKING_CHAIN):
-        if current is None:
-            return image
-        where = f"image {name} in storage pool {pool} on {host}"
-        if current["name"] != name:
-            where += f" (through its backing file {current['name']})"
-        if current["link"]:
-            raise InputError("image", f"{where} is a symbolic link; Berth refuses images that may lead out of "
-                             f"the pool (copy the image into the pool)")
-        if current["type"] != "file":
-            raise InputError("image", f"{where} is a {current['type']} volume, not a file; Berth's images are "
-                             f"files in the pool")
-        if not current["backing"]:
-            return image
-        directory = os.path.dirname(current["path"])
-        backing = os.path.normpath(os.path.join(directory, current["backing"]))
-        if os.path.dirname(backing) != directory:
-            raise InputError("image", f"{where} is backed by {current['backing']}, outside the pool; Berth's "
-                             f"images and their backing files are files of the pool")
-        current = hv.volume(pool, os.path.basename(backing), refresh)
-        if current is None:
-            raise InputError("image", f"{where} is backed by {os.path.basename(backing)}, which is not a volume "
-                             f"of the pool")
-    raise InputError("image", f"image {name} in storage pool {pool} on {host} has a backing chain deeper "
-                     f"than {MAX_BACKING_CHAIN}")
-
-
-def image_refusals(hv: Any, pool: str, volumes: list[str], host: str) -> dict[str, str]:
-    """Why each volume of ``pool`` that is not a build's own would be refused as an image (the
-    checks of ``pool_image``), for the volumes it refuses; ``volumes`` was just listed."""
-    refused = {}
-    for name in volumes:
-        if is_instance_volume(name):
-            continue
-        try:
-            pool_image(hv, pool, name, host, refresh=False)
-        except InputError as exc:
-            refused[name] = str(exc)
-    return refused
-
-
-def image_source_dirs(args: Mapping[str, Any]) -> list[str]:
-    """The directories of the controller an ``image.source`` may be read from: the operator's
-    ``image_source_dirs`` (none by default), and Berth's own cache of images by URL."""
-    return [*(args.get("image_source_dirs") or []), args["image_cache_dir"]]
-
-
-def open_image_source(source: str, allowed_dirs: Sequence[str]) -> BinaryIO:
-    """The file ``image.source`` names, open for reading, if it is a regular file inside one of
-    ``allowed_dirs`` once links are resolved; an InputError naming image.source otherwise.
-
-    The launch requester chooses the path, the operator the directories: /etc/shadow is not an
-    image. The place is checked before opening (a FIFO or device elsewhere is never opened) and
-    again on the file actually opened (a link swapped in between leads nowhere else)."""
-    allowed = [os.path.realpath(directory) for directory in allowed_dirs if directory]
-
-    def refuse_outside(path: str) -> None:
-        if not any(os.path.commonpath([path, directory]) == directory for directory in allowed):
-            raise InputError("image.source", f"image.source {source} is not in a directory images may be uploaded "
-                             f"from on the controller ({', '.join(allowed_dirs)}); the operator allows more with "
-                             f"image_source_dirs (berth_image_source_dirs in the inventory)")
-
-    refuse_outside(os.path.realpath(source))
-    try:
-        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
-                         f"({exc.strerror})") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise InputError("image.source", f"image.source {source} is not a readable file on the controller "
-                             f"(not a regular file)")
-        refuse_outside(os.path.realpath(f"/proc/self/fd/{descriptor}"))
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return os.fdopen(descriptor, "rb")
-
-
-def check_image_source(image: Mapping[str, Any] | None, allowed_dirs: Sequence[str], max_mb: int) -> None:
-    """An image to upload must be a file of at most ``max_mb`` MiB in one of ``allowed_dirs`` on
-    the controller (open_image_source) and, as qcow2, stand alone: a backing file or an external
-    data file named in its header would be opened on the hypervisor, outside the pool. A qcow2
-    file declared raw is refused too: the pool reads the header anyway."""
-    if not image or not image["source"]:
-        return
-    source = image["source"]
-    with open_image_source(source, allowed_dirs) as handle:
-        size_bytes = os.fstat(handle.fileno()).st_size
-        header = handle.read(_QCOW2_HEADER_BYTES)
-    if size_bytes > max_mb * _BYTES_PER_MIB:
-        raise InputError("image.source", f"image.source {source} is {size_bytes // _BYTES_PER_MIB} MiB, more than "
-                         f"image_max_mb ({max_mb})")
-    is_qcow2 = header[:4] == _QCOW2_MAGIC
-    if image["format"] != "qcow2":
-        if is_qcow2:
-            raise InputError("image.format", f"image.source {source} is a qcow2 file, not {image['format']}: "
-                             f"libvirt's pool would read it as qcow2 (set image.format to qcow2)")
-        return
-    if not is_qcow2:
-        raise InputError("image.source", f"image.source {source} is not a qcow2 file (set image.format to "
-                         f"raw if it is a raw disk)")
-    if int.from_bytes(header[8:16], "big"):
-        raise InputError("image.source", f"image.source {source} names a backing file in its qcow2 header; "
-                         f"upload a standalone image (qemu-img convert -O qcow2)")
-    version = int.from_bytes(header[4:8], "big")
-    if version >= 3 and int.from_bytes(header[72:80], "big") & _QCOW2_EXTERNAL_DATA_FILE:
-        raise InputError("image.source", f"image.source {source} keeps its data in an external file named in "
-                         f"its qcow2 header; upload a standalone image (qemu-img convert -O qcow2)")
 
 
 # ---- the launch request, typed ----------------------------------------------------------------

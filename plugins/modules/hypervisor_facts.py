@@ -109,12 +109,12 @@ from ansible_collections.berth.fleet.plugins.module_utils._documented_spec impor
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     HOST_SETTINGS,
-    fetch_one,
     host_aggregates,
     host_state,
     validate_aggregates,
     validate_hypervisors,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_one
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 
 

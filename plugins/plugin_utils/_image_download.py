@@ -3,7 +3,7 @@ claimed, and kept in a cache named by the checksum, so that a launch downloads a
 once and a later launch on the same controller not at all. Private to the collection.
 
 The hypervisors get the file as they get ``image.source``: uploaded through a libvirt stream
-where their pool lacks the image (berth.fleet's _build).
+where their pool lacks the image (berth.fleet's _provisioning).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from ansible.module_utils.urls import ConnectionError as UrlConnectionError
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import check_image_source, image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.request import image_checksum
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source
 
 _CHUNK_BYTES = 1024 * 1024
 _BYTES_PER_MB = 1024 * 1024

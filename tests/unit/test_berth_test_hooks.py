@@ -16,8 +16,8 @@ import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger, claims
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 PLUGIN = Path(__file__).resolve().parents[1] / "integration" / "callback_plugins" / "berth_test_hooks.py"
 _spec = importlib.util.spec_from_file_location("berth_test_hooks", PLUGIN)

@@ -541,7 +541,7 @@ def _fitting_permutations(ordered: List[NUMACellState], guest_cells: Sequence[Gu
 
     It recurses on itself, not on a nested function: a nested function that calls itself is a
     reference cycle holding the host's cells, which the scheduler (running with the cyclic
-    garbage collector off, _placement.without_gc) would keep for every host it fits."""
+    garbage collector off, _fleet.without_gc) would keep for every host it fits."""
     if len(prefix) == len(guest_cells):
         yield prefix
         return

@@ -345,7 +345,7 @@ class Ledger:
         longer fits, ClaimConflict is raised and nothing is written. Each claim carries ``owner``
         and a lease of ``lease_s`` seconds. Instances of these names in ERROR are replaced.
         Each instance records ``request``, the request it was launched with
-        (_placement.launch_request), which its moves schedule with. With ``exact`` (the
+        (_scheduling_options.launch_request), which its moves schedule with. With ``exact`` (the
         request's NUMA cells, dedicated CPUs, pages and devices: assignment.of_spec), each claim
         fits it again on its locked host and records what it took as its ``assignment``.
         Returns the instances, each with ``claim_id``, ``generation_moved`` (the host changed

@@ -28,7 +28,7 @@ from sqlalchemy import delete, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-from ansible_collections.berth.fleet.plugins.module_utils.request import volume_instance_uuid
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import volume_instance_uuid
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     DOMAIN,
     VOLUME,
@@ -43,7 +43,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 A = artefacts.c
 # The libvirt domain states in which a guest runs (libvirt's active domains, paused ones
 # included): never removed by a sync. Here, not in libvirt_host, so that the ledger does not
-# import libvirt (tens of milliseconds on every schedule); _power's RUNNING_STATES differ.
+# import libvirt (tens of milliseconds on every schedule); _power_states' RUNNING_STATES differ.
 ACTIVE_DOMAIN_STATES = frozenset({"running", "blocked", "paused", "pmsuspended"})
 
 

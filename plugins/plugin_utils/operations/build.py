@@ -19,30 +19,35 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import CPU_TOPOLOGY_PROPERTIES, best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu, recorded_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
-    check_image_source,
     dns_label,
-    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
-    nvram_volume_name,
     resolve_flavor,
-    root_volume_name,
-    seed_volume_name,
     user_data_spec,
-    volume_instance_uuid,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, exact_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
+    nvram_volume_name,
+    root_volume_name,
+    seed_volume_name,
+    volume_instance_uuid,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import COLLECTION_ROOT
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source, image_source_dirs
+from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import (
     PLANNED_UUID,
     CleanupFailed,
     HostSession,
@@ -56,10 +61,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._build import (
     seed_wanted,
     serial_log_file,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._numa_xml import assignment_context, mdev_uuid
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT
-from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     ClaimConflict,
@@ -67,7 +69,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 
 # The domain template of the role berth.fleet.instance: the one every build renders unless a
 # task names another.

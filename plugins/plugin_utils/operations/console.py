@@ -16,8 +16,8 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.limits import CONSOLE_TAIL_BYTES
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSession, serial_log_file
 from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import HostSession, serial_log_file
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 

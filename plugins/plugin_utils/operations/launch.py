@@ -14,19 +14,18 @@ from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import be
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     boot_spec,
-    check_image_source,
-    image_source_dirs,
     image_spec,
     metadata_spec,
     network_specs,
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_argument_spec
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import COLLECTION_ROOT, flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import COLLECTION_ROOT, flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source, image_source_dirs
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
 
 # The two halves' options, as their modules document them: a launch hands each the options it

@@ -12,18 +12,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils import _move
-from ansible_collections.berth.fleet.plugins.plugin_utils._move import foreign_parts
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    build_target,
-    device_options,
-    failure_message,
-    move_request,
-    read_fleet,
-    recorded_constraints,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
+from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message, recorded_constraints
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_target, read_fleet
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import device_options, move_request
+from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     STOPPED,
@@ -37,7 +33,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DomainTemplate,
     recorded_definition,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 
 # A paused domain would need a live migration that keeps it paused; resume it first.
 MOVABLE_STATES = (ACTIVE, STOPPED)
@@ -71,7 +66,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     - else the scheduler picks among the other hosts (never the source).
 
     Every search uses the request the instance recorded at launch (its zone, server group,
-    hints...: _placement.move_request), with the source ignored and the group as the move's
+    hints...: _scheduling_options.move_request), with the source ignored and the group as the move's
     claim will check it (without the moving instance).
 
     ``screen`` (a live migration's CPU check, CpuCheck) is asked about each host chosen: one it
@@ -191,8 +186,8 @@ def _no_live_destination(passed_over: list[dict[str, Any]], args: Mapping[str, A
 class CpuCheck:
     """The screen of a live migration's destinations (destination()'s ``screen``): can the
     candidate run the guest's CPU? Nova's check_can_live_migrate_destination, asked of the
-    candidate's own libvirt (_move.cpu_refusal) with the CPU read once from the running domain
-    on ``src`` (_move.guest_cpu).
+    candidate's own libvirt (_transfer.cpu_refusal) with the CPU read once from the running domain
+    on ``src`` (_transfer.guest_cpu).
 
     ``open_host(target)`` connects to a candidate (an open Hypervisor). One that cannot be
     reached, or whose comparison fails, is turned down with the reason, as Nova's conductor
@@ -206,7 +201,7 @@ class CpuCheck:
         self.src, self.open_host = src, open_host
         # Read once: the move's plan takes it too.
         self.defined_xml = src.domain_xml(uuid, inactive=True)
-        self.guest = _move.guest_cpu(live_xml, self.defined_xml)
+        self.guest = _transfer.guest_cpu(live_xml, self.defined_xml)
         self.accepted: Hypervisor | None = None
 
     def __call__(self, target: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -217,7 +212,7 @@ class CpuCheck:
         except HypervisorError as exc:
             return f"cannot be reached to compare the CPU: {exc}", None
         try:
-            refusal, note = _move.cpu_refusal(self.src, dst, self.guest)
+            refusal, note = _transfer.cpu_refusal(self.src, dst, self.guest)
             if refusal is not None:
                 refusal = f"cannot run the guest's CPU, {refusal}"
         except HypervisorError as exc:
@@ -314,7 +309,7 @@ class Move:
                     f"definition as it is (only if you trust {src.host})"))
             self.definition = recorded_definition(instance, self.new_flavor or instance_flavor(instance), template,
                                                   dst.pool_path(pool), offered, args["serial_log_dir"])
-        self.disks, self.volumes = _move.movable_volumes(src, dst, instance, pool, self.xml)
+        self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
 
     def run(self, src: Hypervisor, dst: Hypervisor, address: str | None = None) -> dict[str, Any]:
         """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
@@ -341,15 +336,15 @@ class Move:
              else f"claimed {target['host']} for {self.new_flavor.name}")
         try:
             if self.new_flavor is None:
-                moved = _move.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
-                                   step, self.hooks, definition=self.definition,
-                                   live_refused=target.get("live_refused"))
+                moved = _transfer.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
+                                       step, self.hooks, definition=self.definition,
+                                       live_refused=target.get("live_refused"))
             else:
                 running = src.domain_state(uuid) not in OFF_STATES
-                _move.ensure_base_images(src, dst, pool, self.volumes, step)
-                moved = _move.cold_move(src, dst, uuid, pool, self.volumes, running, step, stop=self.stop,
-                                        rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
-                                        definition=self.definition)
+                _transfer.ensure_base_images(src, dst, pool, self.volumes, step)
+                moved = _transfer.cold_move(src, dst, uuid, pool, self.volumes, running, step, stop=self.stop,
+                                            rewrite=self.rewrite, before_start=self.before_start, hooks=self.hooks,
+                                            definition=self.definition)
         except Exception as exc:
             # The domain runs on the source again: the destination's claim goes back.
             self.ledger.release_claim(claim["id"])
@@ -360,8 +355,8 @@ class Move:
             raise BerthError(f"resize of {name} onto {dst.host} failed, it stays on {src.host} with "
                              f"{instance['flavor']}: {exc}") from exc
         # The source is released only now that the domain runs on the destination.
-        moved_instance, warnings = _move.finish(self.ledger, instance, claim["id"], moved, pool, self.volumes,
-                                                self.new_flavor)
+        moved_instance, warnings = _transfer.finish(self.ledger, instance, claim["id"], moved, pool, self.volumes,
+                                                    self.new_flavor)
         step(f"moved to {target['host']} ({moved['mode']})" if self.new_flavor is None
              else f"moved to {dst.host} with {self.new_flavor.name}")
         return {**moved, "instance": moved_instance, "warnings": warnings}

@@ -9,8 +9,7 @@ from typing import Any, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import HostSession
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import (
     PAUSE,
     REBOOT,
     RESUME,
@@ -20,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._power import (
     shut_down,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import HostSession
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     PAUSED,

@@ -11,11 +11,16 @@ from typing import Any, Callable, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import ephemeral_volume_name, swap_volume_name
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES, shut_down
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import ephemeral_volume_name, swap_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    BEFORE_RESIZE_START,
+    NO_HOOKS,
+    Hooks,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     STOPPED,
@@ -28,11 +33,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DEFAULT_TEMPLATE,
     DomainTemplate,
     recorded_definition,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
-    BEFORE_RESIZE_START,
-    NO_HOOKS,
-    Hooks,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import (
     Move,

@@ -20,27 +20,24 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    Fleet,
-    failure_message,
+from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet, read_fleet, recorded_states, without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import (
     launch_request,
     ledger_group,
-    read_fleet,
-    recorded_states,
     request_options,
-    without_gc,
+)
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    AFTER_CLAIM,
+    BEFORE_CLAIM,
+    NO_HOOKS,
+    Hooks,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ERROR,
     ClaimConflict,
     Ledger,
     run_owner,
-)
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
-    AFTER_CLAIM,
-    BEFORE_CLAIM,
-    NO_HOOKS,
-    Hooks,
 )
 
 # A claim that finds a host already taken decides again with fresh usage, this many times.

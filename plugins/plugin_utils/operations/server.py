@@ -9,10 +9,10 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, instance_names
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import check_shutdown_timeout
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import check_shutdown_timeout
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import BUILD_SPEC, Launch, half_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.power import Power
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import syncs_first

@@ -21,14 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
-    down_state,
-    fetch_from,
-    host_state,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, host_state
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_from
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_recorded
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_recorded
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 # What became of each group of leftovers (report.leftovers[].outcome).

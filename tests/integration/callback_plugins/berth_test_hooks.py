@@ -17,14 +17,14 @@ from typing import Any, Collection
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 
 DOCUMENTATION = r"""
 name: berth_test_hooks
 type: aggregate
 short_description: Barriers, injected faults and unsafe claims for Berth's integration tests
 description:
-  - Installs hooks (plugins/plugin_utils/operations/hooks.py) in the ansible-playbook process,
+  - Installs hooks (plugins/plugin_utils/hooks.py) in the ansible-playbook process,
     which the workers it forks inherit. Without any of its variables set it installs nothing.
 options:
   barrier_dir:

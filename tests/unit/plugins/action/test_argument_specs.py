@@ -25,11 +25,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
     RequestSpec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    DEFAULT_SERVICE_DOWN_TIME_S,
-    REQUEST_OPTIONS,
-    SOURCES,
-)
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import DEFAULT_SERVICE_DOWN_TIME_S, SOURCES
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import REQUEST_OPTIONS
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DEFAULT_LEASE_S, POLICIES
 
 REPO = Path(__file__).resolve().parents[4]

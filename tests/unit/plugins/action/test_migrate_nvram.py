@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.plugin_utils._move import _repoint_disks, movable_volumes
+from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import _repoint_disks, movable_volumes
 
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
 POOL = "/var/lib/libvirt/images"

@@ -21,9 +21,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.registry imp
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_documentation
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
-    Fleet,
-    failure_message,
+from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import (
     ledger_group,
     request_options,
     server_group_option,

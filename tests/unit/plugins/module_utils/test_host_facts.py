@@ -11,7 +11,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     host_aggregates,
     host_state,
     is_local,
-    uri_address,
     validate_aggregates,
     validate_hypervisors,
 )
@@ -220,22 +219,6 @@ def test_host_key_checking_is_only_turned_off_by_the_source(uri, options, field)
 )
 def test_is_local(uri, local):
     assert is_local(uri) is local
-
-
-@pytest.mark.parametrize(
-    "uri, address",
-    [
-        ("qemu+ssh://root@10.0.0.11/system", {"10.0.0.11"}),
-        ("qemu+tcp://[fd00::11]:16509/system", {"fd00::11"}),
-        ("qemu+ssh://localhost/system", {"127.0.0.1", "::1"}),
-        ("qemu:///system", {None}),
-        ("qemu+unix:///system?socket=/run/x.sock", {None}),
-        ("qemu+ssh://no-such-host.invalid/system", {None}),
-    ],
-    ids=["ipv4", "ipv6", "resolved-name", "local", "unix-socket", "unresolvable"],
-)
-def test_a_hypervisor_address_comes_from_its_uri(uri, address):
-    assert uri_address(uri) in address
 
 
 def test_the_sources_host_ip_wins_over_the_address_found_and_stays_when_down():

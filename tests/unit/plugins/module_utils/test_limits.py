@@ -22,7 +22,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     resolve_flavor,
     user_data_spec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option, request_options
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import request_options
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import _parsed as _ledger_parsed

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from test_ledger import TINY, domain, host, migrated_to, placement
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     DOMAIN,
     ERROR,
@@ -25,7 +25,7 @@ U1, U2, U3 = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-2
 
 
 def built(uuid, name, seed=False, pool="default"):
-    """What a build of ``uuid`` records: its root disk, its seed, its domain (as _build.plan lists them)."""
+    """What a build of ``uuid`` records: its root disk, its seed, its domain (as _provisioning.plan lists them)."""
     items = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(uuid)}]
     if seed:
         items.append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(uuid)})

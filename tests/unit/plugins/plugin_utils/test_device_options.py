@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.berth.fleet.plugins.action.server import ActionModule as ServerAction
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import (
     device_options,
     launch_request,
     move_request,

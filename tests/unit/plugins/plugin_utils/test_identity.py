@@ -138,7 +138,7 @@ def test_a_recorded_uri_berth_would_never_open_is_no_address_to_defend(ledger):
 
 def test_a_launch_on_live_facts_takes_no_host_the_ledger_did_not_record(ledger):
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
-    from ansible_collections.berth.fleet.plugins.plugin_utils._placement import NOT_TAKEN, read_fleet
+    from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import NOT_TAKEN, read_fleet
 
     ledger.tracker_sync([synced("hv1", "uuid-1", HV1_URI)])
     # The inventory's live facts: hv2 reports hv1's UUID. A claim on it would land on hv1's row.

@@ -11,7 +11,8 @@ import pytest
 from ansible_collections.berth.fleet.plugins.action.capacity import ActionModule as Capacity
 from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule as Schedule
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import fetch_one, host_state
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import host_state
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_one
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 

@@ -12,8 +12,9 @@ import pycdlib.pycdlibexception
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec, local_disks_vendor_data
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
-    boot_spec,
+from ansible_collections.berth.fleet.plugins.module_utils.request import boot_spec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
     is_instance_volume,
     root_volume_name,
@@ -21,9 +22,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     swap_volume_name,
     volume_instance_uuid,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils import _move
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import plan
+from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import plan
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     DomainTemplate,
@@ -193,7 +193,7 @@ class PoolHost:
 def test_a_move_carries_the_ephemeral_and_swap_disks_like_the_root_disk_and_checks_their_copies():
     xml, _instance = launched()
     names = [root_volume_name(UUID), ephemeral_volume_name(UUID), swap_volume_name(UUID), seed_volume_name(UUID)]
-    disks, volumes = _move.movable_volumes(PoolHost(names), PoolHost([]), {"uuid": UUID, "name": "web-1"},
-                                           "default", xml)
+    disks, volumes = _transfer.movable_volumes(PoolHost(names), PoolHost([]), {"uuid": UUID, "name": "web-1"},
+                                               "default", xml)
     assert (disks, volumes) == (names[:3], names)
-    _move._check_copies(PoolHost(names), "default", volumes)
+    _transfer._check_copies(PoolHost(names), "default", volumes)

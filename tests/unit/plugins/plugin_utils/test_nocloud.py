@@ -11,7 +11,7 @@ import yaml
 
 from ansible_collections.berth.fleet.plugins.module_utils.request import network_specs
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import seed_wanted
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import seed_wanted
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 
 

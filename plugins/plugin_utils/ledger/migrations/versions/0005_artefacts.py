@@ -38,7 +38,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.UniqueConstraint("hypervisor_uuid", "instance_uuid", "kind", "name", name="uq_artefacts_what"),
     )
-    # The names builds have always given (request.root_volume_name, seed_volume_name), in the
+    # The names builds have always given (volume_names.root_volume_name, seed_volume_name), in the
     # pool the hypervisor's last sync used.
     errors = ("FROM instances LEFT JOIN hypervisor_facts ON hypervisor_facts.hypervisor_uuid = "
               "instances.hypervisor_uuid WHERE instances.state = 'ERROR' AND instances.hypervisor_uuid IS NOT NULL")

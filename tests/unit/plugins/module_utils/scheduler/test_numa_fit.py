@@ -425,7 +425,7 @@ def test_a_mixed_guest_whose_first_cell_is_all_shared_still_gets_its_emulator_cp
 
 
 def test_a_fit_leaves_nothing_for_the_cyclic_garbage_collector():
-    """The scheduler fits every host of a fleet with the collector off (_placement.without_gc):
+    """The scheduler fits every host of a fleet with the collector off (_fleet.without_gc):
     a reference cycle per fit would keep each host's cells until the run ends."""
     guest = request(vcpus=2, cells=[((0,), 512), ((1,), 512)])
     gc.collect()

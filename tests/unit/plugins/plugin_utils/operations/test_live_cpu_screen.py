@@ -19,7 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     NotSupported,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils import _move
+from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import CpuCheck, destination
 
@@ -151,12 +151,12 @@ ASKED_AVX2 = "<cpu mode='custom' match='exact' check='none'><model>kvm64</model>
 
 
 def test_a_guest_under_plain_qemu_emulation_is_not_compared():
-    guest = _move.guest_cpu(domain("qemu", RUNNING), domain("qemu", ASKED_AVX2))
+    guest = _transfer.guest_cpu(domain("qemu", RUNNING), domain("qemu", ASKED_AVX2))
     assert guest.compared == () and "plain QEMU emulation (TCG)" in guest.not_compared
 
 
 def test_the_running_cpu_is_compared_as_model_vendor_and_features_only():
-    guest = _move.guest_cpu(domain("kvm", RUNNING), domain("kvm", "<cpu mode='host-model'/>"))
+    guest = _transfer.guest_cpu(domain("kvm", RUNNING), domain("kvm", "<cpu mode='host-model'/>"))
     assert (guest.domain_type, guest.arch, guest.not_compared, guest.host_cpu) == ("kvm", "x86_64", None, False)
     [(what, cpu_xml)] = guest.compared
     assert what == "its running CPU"
@@ -168,21 +168,21 @@ def test_the_running_cpu_is_compared_as_model_vendor_and_features_only():
 
 
 def test_a_definition_that_asks_for_more_than_the_guest_got_is_compared_too():
-    guest = _move.guest_cpu(domain("kvm", RUNNING), domain("kvm", ASKED_AVX2))
+    guest = _transfer.guest_cpu(domain("kvm", RUNNING), domain("kvm", ASKED_AVX2))
     assert [what for what, _xml in guest.compared] == ["its running CPU", "the CPU its definition asks for"]
     # The same model and features as it runs with: nothing more to compare.
-    same = _move.guest_cpu(domain("kvm", RUNNING), domain("kvm", RUNNING))
+    same = _transfer.guest_cpu(domain("kvm", RUNNING), domain("kvm", RUNNING))
     assert [what for what, _xml in same.compared] == ["its running CPU"]
 
 
 @pytest.mark.parametrize("mode", ["host-passthrough", "maximum"])
 def test_a_guest_with_the_hosts_own_cpu_is_compared_as_that_cpu(mode):
-    guest = _move.guest_cpu(domain("kvm", f"<cpu mode='{mode}' check='none' migratable='on'/>"), None)
+    guest = _transfer.guest_cpu(domain("kvm", f"<cpu mode='{mode}' check='none' migratable='on'/>"), None)
     assert guest.host_cpu and guest.compared == ()
 
 
 def test_a_domain_without_a_cpu_model_has_nothing_to_compare():
-    assert _move.guest_cpu(domain("kvm"), None).not_compared == "its domain describes no CPU model"
+    assert _transfer.guest_cpu(domain("kvm"), None).not_compared == "its domain describes no CPU model"
 
 
 # ---- the CPU check against fake hypervisors ----------------------------------------------------

@@ -17,7 +17,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS, RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import ServerGroup
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option, request_options
+from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
+from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import request_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import SCHEDULE_SPEC, half_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination

@@ -10,15 +10,10 @@ import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
-    boot_spec,
-    metadata_spec,
-    network_specs,
-    root_volume_name,
-    seed_volume_name,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.request import boot_spec, metadata_spec, network_specs
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._move import foreign_parts
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     DomainTemplate,

@@ -22,12 +22,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     NotSupported,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import nvram_volume_name, pool_image
-from ansible_collections.berth.fleet.plugins.plugin_utils._build import remove_instance
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import OFF_STATES
+from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import nvram_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_instance
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import AFTER_MOVE, NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME, Ledger, run_owner
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import AFTER_MOVE, NO_HOOKS, Hooks
 
 Step = Callable[..., None]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 # A launch: decided, not yet claimed; then claimed, nothing built yet.
 BEFORE_CLAIM = "before-claim"
 AFTER_CLAIM = "after-claim"
-# The steps of a build on its hypervisor (_build.make), each once it is done.
+# The steps of a build on its hypervisor (_provisioning.make), each once it is done.
 AFTER_ROOT_VOLUME = "after-root-volume"
 AFTER_SEED_VOLUME = "after-seed-volume"
 AFTER_DEFINE = "after-define"
 AFTER_START = "after-start"
 BUILD_POINTS = (AFTER_ROOT_VOLUME, AFTER_SEED_VOLUME, AFTER_DEFINE, AFTER_START)
-# A move (_move.py): the domain runs on the destination, the source's copy is not removed yet
+# A move (_transfer.py): the domain runs on the destination, the source's copy is not removed yet
 # (told with the source as its host).
 AFTER_MOVE = "after-move"
 # A resize: the domain is redefined with the new size (and its root disk grown), not started yet.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name, seed_volume_name
-from ansible_collections.berth.fleet.plugins.plugin_utils import _build
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils import _provisioning
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 
 UUID = "0b6f1c2e-5d4a-4b3c-9e8f-7a6b5c4d3e2f"
 POINTS = (hooks.BEFORE_CLAIM, hooks.AFTER_CLAIM, *hooks.BUILD_POINTS, hooks.AFTER_MOVE, hooks.BEFORE_RESIZE_START)
@@ -98,7 +98,7 @@ REQUEST = {"uuid": UUID, "pool": "default"}
 
 def test_a_build_tells_each_of_its_points_in_order():
     session, recorder = FakeSession(), Recorder()
-    _build.make(session, REQUEST, PLANNED, autostart=False, hooks=recorder)
+    _provisioning.make(session, REQUEST, PLANNED, autostart=False, hooks=recorder)
     assert recorder.reached_points == [(point, "hv1", UUID) for point in hooks.BUILD_POINTS]
     assert session.hv.started == [UUID]
 
@@ -107,6 +107,6 @@ def test_a_build_tells_each_of_its_points_in_order():
 def test_a_hook_that_fails_a_build_leaves_nothing_behind(point):
     session = FakeSession()
     with pytest.raises(HypervisorError, match=f"hv1: injected fault at {point}"):
-        _build.make(session, REQUEST, PLANNED, autostart=False, hooks=Recorder(failing=point))
+        _provisioning.make(session, REQUEST, PLANNED, autostart=False, hooks=Recorder(failing=point))
     assert session.hv.started == [] and session.hv.domains == set()
     assert not session.hv.volumes & {root_volume_name(UUID), seed_volume_name(UUID)}

@@ -1,5 +1,6 @@
-"""Building and removing an instance's domain on one hypervisor: what berth.fleet.instance,
-berth.fleet.migrate and berth.fleet.tracker_sync share. Private to the collection.
+"""Provisioning on one hypervisor: its session, the plan, and making and removing an instance's
+volumes, seed and domain there; what berth.fleet.instance, berth.fleet.migrate and
+berth.fleet.tracker_sync share. Private to the collection.
 
 A task that builds several instances opens each hypervisor once (``HostSession``) and reads its
 pool (path, images) and networks once, whatever the number of instances it builds there.
@@ -21,23 +22,20 @@ from ansible_collections.berth.fleet.plugins.module_utils._guest import local_di
 from ansible_collections.berth.fleet.plugins.module_utils._static_network import has_static_config
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
+from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
+from ansible_collections.berth.fleet.plugins.module_utils.request import image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
-    image_checksum,
     instance_volume_names,
     nvram_volume_name,
-    open_image_source,
-    pool_image,
     root_volume_name,
     seed_volume_name,
     swap_volume_name,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import open_image_source
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import quiet
-from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks import (
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_DEFINE,
     AFTER_ROOT_VOLUME,
     AFTER_SEED_VOLUME,
@@ -45,6 +43,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.hooks impor
     NO_HOOKS,
     Hooks,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.artefacts import ACTIVE_DOMAIN_STATES
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import DOMAIN, VOLUME
+from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 
 # Shown in check mode, where the ledger has not assigned the instance its UUID yet.
 PLANNED_UUID = "00000000-0000-0000-0000-000000000000"

@@ -9,10 +9,10 @@ import pytest
 from test_ledger import TINY, host, placement
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.module_utils.request import root_volume_name
-from ansible_collections.berth.fleet.plugins.plugin_utils import _move
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, VOLUME
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations import hooks
 
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
 ROOT = root_volume_name(UUID)
@@ -73,7 +73,7 @@ def migrating(outcome):
 def test_a_live_move_whose_source_goes_away_at_the_end_is_done(monkeypatch, outcome):
     src, dst = FakeHypervisor("hv1", [UUID], [ROOT]), FakeHypervisor("hv2")
     monkeypatch.setattr(FakeHypervisor, "live_migrate", migrating(outcome), raising=False)
-    moved = _move.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT])
+    moved = _transfer.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT])
     assert moved["mode"] == "live" and "client socket is closed" in moved["source_left"]
     # The destination keeps the only running copy; the source's volume is still there.
     assert dst.domains == {UUID} and dst.volumes == {ROOT} and src.volumes == {ROOT}
@@ -94,7 +94,7 @@ def test_a_live_move_with_both_hosts_up_leaves_nothing_on_the_source(monkeypatch
             # The point comes once the domain runs on the destination, with the source's copy still there.
             told.append((point, host, instance, set(dst.domains), set(src.volumes)))
 
-    moved = _move.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT], hooks=Recorder())
+    moved = _transfer.move(src, dst, UUID, "web-1", "auto", "default", None, [ROOT], [ROOT], hooks=Recorder())
     assert moved == {"mode": "live"}
     assert src.domains == set() and src.volumes == set() and dst.domains == {UUID}
     assert told == [(hooks.AFTER_MOVE, "hv1", UUID, {UUID}, {ROOT})]
@@ -107,7 +107,7 @@ def test_the_ledger_follows_the_domain_and_records_what_the_source_kept(ledger):
     claim = ledger.claim_move(row["uuid"], "hv-2", "run")
     moved = {"mode": "live", "source_left": "hv1: internal error: client socket is closed"}
 
-    after, warnings = _move.finish(ledger, instance, claim["id"], moved, "default", [root_volume_name(row["uuid"])])
+    after, warnings = _transfer.finish(ledger, instance, claim["id"], moved, "default", [root_volume_name(row["uuid"])])
     assert after["host"] == "hv2" and [c["hypervisor_uuid"] for c in ledger.claims(row["uuid"])] == ["hv-2"]
     assert warnings == ["web-1 moved, but its copy on hv1 could not be removed (hv1: internal error: client socket "
                         "is closed): recorded, the next gather.yml that reaches hv1 removes it"]
@@ -126,5 +126,5 @@ def test_a_move_that_cleaned_up_its_source_records_nothing(ledger):
     [row] = ledger.claim([placement("web-1")], TINY, "run", lease_s=600)
     instance = ledger.mark_active(row["uuid"])
     claim = ledger.claim_move(row["uuid"], "hv-2", "run")
-    after, warnings = _move.finish(ledger, instance, claim["id"], {"mode": "live"}, "default", [])
+    after, warnings = _transfer.finish(ledger, instance, claim["id"], {"mode": "live"}, "default", [])
     assert after["host"] == "hv2" and warnings == [] and ledger.artefacts() == []

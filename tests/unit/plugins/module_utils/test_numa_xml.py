@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations import build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.plugin_utils._power import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import (
     PAUSE,
     REBOOT,
     RESUME,

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.berth.fleet.plugins.module_utils import libvirt_host
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import (
     check_image_source,
     image_source_dirs,
     open_image_source,
@@ -217,3 +217,38 @@ def test_the_time_limit_grows_with_the_size():
     assert hv.upload_timeout_s(0) == 10
     assert hv.upload_timeout_s(two_gib) == 10 + two_gib / libvirt_host.UPLOAD_FLOOR_BYTES_PER_S
     assert hv.upload_timeout_s(two_gib) > 400
+
+
+def qcow2_header(backing_offset: int = 0, incompatible_features: int = 0, version: int = 3) -> bytes:
+    """A qcow2 header as the spec lays it out (fields big-endian), padded to 104 bytes."""
+    header = b"QFI\xfb" + version.to_bytes(4, "big") + backing_offset.to_bytes(8, "big")
+    header += bytes(72 - len(header)) + incompatible_features.to_bytes(8, "big")
+    return header + bytes(104 - len(header))
+
+
+@pytest.mark.parametrize("content, fmt, field, message", [
+    (qcow2_header(), "qcow2", None, None),
+    (b"\0" * 64, "raw", None, None),
+    (qcow2_header(backing_offset=512), "qcow2", "image.source", "names a backing file in its qcow2 header"),
+    (qcow2_header(incompatible_features=4), "qcow2", "image.source", "keeps its data in an external file"),
+    (qcow2_header(incompatible_features=4, version=2), "qcow2", None, None),  # version 2 has no such field
+    (b"\0" * 64, "qcow2", "image.source", "is not a qcow2 file"),
+    # The directory pool probes the content: declared raw, it would still be read as qcow2.
+    (qcow2_header(backing_offset=512), "raw", "image.format", "is a qcow2 file, not raw"),
+])
+def test_an_upload_must_stand_alone(tmp_path, content, fmt, field, message):
+    source = tmp_path / "image"
+    source.write_bytes(content)
+    image = {"name": "image", "format": fmt, "source": str(source)}
+    if message is None:
+        check_image_source(image, [str(tmp_path)], 8192)
+        return
+    with pytest.raises(InputError, match=message) as refused:
+        check_image_source(image, [str(tmp_path)], 8192)
+    assert refused.value.field == field
+
+
+def test_an_upload_source_that_is_not_a_file_is_refused(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(InputError, match="is not a readable file on the controller"):
+        check_image_source({"name": "x", "format": "qcow2", "source": str(tmp_path / "dir")}, [str(tmp_path)], 8192)
