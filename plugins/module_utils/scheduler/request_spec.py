@@ -1,8 +1,8 @@
 """The placement request (Nova's RequestSpec): what to place and how, checked once.
 
 The filters and weighers read it, so it sits below them and knows them by name only: the
-names a request may use are listed here (registry.py maps each to its class, and
-tests/unit/plugins/module_utils/scheduler/test_registry.py holds the two lists together).
+names a request may use are those of names.py, from which each class and registry.py take
+theirs too.
 Beside it, what a filter parses as the request's checks do: retry_hosts as [host, nodename]
 pairs, and the network the build_near_host_ip and cidr hints describe.
 """
@@ -24,6 +24,21 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.image_meta i
     parse_version_requirement,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AVAILABILITY_ZONE_FILTER,
+    COMPUTE_CAPABILITIES_FILTER,
+    COMPUTE_FILTER,
+    CORE_FILTER,
+    DISK_FILTER,
+    FILTER_NAMES,
+    IMAGE_PROPERTIES_FILTER,
+    NETWORK_FILTER,
+    POOL_IMAGE_FILTER,
+    RAM_FILTER,
+    SERVER_GROUP_AFFINITY_FILTER,
+    SERVER_GROUP_ANTI_AFFINITY_FILTER,
+    WEIGHER_MULTIPLIER_OPTIONS,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
     PCIRequest,
     check_aliases,
@@ -45,42 +60,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation i
     is_number,
 )
 
-# Every filter and weigher a request may name, in the registry's order (error messages list
-# them so); each weigher with its multiplier option, the key of weight_multipliers and of
-# aggregate metadata that scales it.
-FILTER_NAMES = (
-    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
-    "AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter",
-    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter", "AggregateInstanceExtraSpecsFilter", "SameHostFilter",
-    "DifferentHostFilter", "JsonFilter", "NumInstancesFilter", "AggregateNumInstancesFilter",
-    "IoOpsFilter", "AggregateIoOpsFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
-    "RetryFilter", "AllHostsFilter", "PoolImageFilter", "NetworkFilter",
-    "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation", "MetricsFilter",
-    "SimpleCIDRAffinityFilter", "NUMATopologyFilter", "PciPassthroughFilter",
-)
-WEIGHER_MULTIPLIER_OPTIONS = {
-    "RAMWeigher": "ram_weight_multiplier",
-    "CPUWeigher": "cpu_weight_multiplier",
-    "DiskWeigher": "disk_weight_multiplier",
-    "IoOpsWeigher": "io_ops_weight_multiplier",
-    "NumInstancesWeigher": "num_instances_weight_multiplier",
-    "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
-    "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
-    "MetricsWeigher": "metrics_weight_multiplier",
-    "BuildFailureWeigher": "build_failure_weight_multiplier",
-    "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
-    "ImagePropertiesWeigher": "image_props_weight_multiplier",
-    "PCIWeigher": "pci_weight_multiplier",
-}
 # Newton's default list with CoreFilter added (retries use alternates, so no
 # RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
 # its networks), which do nothing unless the launch names them; every weigher, with Nova's
 # default multipliers.
 DEFAULT_FILTERS = [
-    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
-    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
+    COMPUTE_FILTER, AVAILABILITY_ZONE_FILTER, RAM_FILTER, CORE_FILTER, DISK_FILTER,
+    COMPUTE_CAPABILITIES_FILTER, IMAGE_PROPERTIES_FILTER, SERVER_GROUP_ANTI_AFFINITY_FILTER,
+    SERVER_GROUP_AFFINITY_FILTER, POOL_IMAGE_FILTER, NETWORK_FILTER,
 ]
 DEFAULT_WEIGHERS = list(WEIGHER_MULTIPLIER_OPTIONS)
 

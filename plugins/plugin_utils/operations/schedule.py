@@ -15,6 +15,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NUMA_TOPOLOGY_FILTER, PCI_PASSTHROUGH_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
@@ -177,10 +178,10 @@ def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:
     (NUMA cells, dedicated CPUs, pages; devices) and that its enabled_filters leave out, each
     with what it would check."""
     missing = {}
-    if spec.numa is not None and "NUMATopologyFilter" not in spec.enabled_filters:
-        missing["NUMATopologyFilter"] = "NUMA cells, dedicated CPUs or huge pages"
-    if spec.pci is not None and "PciPassthroughFilter" not in spec.enabled_filters:
-        missing["PciPassthroughFilter"] = "PCI or mediated devices"
+    if spec.numa is not None and NUMA_TOPOLOGY_FILTER not in spec.enabled_filters:
+        missing[NUMA_TOPOLOGY_FILTER] = "NUMA cells, dedicated CPUs or huge pages"
+    if spec.pci is not None and PCI_PASSTHROUGH_FILTER not in spec.enabled_filters:
+        missing[PCI_PASSTHROUGH_FILTER] = "PCI or mediated devices"
     return missing
 
 
