@@ -29,14 +29,18 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import
     COMPUTE_CAPABILITIES_FILTER,
     COMPUTE_FILTER,
     CORE_FILTER,
+    DIFFERENT_HOST_FILTER,
     DISK_FILTER,
     FILTER_NAMES,
     IMAGE_PROPERTIES_FILTER,
+    JSON_FILTER,
     NETWORK_FILTER,
     POOL_IMAGE_FILTER,
     RAM_FILTER,
+    SAME_HOST_FILTER,
     SERVER_GROUP_AFFINITY_FILTER,
     SERVER_GROUP_ANTI_AFFINITY_FILTER,
+    SIMPLE_CIDR_AFFINITY_FILTER,
     WEIGHER_MULTIPLIER_OPTIONS,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
@@ -74,10 +78,41 @@ DEFAULT_WEIGHERS = list(WEIGHER_MULTIPLIER_OPTIONS)
 DRIVERS = ("filter_scheduler", "chance")
 EXPLAIN_MODES = ("auto", "full", "compact")
 ENGINES = ("auto", "plain", "vectorized")
-HINT_KEYS = ("same_host", "different_host", "query", "group", "build_near_host_ip", "cidr")
+# Each scheduler hint and the filter that reads it: without that filter in enabled_filters the
+# hint cannot act (RequestSpec.idle_hints). `group` has none: it only names the request's
+# server group (it must match server_group), whose policy the group's own filters, weighers
+# and the claim hold.
+HINT_FILTERS = {
+    "same_host": SAME_HOST_FILTER,
+    "different_host": DIFFERENT_HOST_FILTER,
+    "query": JSON_FILTER,
+    "group": None,
+    "build_near_host_ip": SIMPLE_CIDR_AFFINITY_FILTER,
+    "cidr": SIMPLE_CIDR_AFFINITY_FILTER,
+}
+HINT_KEYS = tuple(HINT_FILTERS)
 # The project a launch belongs to when it names none: one team, one project. Recorded on the
 # instance; AggregateMultiTenancyIsolation compares it with its aggregates' filter_tenant_id.
 DEFAULT_PROJECT_ID = "default"
+
+
+@dataclass(frozen=True)
+class IdleHint:
+    """A scheduler hint a request gives that nothing will read: ``filter`` is the filter that
+    would read it and that enabled_filters lacks, or None for cidr given without
+    build_near_host_ip (a prefix of no address)."""
+
+    hint: str
+    filter: str | None
+
+    @property
+    def field(self) -> str:
+        return f"scheduler_hints.{self.hint}"
+
+    def __str__(self) -> str:
+        if self.filter is None:
+            return f"{self.field} needs scheduler_hints.build_near_host_ip, the address it is a prefix of"
+        return f"{self.field} needs {self.filter}, which enabled_filters lacks"
 
 
 @dataclass
@@ -252,6 +287,22 @@ class RequestSpec:
         # Checked together: the address and the prefix make one network.
         affinity_network(checked)
         return checked
+
+    def idle_hints(self) -> list[IdleHint]:
+        """The hints this request gives that cannot act, in HINT_KEYS order: each whose filter
+        enabled_filters lacks, and cidr without build_near_host_ip. Nova ignores such hints
+        without a word; a launch refuses them (a requester who asks for different_host expects
+        it to hold) and a move warns (an instance that exists must stay movable). A hint given
+        empty asks for nothing and is not idle."""
+        idle = []
+        for hint, reader in HINT_FILTERS.items():
+            if reader is None or not self.scheduler_hints.get(hint):
+                continue
+            if hint == "cidr" and not self.scheduler_hints.get("build_near_host_ip"):
+                idle.append(IdleHint(hint, None))
+            elif reader not in self.enabled_filters:
+                idle.append(IdleHint(hint, reader))
+        return idle
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RequestSpec:

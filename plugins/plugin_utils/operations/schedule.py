@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
@@ -102,6 +103,8 @@ class Schedule:
                 spec_args["server_group"] = server_group_from_dict(
                     group if attempt == 1 else ledger.scheduler_group(group["name"]))
             spec = RequestSpec(flavor=flavor, count=len(missing), **spec_args)
+            if attempt == 1:
+                refuse_idle_hints(spec)
             mark = time.perf_counter()
             fleet = read_fleet(args, self.task_vars, spec, ledger, sync=attempt == 1 and not check_mode)
             timing["read_s"] += _since(mark)
@@ -171,6 +174,19 @@ class Schedule:
             result["timing"]["total_s"] = _since(started)
             return result
         raise AssertionError("unreachable")
+
+
+def refuse_idle_hints(spec: RequestSpec) -> None:
+    """A launch's scheduler hints must each be read by an enabled filter (RequestSpec.idle_hints),
+    checked before the fleet is read, anything decided or claimed. Nova ignores such a hint silently;
+    here a requester who asked for different_host (an AWX survey field, say) would get an
+    instance beside the one to avoid and a decision that says "none removed"."""
+    idle = spec.idle_hints()
+    if idle:
+        raise InputError(idle[0].field, "; ".join(
+            f"{item}: " + ("give it or drop the hint" if item.filter is None
+                           else "add it (berth_enabled_filters) or drop the hint")
+            for item in idle))
 
 
 def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:
