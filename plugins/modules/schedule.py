@@ -158,8 +158,10 @@ options:
         C(aggregate_instance_extra_specs:) must each match a value of that metadata key in one
         of the host's aggregates (values split at commas).
       - C(SameHostFilter), C(DifferentHostFilter) - O(scheduler_hints) C(same_host) /
-        C(different_host) against the host's C(instances).
-      - C(JsonFilter) - O(scheduler_hints) C(query); an empty query passes every host.
+        C(different_host) against the host's C(instances). Not defaults, as in Nova; a launch
+        that gives the hint without its filter is refused (see O(scheduler_hints)).
+      - C(JsonFilter) - O(scheduler_hints) C(query); an empty query passes every host. Not a
+        default; a launch that gives a query without it is refused.
       - C(NumInstancesFilter), C(AggregateNumInstancesFilter) - fewer than
         O(max_instances_per_host) instances (the aggregate variant reads the aggregates'
         metadata of the same name, an integer).
@@ -182,7 +184,8 @@ options:
         C(MetricsWeigher) never meets one without.
       - C(SimpleCIDRAffinityFilter) - O(scheduler_hints) C(build_near_host_ip) and C(cidr)
         (default C(/24)) - the host's C(host_ip) must be in that network; a host whose address
-        is unknown is passed over.
+        is unknown is passed over. Not a default; a launch that gives the hints without it is
+        refused.
       - C(RetryFilter) - not a host and node of O(retry_hosts).
       - C(AllHostsFilter) - passes every host.
       - C(PoolImageFilter) (Berth's own) - the host's storage pool holds the image volume
@@ -380,6 +383,18 @@ options:
         C(JsonFilter), e.g. C([">=", "$free_ram_mb", 1024])), C(group) (the server group's name;
         must match O(server_group)), C(build_near_host_ip) and C(cidr) (an IP address and a
         prefix such as C(/24), the default, for C(SimpleCIDRAffinityFilter)).
+      - A hint whose filter O(enabled_filters) lacks (none of those four is a default, as in
+        Nova), or a C(cidr) without C(build_near_host_ip), is refused before anything is decided
+        or claimed, naming the hint and what it needs - C(scheduler_hints.different_host needs
+        DifferentHostFilter, which enabled_filters lacks) - add the filter (the operator's
+        C(berth_enabled_filters)) or drop the hint. Nova ignores such a hint without a word;
+        Berth does not, because a requester who asks for C(different_host) (from an AWX survey,
+        say) expects it to hold, and would otherwise get an instance beside the one to avoid and
+        a decision that says no host was removed.
+      - A move (migrate, drain, resize) schedules with the hints its instance recorded at launch;
+        one that no enabled filter reads there (an instance launched before Berth refused them)
+        does not stop the move - an instance that exists must stay movable - but the move warns,
+        naming it, and its C(why) says the hint was not held.
     type: dict
     default: {}
   project_id:

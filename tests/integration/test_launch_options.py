@@ -216,6 +216,29 @@ def test_backing_files_must_stay_in_the_pool(lab, base_image, tmp_path):
         lab.gather()
 
 
+def test_a_hint_whose_filter_is_not_enabled_is_refused_before_anything_is_claimed(lab):
+    """different_host with the default filters (no DifferentHostFilter): Nova would place the
+    instance anywhere, beside the one to avoid; Berth refuses the launch, naming the hint and the
+    filter, with nothing decided or claimed, in check mode and in the real run alike."""
+    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "near", "flavor": "m1.tiny"}))
+    assert launched["rc"] == 0, failed_messages(launched)
+    [near] = [row for row in lab.ledger_rows("instances") if row["name"] == "near-1"]
+    request = {"name": "avoid", "flavor": "m1.tiny", "scheduler_hints": {"different_host": [near["uuid"]]}}
+    before = fleet_snapshot(lab)
+    decisions = lab.ledger_rows("decisions")
+
+    for check in (True, False):
+        refused = lab.playbook("launch.yml", "-e", json.dumps(request), check=check)
+        assert refused["rc"] != 0
+        assert failed_messages(refused) == [
+            "scheduler_hints.different_host needs DifferentHostFilter, which enabled_filters lacks: "
+            "add it (berth_enabled_filters) or drop the hint"]
+        assert fleet_snapshot(lab) == before
+        assert lab.ledger_rows("decisions") == decisions
+
+    assert lab.playbook("delete.yml", "-e", "name=near")["rc"] == 0
+
+
 def test_ignore_and_force_hosts_reach_the_scheduler(lab):
     ignored = lab.playbook("launch.yml", "-e", json.dumps(
         {"name": "ign", "count": 2, "ignore_hosts": ["hv1", "hv2"]}))

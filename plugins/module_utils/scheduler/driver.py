@@ -95,6 +95,9 @@ class Decision:
     closest_misses: list[Rejection]
     rejections: list[Rejection] | None
     engine: str = "plain"  # which implementation decided; both decide the same
+    # The request's hints that no filter read (RequestSpec.idle_hints), each as a sentence: a
+    # move decides with them (a launch refuses them first), and its explanation says so.
+    idle_hints: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +112,7 @@ class Decision:
             "rejections": (None if self.rejections is None
                            else [rejection.to_dict() for rejection in self.rejections]),
             "engine": self.engine,
+            "idle_hints": list(self.idle_hints),
         }
 
 
@@ -151,6 +155,7 @@ def schedule(hosts: Sequence[HostState] | HostTable, spec: RequestSpec) -> Decis
     # The alternates and runners-up come from the best few; nothing below them is sorted.
     wanted = spec.host_subset_size + max(spec.max_attempts - 1, RUNNERS_UP_SHOWN)
     placements: list[Placement] = []
+    idle_hints = [str(item) for item in spec.idle_hints()]
 
     def decision(failed_index: int | None) -> Decision:
         rejected, counts, misses, rejections = backend.explanation()
@@ -158,11 +163,15 @@ def schedule(hosts: Sequence[HostState] | HostTable, spec: RequestSpec) -> Decis
             summary = success_summary([placement.host for placement in placements])
         else:
             summary = failure_summary(counts, len(hosts), failed_index, spec.count, spec)
+        if idle_hints:
+            # Said where the decision is read, not only in a field: "none removed" beside a
+            # different_host hint would read as "no host runs those instances".
+            summary += "; hints not held: " + "; ".join(idle_hints)
         return Decision(
             ok=failed_index is None, placements=placements if failed_index is None else [],
             summary=summary, failed_index=failed_index, hosts_total=len(hosts), rejected_total=rejected,
             reasons=[item.to_dict(spec) for item in counts], closest_misses=misses,
-            rejections=rejections, engine=backend.name,
+            rejections=rejections, engine=backend.name, idle_hints=idle_hints,
         )
 
     for index in range(spec.count):

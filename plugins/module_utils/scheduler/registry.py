@@ -1,4 +1,5 @@
-"""Every filter and weigher by name: the classes the driver runs for the names a request gives."""
+"""Every filter and weigher by name: the classes the driver runs for the names a request gives
+(each name declared once, in names.py)."""
 from __future__ import annotations
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import BaseHostFilter
@@ -49,55 +50,56 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ima
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.pci import PCIWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
-# so a directory scan would find nothing on a hypervisor. A new filter or weigher is one file,
-# one line here and its name in request_spec.py (FILTER_NAMES or WEIGHER_MULTIPLIER_OPTIONS),
-# which the request, below the filters, checks its names against; the defaults are there too.
-FILTERS: dict[str, type[BaseHostFilter]] = {
-    "ComputeFilter": ComputeFilter,
-    "AvailabilityZoneFilter": AvailabilityZoneFilter,
-    "RamFilter": RamFilter,
-    "CoreFilter": CoreFilter,
-    "DiskFilter": DiskFilter,
-    "AggregateRamFilter": AggregateRamFilter,
-    "AggregateCoreFilter": AggregateCoreFilter,
-    "AggregateDiskFilter": AggregateDiskFilter,
-    "ComputeCapabilitiesFilter": ComputeCapabilitiesFilter,
-    "ImagePropertiesFilter": ImagePropertiesFilter,
-    "ServerGroupAntiAffinityFilter": ServerGroupAntiAffinityFilter,
-    "ServerGroupAffinityFilter": ServerGroupAffinityFilter,
-    "AggregateInstanceExtraSpecsFilter": AggregateInstanceExtraSpecsFilter,
-    "SameHostFilter": SameHostFilter,
-    "DifferentHostFilter": DifferentHostFilter,
-    "JsonFilter": JsonFilter,
-    "NumInstancesFilter": NumInstancesFilter,
-    "AggregateNumInstancesFilter": AggregateNumInstancesFilter,
-    "IoOpsFilter": IoOpsFilter,
-    "AggregateIoOpsFilter": AggregateIoOpsFilter,
-    "AggregateTypeAffinityFilter": AggregateTypeAffinityFilter,
-    "IsolatedHostsFilter": IsolatedHostsFilter,
-    "RetryFilter": RetryFilter,
-    "AllHostsFilter": AllHostsFilter,
-    "PoolImageFilter": PoolImageFilter,
-    "NetworkFilter": NetworkFilter,
-    "AggregateImagePropertiesIsolation": AggregateImagePropertiesIsolation,
-    "AggregateMultiTenancyIsolation": AggregateMultiTenancyIsolation,
-    "MetricsFilter": MetricsFilter,
-    "SimpleCIDRAffinityFilter": SimpleCIDRAffinityFilter,
-    "NUMATopologyFilter": NUMATopologyFilter,
-    "PciPassthroughFilter": PciPassthroughFilter,
-}
+# so a directory scan would find nothing on a hypervisor. Each class carries its name from
+# names.py, which the request, below the filters, checks its names against. A new filter or
+# weigher is one file, its line in names.py and its line here (with its import), in the same
+# order (test_registry.py holds the three together).
+FILTERS: dict[str, type[BaseHostFilter]] = {host_filter.name: host_filter for host_filter in (
+    ComputeFilter,
+    AvailabilityZoneFilter,
+    RamFilter,
+    CoreFilter,
+    DiskFilter,
+    AggregateRamFilter,
+    AggregateCoreFilter,
+    AggregateDiskFilter,
+    ComputeCapabilitiesFilter,
+    ImagePropertiesFilter,
+    ServerGroupAntiAffinityFilter,
+    ServerGroupAffinityFilter,
+    AggregateInstanceExtraSpecsFilter,
+    SameHostFilter,
+    DifferentHostFilter,
+    JsonFilter,
+    NumInstancesFilter,
+    AggregateNumInstancesFilter,
+    IoOpsFilter,
+    AggregateIoOpsFilter,
+    AggregateTypeAffinityFilter,
+    IsolatedHostsFilter,
+    RetryFilter,
+    AllHostsFilter,
+    PoolImageFilter,
+    NetworkFilter,
+    AggregateImagePropertiesIsolation,
+    AggregateMultiTenancyIsolation,
+    MetricsFilter,
+    SimpleCIDRAffinityFilter,
+    NUMATopologyFilter,
+    PciPassthroughFilter,
+)}
 
-WEIGHERS: dict[str, type[BaseWeigher]] = {
-    "RAMWeigher": RAMWeigher,
-    "CPUWeigher": CPUWeigher,
-    "DiskWeigher": DiskWeigher,
-    "IoOpsWeigher": IoOpsWeigher,
-    "NumInstancesWeigher": NumInstancesWeigher,
-    "ServerGroupSoftAffinityWeigher": ServerGroupSoftAffinityWeigher,
-    "ServerGroupSoftAntiAffinityWeigher": ServerGroupSoftAntiAffinityWeigher,
-    "MetricsWeigher": MetricsWeigher,
-    "BuildFailureWeigher": BuildFailureWeigher,
-    "HypervisorVersionWeigher": HypervisorVersionWeigher,
-    "ImagePropertiesWeigher": ImagePropertiesWeigher,
-    "PCIWeigher": PCIWeigher,
-}
+WEIGHERS: dict[str, type[BaseWeigher]] = {weigher.name: weigher for weigher in (
+    RAMWeigher,
+    CPUWeigher,
+    DiskWeigher,
+    IoOpsWeigher,
+    NumInstancesWeigher,
+    ServerGroupSoftAffinityWeigher,
+    ServerGroupSoftAntiAffinityWeigher,
+    MetricsWeigher,
+    BuildFailureWeigher,
+    HypervisorVersionWeigher,
+    ImagePropertiesWeigher,
+    PCIWeigher,
+)}

@@ -1,8 +1,8 @@
 """The placement request (Nova's RequestSpec): what to place and how, checked once.
 
 The filters and weighers read it, so it sits below them and knows them by name only: the
-names a request may use are listed here (registry.py maps each to its class, and
-tests/unit/plugins/module_utils/scheduler/test_registry.py holds the two lists together).
+names a request may use are those of names.py, from which each class and registry.py take
+theirs too.
 Beside it, what a filter parses as the request's checks do: retry_hosts as [host, nodename]
 pairs, and the network the build_near_host_ip and cidr hints describe.
 """
@@ -24,6 +24,25 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.image_meta i
     parse_version_requirement,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AVAILABILITY_ZONE_FILTER,
+    COMPUTE_CAPABILITIES_FILTER,
+    COMPUTE_FILTER,
+    CORE_FILTER,
+    DIFFERENT_HOST_FILTER,
+    DISK_FILTER,
+    FILTER_NAMES,
+    IMAGE_PROPERTIES_FILTER,
+    JSON_FILTER,
+    NETWORK_FILTER,
+    POOL_IMAGE_FILTER,
+    RAM_FILTER,
+    SAME_HOST_FILTER,
+    SERVER_GROUP_AFFINITY_FILTER,
+    SERVER_GROUP_ANTI_AFFINITY_FILTER,
+    SIMPLE_CIDR_AFFINITY_FILTER,
+    WEIGHER_MULTIPLIER_OPTIONS,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
     PCIRequest,
     check_aliases,
@@ -45,52 +64,55 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation i
     is_number,
 )
 
-# Every filter and weigher a request may name, in the registry's order (error messages list
-# them so); each weigher with its multiplier option, the key of weight_multipliers and of
-# aggregate metadata that scales it.
-FILTER_NAMES = (
-    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
-    "AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter",
-    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter", "AggregateInstanceExtraSpecsFilter", "SameHostFilter",
-    "DifferentHostFilter", "JsonFilter", "NumInstancesFilter", "AggregateNumInstancesFilter",
-    "IoOpsFilter", "AggregateIoOpsFilter", "AggregateTypeAffinityFilter", "IsolatedHostsFilter",
-    "RetryFilter", "AllHostsFilter", "PoolImageFilter", "NetworkFilter",
-    "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation", "MetricsFilter",
-    "SimpleCIDRAffinityFilter", "NUMATopologyFilter", "PciPassthroughFilter",
-)
-WEIGHER_MULTIPLIER_OPTIONS = {
-    "RAMWeigher": "ram_weight_multiplier",
-    "CPUWeigher": "cpu_weight_multiplier",
-    "DiskWeigher": "disk_weight_multiplier",
-    "IoOpsWeigher": "io_ops_weight_multiplier",
-    "NumInstancesWeigher": "num_instances_weight_multiplier",
-    "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
-    "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
-    "MetricsWeigher": "metrics_weight_multiplier",
-    "BuildFailureWeigher": "build_failure_weight_multiplier",
-    "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
-    "ImagePropertiesWeigher": "image_props_weight_multiplier",
-    "PCIWeigher": "pci_weight_multiplier",
-}
 # Newton's default list with CoreFilter added (retries use alternates, so no
 # RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
 # its networks), which do nothing unless the launch names them; every weigher, with Nova's
 # default multipliers.
 DEFAULT_FILTERS = [
-    "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
-    "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
+    COMPUTE_FILTER, AVAILABILITY_ZONE_FILTER, RAM_FILTER, CORE_FILTER, DISK_FILTER,
+    COMPUTE_CAPABILITIES_FILTER, IMAGE_PROPERTIES_FILTER, SERVER_GROUP_ANTI_AFFINITY_FILTER,
+    SERVER_GROUP_AFFINITY_FILTER, POOL_IMAGE_FILTER, NETWORK_FILTER,
 ]
 DEFAULT_WEIGHERS = list(WEIGHER_MULTIPLIER_OPTIONS)
 
 DRIVERS = ("filter_scheduler", "chance")
 EXPLAIN_MODES = ("auto", "full", "compact")
 ENGINES = ("auto", "plain", "vectorized")
-HINT_KEYS = ("same_host", "different_host", "query", "group", "build_near_host_ip", "cidr")
+# Each scheduler hint and the filter that reads it: without that filter in enabled_filters the
+# hint cannot act (RequestSpec.idle_hints). `group` has none: it only names the request's
+# server group (it must match server_group), whose policy the group's own filters, weighers
+# and the claim hold.
+HINT_FILTERS = {
+    "same_host": SAME_HOST_FILTER,
+    "different_host": DIFFERENT_HOST_FILTER,
+    "query": JSON_FILTER,
+    "group": None,
+    "build_near_host_ip": SIMPLE_CIDR_AFFINITY_FILTER,
+    "cidr": SIMPLE_CIDR_AFFINITY_FILTER,
+}
+HINT_KEYS = tuple(HINT_FILTERS)
 # The project a launch belongs to when it names none: one team, one project. Recorded on the
 # instance; AggregateMultiTenancyIsolation compares it with its aggregates' filter_tenant_id.
 DEFAULT_PROJECT_ID = "default"
+
+
+@dataclass(frozen=True)
+class IdleHint:
+    """A scheduler hint a request gives that nothing will read: ``filter`` is the filter that
+    would read it and that enabled_filters lacks, or None for cidr given without
+    build_near_host_ip (a prefix of no address)."""
+
+    hint: str
+    filter: str | None
+
+    @property
+    def field(self) -> str:
+        return f"scheduler_hints.{self.hint}"
+
+    def __str__(self) -> str:
+        if self.filter is None:
+            return f"{self.field} needs scheduler_hints.build_near_host_ip, the address it is a prefix of"
+        return f"{self.field} needs {self.filter}, which enabled_filters lacks"
 
 
 @dataclass
@@ -265,6 +287,22 @@ class RequestSpec:
         # Checked together: the address and the prefix make one network.
         affinity_network(checked)
         return checked
+
+    def idle_hints(self) -> list[IdleHint]:
+        """The hints this request gives that cannot act, in HINT_KEYS order: each whose filter
+        enabled_filters lacks, and cidr without build_near_host_ip. Nova ignores such hints
+        without a word; a launch refuses them (a requester who asks for different_host expects
+        it to hold) and a move warns (an instance that exists must stay movable). A hint given
+        empty asks for nothing and is not idle."""
+        idle = []
+        for hint, reader in HINT_FILTERS.items():
+            if reader is None or not self.scheduler_hints.get(hint):
+                continue
+            if hint == "cidr" and not self.scheduler_hints.get("build_near_host_ip"):
+                idle.append(IdleHint(hint, None))
+            elif reader not in self.enabled_filters:
+                idle.append(IdleHint(hint, reader))
+        return idle
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RequestSpec:

@@ -77,7 +77,8 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     reasons as ``live_refused``.
 
     Returns the build target ({host, hypervisor_uuid, uri, domain_types}) with ``why``, and
-    ``warnings`` (an instance without a recorded request moves without its constraints)."""
+    ``warnings`` (an instance without a recorded request moves without its constraints; a
+    recorded hint whose filter is not enabled does not hold)."""
     source, name = instance["host"], instance["name"]
     retries = args.get("migrate_max_retries", -1)
     if retries < -1:
@@ -90,6 +91,9 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         f"{name} has no recorded launch request (launched before Berth recorded them, or adopted): it moves "
         f"with its flavor, project and image properties only - the availability zone and scheduler hints "
         f"it was launched with are not known; its server group, if any, still holds"]
+    # Warned, not refused as a launch is: an instance that exists must stay movable (a drain, an
+    # evacuation), whatever its launch asked. The scheduler's summary (the move's why) says it too.
+    warnings += [f"{name}'s recorded {item}: this move does not hold it" for item in spec.idle_hints()]
     fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
     names = list(fleet.hosts.column("host"))
     why_not = None

@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NUMA_TOPOLOGY_FILTER, PCI_PASSTHROUGH_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     ServerGroup,
@@ -98,6 +100,8 @@ class Schedule:
                 spec_args["server_group"] = server_group_from_dict(
                     group if attempt == 1 else ledger.scheduler_group(group["name"]))
             spec = RequestSpec(flavor=flavor, count=len(missing), **spec_args)
+            if attempt == 1:
+                refuse_idle_hints(spec)
             mark = time.perf_counter()
             fleet = read_fleet(args, self.task_vars, spec, ledger, sync=attempt == 1 and not check_mode)
             timing["read_s"] += _since(mark)
@@ -169,15 +173,28 @@ class Schedule:
         raise AssertionError("unreachable")
 
 
+def refuse_idle_hints(spec: RequestSpec) -> None:
+    """A launch's scheduler hints must each be read by an enabled filter (RequestSpec.idle_hints),
+    checked before the fleet is read, anything decided or claimed. Nova ignores such a hint silently;
+    here a requester who asked for different_host (an AWX survey field, say) would get an
+    instance beside the one to avoid and a decision that says "none removed"."""
+    idle = spec.idle_hints()
+    if idle:
+        raise InputError(idle[0].field, "; ".join(
+            f"{item}: " + ("give it or drop the hint" if item.filter is None
+                           else "add it (berth_enabled_filters) or drop the hint")
+            for item in idle))
+
+
 def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:
     """The filters that would choose hosts by what this request asks beyond vCPUs and memory
     (NUMA cells, dedicated CPUs, pages; devices) and that its enabled_filters leave out, each
     with what it would check."""
     missing = {}
-    if spec.numa is not None and "NUMATopologyFilter" not in spec.enabled_filters:
-        missing["NUMATopologyFilter"] = "NUMA cells, dedicated CPUs or huge pages"
-    if spec.pci is not None and "PciPassthroughFilter" not in spec.enabled_filters:
-        missing["PciPassthroughFilter"] = "PCI or mediated devices"
+    if spec.numa is not None and NUMA_TOPOLOGY_FILTER not in spec.enabled_filters:
+        missing[NUMA_TOPOLOGY_FILTER] = "NUMA cells, dedicated CPUs or huge pages"
+    if spec.pci is not None and PCI_PASSTHROUGH_FILTER not in spec.enabled_filters:
+        missing[PCI_PASSTHROUGH_FILTER] = "PCI or mediated devices"
     return missing
 
 

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AGGREGATE_IMAGE_PROPERTIES_ISOLATION,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -38,7 +41,7 @@ class AggregateImagePropertiesIsolation(BaseHostFilter):
     Liberty reads only the properties its image schema knows.
     """
 
-    name = "AggregateImagePropertiesIsolation"
+    name = AGGREGATE_IMAGE_PROPERTIES_ISOLATION
     run_filter_once_per_request = True
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

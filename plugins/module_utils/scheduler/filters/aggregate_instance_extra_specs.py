@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AGGREGATE_INSTANCE_EXTRA_SPECS_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -41,7 +44,7 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
     """The flavor's extra specs (unscoped or "aggregate_instance_extra_specs:") must each match
     a metadata value of one of the host's aggregates; values are split at commas, as Nova's."""
 
-    name = "AggregateInstanceExtraSpecsFilter"
+    name = AGGREGATE_INSTANCE_EXTRA_SPECS_FILTER
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

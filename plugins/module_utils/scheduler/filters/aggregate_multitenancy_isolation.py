@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AGGREGATE_MULTITENANCY_ISOLATION,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -28,7 +31,7 @@ class AggregateMultiTenancyIsolation(BaseHostFilter):
     takes only instances of those projects (the request's project_id); a host in no such
     aggregate takes any project, as Nova's."""
 
-    name = "AggregateMultiTenancyIsolation"
+    name = AGGREGATE_MULTITENANCY_ISOLATION
     run_filter_once_per_request = True
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AGGREGATE_TYPE_AFFINITY_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -23,7 +26,7 @@ class AggregateTypeAffinityFilter(BaseHostFilter):
     """A host whose aggregates set instance_type ("m1.small,m1.large") takes only flavors that
     one of them lists, as Nova's; a host in no such aggregate takes any flavor."""
 
-    name = "AggregateTypeAffinityFilter"
+    name = AGGREGATE_TYPE_AFFINITY_FILTER
     run_filter_once_per_request = True
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

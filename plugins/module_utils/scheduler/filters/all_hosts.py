@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import ALL_HOSTS_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 class AllHostsFilter(BaseHostFilter):
     """Passes every host."""
 
-    name = "AllHostsFilter"
+    name = ALL_HOSTS_FILTER
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

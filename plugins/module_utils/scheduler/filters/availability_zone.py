@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    AVAILABILITY_ZONE_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -26,7 +29,7 @@ class AvailabilityZoneFilter(BaseHostFilter):
     aggregates, else default_availability_zone (Nova's "nova").
     """
 
-    name = "AvailabilityZoneFilter"
+    name = AVAILABILITY_ZONE_FILTER
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

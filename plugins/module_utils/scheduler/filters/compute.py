@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import COMPUTE_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -27,7 +28,7 @@ class ComputeFilter(BaseHostFilter):
     """Only hosts that answered, that no operator disabled, and whose last tracker sync is
     younger than service_down_time (Nova's check of a service's last heartbeat)."""
 
-    name = "ComputeFilter"
+    name = COMPUTE_FILTER
     run_filter_once_per_request = True
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

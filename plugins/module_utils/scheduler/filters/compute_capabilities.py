@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    COMPUTE_CAPABILITIES_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import extra_specs_ops
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -54,7 +57,7 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     host's facts, with Nova's extra_specs_ops operators ("capabilities:cpu_info:arch":
     "x86_64")."""
 
-    name = "ComputeCapabilitiesFilter"
+    name = COMPUTE_CAPABILITIES_FILTER
     # An extra spec may name any fact.
     host_fields = FACT_FIELDS
     run_filter_once_per_request = True

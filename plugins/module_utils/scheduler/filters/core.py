@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import CORE_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import HostNumber
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import (
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class CoreFilter(ResourceFilter):
     """Nova's Newton CoreFilter: vCPUs may be overcommitted by cpu_allocation_ratio."""
 
-    name = "CoreFilter"
+    name = CORE_FILTER
     resource = RESOURCE_VCPUS
     unit = UNIT_VCPUS
     short_reason = REASON_INSUFFICIENT_VCPUS

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    DIFFERENT_HOST_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 class DifferentHostFilter(BaseHostFilter):
     """Scheduler hint different_host: only hosts running none of these instance uuids."""
 
-    name = "DifferentHostFilter"
+    name = DIFFERENT_HOST_FILTER
     host_fields = frozenset({"instances"})
     run_filter_once_per_request = True
 

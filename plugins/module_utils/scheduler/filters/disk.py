@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import DISK_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import HostNumber
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import (
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class DiskFilter(ResourceFilter):
     """Nova's Newton DiskFilter: disk may be overcommitted by disk_allocation_ratio."""
 
-    name = "DiskFilter"
+    name = DISK_FILTER
     resource = RESOURCE_DISK
     unit = UNIT_MB
     short_reason = REASON_INSUFFICIENT_DISK

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    IMAGE_PROPERTIES_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -32,7 +35,7 @@ class ImagePropertiesFilter(BaseHostFilter):
     """The image's architecture, hypervisor type and vm mode must be among the host's
     supported_instances, and its img_hv_requested_version satisfied by hypervisor_version."""
 
-    name = "ImagePropertiesFilter"
+    name = IMAGE_PROPERTIES_FILTER
     host_fields = frozenset({"supported_instances"})
     run_filter_once_per_request = True
 

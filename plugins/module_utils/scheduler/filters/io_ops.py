@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import IO_OPS_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class IoOpsFilter(BaseHostFilter):
     """Fewer than max_io_ops_per_host instances building or migrating (Nova's default 8)."""
 
-    name = "IoOpsFilter"
+    name = IO_OPS_FILTER
     host_numbers = {"maximum": HostNumber(option="max_io_ops_per_host")}
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    ISOLATED_HOSTS_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -23,7 +26,7 @@ class IsolatedHostsFilter(BaseHostFilter):
     """isolated_images run only on isolated_hosts; with
     restrict_isolated_hosts_to_isolated_images, isolated hosts run only isolated images."""
 
-    name = "IsolatedHostsFilter"
+    name = ISOLATED_HOSTS_FILTER
     run_filter_once_per_request = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import JSON_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -26,7 +27,7 @@ class JsonFilter(BaseHostFilter):
     """Scheduler hint query: a JSON expression over the host state,
     e.g. [">=", "$free_ram_mb", 1024]."""
 
-    name = "JsonFilter"
+    name = JSON_FILTER
     # A query may name any fact.
     host_fields = FACT_FIELDS
     run_filter_once_per_request = True

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import METRICS_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -26,7 +27,7 @@ class MetricsFilter(BaseHostFilter):
     """Only hosts that have every metric metrics_weight_setting weighs, so that MetricsWeigher
     (with metrics_required) never meets a host without one, as Nova's."""
 
-    name = "MetricsFilter"
+    name = METRICS_FILTER
     host_fields = frozenset({"metrics"})
 
     def is_noop(self, spec: RequestSpec) -> bool:

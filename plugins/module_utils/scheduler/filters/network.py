@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NETWORK_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -27,7 +28,7 @@ class NetworkFilter(BaseHostFilter):
     the network would fail at build time; here it is passed over with the reason.
     """
 
-    name = "NetworkFilter"
+    name = NETWORK_FILTER
     run_filter_once_per_request = True
     host_fields = frozenset({"networks"})
 

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    NUM_INSTANCES_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 class NumInstancesFilter(BaseHostFilter):
     """Fewer than max_instances_per_host instances (Nova's default 50)."""
 
-    name = "NumInstancesFilter"
+    name = NUM_INSTANCES_FILTER
     host_numbers = {"maximum": HostNumber(option="max_instances_per_host")}
 
     def host_passes(self, host_state: HostState, spec: RequestSpec) -> Rejection | None:

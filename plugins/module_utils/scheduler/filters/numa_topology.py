@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    NUMA_TOPOLOGY_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import numa
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import (
@@ -40,7 +43,7 @@ class NUMATopologyFilter(BaseHostFilter):
     A request that asks nothing NUMA passes every host. The rejection says which cell was short.
     """
 
-    name = "NUMATopologyFilter"
+    name = NUMA_TOPOLOGY_FILTER
     host_fields = frozenset({"numa_topology", "pci_devices", "assignments"})
 
     def is_noop(self, spec: RequestSpec) -> bool:

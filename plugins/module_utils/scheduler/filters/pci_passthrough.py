@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    PCI_PASSTHROUGH_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import per_state
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -33,7 +36,7 @@ class PciPassthroughFilter(BaseHostFilter):
     use" otherwise (not now).
     """
 
-    name = "PciPassthroughFilter"
+    name = PCI_PASSTHROUGH_FILTER
     host_fields = frozenset({"pci_devices", "assignments"})
 
     def is_noop(self, spec: RequestSpec) -> bool:

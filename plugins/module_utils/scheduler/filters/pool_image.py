@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import POOL_IMAGE_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -30,7 +31,7 @@ class PoolImageFilter(BaseHostFilter):
     image_volume, and the filter has nothing to do.
     """
 
-    name = "PoolImageFilter"
+    name = POOL_IMAGE_FILTER
     run_filter_once_per_request = True
     host_fields = frozenset({"images", "refused_images"})
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import RAM_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import HostNumber
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import (
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class RamFilter(ResourceFilter):
     """Nova's Newton RamFilter: RAM may be overcommitted by ram_allocation_ratio."""
 
-    name = "RamFilter"
+    name = RAM_FILTER
     resource = RESOURCE_RAM
     unit = UNIT_MB
     short_reason = REASON_INSUFFICIENT_RAM

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import RETRY_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -23,7 +24,7 @@ class RetryFilter(BaseHostFilter):
     """Not a (host, node) this instance was already tried on: the request's retry_hosts, as
     Nova's RetryFilter compares [host, nodename] pairs."""
 
-    name = "RetryFilter"
+    name = RETRY_FILTER
 
     def is_noop(self, spec: RequestSpec) -> bool:
         return not spec.retry_hosts

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import SAME_HOST_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class SameHostFilter(BaseHostFilter):
     """Scheduler hint same_host: only hosts running one of these instance uuids."""
 
-    name = "SameHostFilter"
+    name = SAME_HOST_FILTER
     host_fields = frozenset({"instances"})
     run_filter_once_per_request = True
 

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    SERVER_GROUP_AFFINITY_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
     VectorReject,
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 class ServerGroupAffinityFilter(BaseHostFilter):
     """Policy "affinity": once a member is placed, only its host will do."""
 
-    name = "ServerGroupAffinityFilter"
+    name = SERVER_GROUP_AFFINITY_FILTER
     depends_on_other_hosts = True
 
     def is_noop(self, spec: RequestSpec) -> bool:

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    SERVER_GROUP_ANTI_AFFINITY_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
 class ServerGroupAntiAffinityFilter(BaseHostFilter):
     """Policy "anti-affinity": fewer than max_server_per_host members (default 1) per host."""
 
-    name = "ServerGroupAntiAffinityFilter"
+    name = SERVER_GROUP_ANTI_AFFINITY_FILTER
 
     def is_noop(self, spec: RequestSpec) -> bool:
         return spec.server_group is None or spec.server_group.policy != "anti-affinity"

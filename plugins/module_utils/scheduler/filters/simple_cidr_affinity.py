@@ -3,6 +3,9 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    SIMPLE_CIDR_AFFINITY_FILTER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.base import (
     BaseHostFilter,
 )
@@ -26,7 +29,7 @@ class SimpleCIDRAffinityFilter(BaseHostFilter):
     in that network, as Nova's. A host whose address is unknown is passed over (Nova would
     fail the request on it)."""
 
-    name = "SimpleCIDRAffinityFilter"
+    name = SIMPLE_CIDR_AFFINITY_FILTER
     host_fields = frozenset({"host_ip"})
     run_filter_once_per_request = True
 

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    BUILD_FAILURE_WEIGHER,
+    BUILD_FAILURE_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -24,8 +28,8 @@ class BuildFailureWeigher(BaseWeigher):
     adds one there, and a build that succeeds there sets it back to zero.
     """
 
-    name = "BuildFailureWeigher"
-    multiplier_option = "build_failure_weight_multiplier"
+    name = BUILD_FAILURE_WEIGHER
+    multiplier_option = BUILD_FAILURE_WEIGHT_MULTIPLIER
     default_multiplier = 1000000.0
     multiplier_sign = -1.0
 

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    CPU_WEIGHER,
+    CPU_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
@@ -19,8 +23,8 @@ if TYPE_CHECKING:
 class CPUWeigher(BaseWeigher):
     """More free vCPUs (after overcommit) weigh more."""
 
-    name = "CPUWeigher"
-    multiplier_option = "cpu_weight_multiplier"
+    name = CPU_WEIGHER
+    multiplier_option = CPU_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
     minval = 0
 

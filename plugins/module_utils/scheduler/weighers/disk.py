@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    DISK_WEIGHER,
+    DISK_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -18,8 +22,8 @@ if TYPE_CHECKING:
 class DiskWeigher(BaseWeigher):
     """More free disk weighs more."""
 
-    name = "DiskWeigher"
-    multiplier_option = "disk_weight_multiplier"
+    name = DISK_WEIGHER
+    multiplier_option = DISK_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
     minval = 0
 

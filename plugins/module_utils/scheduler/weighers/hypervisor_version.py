@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    HYPERVISOR_VERSION_WEIGHER,
+    HYPERVISOR_VERSION_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -18,8 +22,8 @@ if TYPE_CHECKING:
 class HypervisorVersionWeigher(BaseWeigher):
     """Newer hypervisors weigh more (an unknown version counts as 0)."""
 
-    name = "HypervisorVersionWeigher"
-    multiplier_option = "hypervisor_version_weight_multiplier"
+    name = HYPERVISOR_VERSION_WEIGHER
+    multiplier_option = HYPERVISOR_VERSION_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:

@@ -3,6 +3,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    IMAGE_PROPERTIES_WEIGHER,
+    IMAGE_PROPS_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggregate_image_properties_isolation import (
     property_text,
 )
@@ -32,9 +36,9 @@ class ImagePropertiesWeigher(BaseWeigher):
     instances' properties are then not even read.
     """
 
-    name = "ImagePropertiesWeigher"
+    name = IMAGE_PROPERTIES_WEIGHER
     host_fields = frozenset({"instance_image_properties"})
-    multiplier_option = "image_props_weight_multiplier"
+    multiplier_option = IMAGE_PROPS_WEIGHT_MULTIPLIER
     default_multiplier = 0.0
 
     def _enabled(self, spec: RequestSpec) -> bool:

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    IO_OPS_WEIGHER,
+    IO_OPS_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -18,8 +22,8 @@ if TYPE_CHECKING:
 class IoOpsWeigher(BaseWeigher):
     """Busy hosts (builds, migrations) weigh less with Nova's default multiplier -1.0."""
 
-    name = "IoOpsWeigher"
-    multiplier_option = "io_ops_weight_multiplier"
+    name = IO_OPS_WEIGHER
+    multiplier_option = IO_OPS_WEIGHT_MULTIPLIER
     default_multiplier = -1.0
     minval = 0
 

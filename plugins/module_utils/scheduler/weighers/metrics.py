@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    METRICS_WEIGHER,
+    METRICS_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import (
     ComputeHostMetricNotFound,
 )
@@ -38,9 +42,9 @@ class MetricsWeigher(BaseWeigher):
     0, when the metric is skipped.
     """
 
-    name = "MetricsWeigher"
+    name = METRICS_WEIGHER
     host_fields = frozenset({"metrics"})
-    multiplier_option = "metrics_weight_multiplier"
+    multiplier_option = METRICS_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
 
     def host_fields_for(self, spec: RequestSpec) -> frozenset[str]:

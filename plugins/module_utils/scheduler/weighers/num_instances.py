@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    NUM_INSTANCES_WEIGHER,
+    NUM_INSTANCES_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -20,8 +24,8 @@ class NumInstancesWeigher(BaseWeigher):
     prefers emptier hosts. No fixed lower bound: normalised min-max over the candidates, as
     Nova's."""
 
-    name = "NumInstancesWeigher"
-    multiplier_option = "num_instances_weight_multiplier"
+    name = NUM_INSTANCES_WEIGHER
+    multiplier_option = NUM_INSTANCES_WEIGHT_MULTIPLIER
     default_multiplier = 0.0
 
     def raw_value(self, host_state: HostState, spec: RequestSpec) -> int:

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    PCI_WEIGHER,
+    PCI_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import per_state
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import device_holdings, free_alias_devices
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
@@ -31,9 +35,9 @@ class PCIWeigher(BaseWeigher):
     aliases there is nothing to count, every host weighs the same, and no device is read.
     """
 
-    name = "PCIWeigher"
+    name = PCI_WEIGHER
     host_fields = frozenset({"pci_devices", "assignments"})
-    multiplier_option = "pci_weight_multiplier"
+    multiplier_option = PCI_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
 
     def host_fields_for(self, spec: RequestSpec) -> frozenset[str]:

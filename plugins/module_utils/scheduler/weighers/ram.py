@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    RAM_WEIGHER,
+    RAM_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -18,8 +22,8 @@ if TYPE_CHECKING:
 class RAMWeigher(BaseWeigher):
     """More free RAM weighs more: a positive multiplier spreads, a negative one stacks."""
 
-    name = "RAMWeigher"
-    multiplier_option = "ram_weight_multiplier"
+    name = RAM_WEIGHER
+    multiplier_option = RAM_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
     minval = 0
 

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
+    SOFT_AFFINITY_WEIGHER,
+    SOFT_AFFINITY_WEIGHT_MULTIPLIER,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.base import (
     BaseWeigher,
 )
@@ -18,8 +22,8 @@ if TYPE_CHECKING:
 class ServerGroupSoftAffinityWeigher(BaseWeigher):
     """Policy "soft-affinity": hosts with more members of the group weigh more."""
 
-    name = "ServerGroupSoftAffinityWeigher"
-    multiplier_option = "soft_affinity_weight_multiplier"
+    name = SOFT_AFFINITY_WEIGHER
+    multiplier_option = SOFT_AFFINITY_WEIGHT_MULTIPLIER
     default_multiplier = 1.0
     policy = "soft-affinity"
     sign = 1
