@@ -118,7 +118,7 @@ class ActionModule(BerthAction):
             raise InputError("domain", f"domain {domain['name']} is larger than Berth takes: {exc}") from exc
         if args["flavor"] is None:
             return own
-        flavor = flavor_option(args)
+        flavor = flavor_option(args["flavor"], args["flavors_file"])
         if (flavor.vcpus, flavor.memory_mb) != (own.vcpus, own.memory_mb):
             raise InputError("flavor", f"flavor {flavor.name} has {flavor.vcpus} vCPUs and {flavor.memory_mb} MB, "
                                        f"but domain {domain['name']} has {own.vcpus} vCPUs and {own.memory_mb} MB: "

@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.capacity import capacity
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
     server_group_from_dict,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet, without_gc
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import ledger_group, request_options
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
+    ledger_group,
+    request_spec,
+    scheduling_request,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):
@@ -24,14 +28,14 @@ class ActionModule(BerthAction):
             return self._run(args, task_vars)
 
     def _run(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        flavor = flavor_option(args)
+        settings = Settings.from_args(args)
+        flavor = flavor_option(args["flavor"], settings.flavors_file)
+        request = scheduling_request(args, flavor, settings)
         ledger = Ledger(args["ledger_url"]).open() if args["ledger"] else None
-        options = request_options(args)
-        group = ledger_group(args["server_group"], ledger)
-        if group is not None:
-            options["server_group"] = server_group_from_dict(group)
-        spec = RequestSpec(flavor=flavor, count=1, **options)
-        fleet = read_fleet(args, task_vars, spec, ledger, sync=False)
+        group = ledger_group(request.server_group, ledger)
+        spec = request_spec(request, settings, 1, server_group_from_dict(group) if group is not None else None,
+                            ignore_hosts=args.get("ignore_hosts"), image_id=args.get("image_id"))
+        fleet = read_fleet(settings, task_vars, spec, ledger, sync=False, hosts=args.get("hosts"))
         answer = capacity(fleet.hosts, spec)
         for host, failed_builds in zip(answer["hosts"], fleet.hosts.column("failed_builds")):
             host["failed_builds"] = failed_builds  # what BuildFailureWeigher holds against it

@@ -9,6 +9,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):
@@ -21,4 +22,9 @@ class ActionModule(BerthAction):
         if isinstance(count, str) and count.strip().lstrip("-").isdigit():
             count = int(count)  # -e count=3 arrives as a string
         names = instance_names(args["name"], count)
-        return {"changed": False, "names": names, **check_request(args)}
+        request = check_request(args, Settings.from_args(args))
+        image = request.image
+        return {"changed": False, "names": names, "request": request.to_record(),
+                # What the hosts must have, for the scheduler's PoolImageFilter and NetworkFilter.
+                "image_volume": request.image_volume, "requested_networks": request.requested_networks,
+                "image_downloaded": bool(image is not None and image.downloaded)}

@@ -9,7 +9,6 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label
-from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import without_gc
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
@@ -22,6 +21,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import
     live_cpu_check,
     placed_instance,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):
@@ -38,23 +38,22 @@ class ActionModule(BerthAction):
         source = instance["host"]
         if not instance["uri"]:
             raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
-        uri_policy = UriPolicy.from_settings(args["uri_policy"])
+        settings = Settings.from_args(args)
         with contextlib.ExitStack() as connected:
 
             def open_host(target: Mapping[str, Any]) -> Hypervisor:
-                return connected.enter_context(Hypervisor(target["host"], target["uri"], **connections(args),
-                                                          uri_policy=uri_policy))
+                return connected.enter_context(Hypervisor(target["host"], target["uri"], **connections(args, settings)))
 
             src = open_host({"host": source, "uri": instance["uri"]})
-            check = live_cpu_check(args, src, instance, open_host)
-            target = destination(args, task_vars, ledger, instance, screen=check)
+            check = live_cpu_check(args, settings, src, instance, open_host)
+            target = destination(args, settings, task_vars, ledger, instance, screen=check)
             result: dict[str, Any] = {"changed": True, "name": args["name"], "uuid": instance["uuid"],
                                       "from_host": source, "to_host": target["host"], "why": target["why"]}
             if target["warnings"]:
                 result["warnings"] = list(target["warnings"])
             if target.get("live_refused"):
                 result["live_refused"] = target["live_refused"]
-            move = Move(args, ledger, instance, target, hooks.installed())
+            move = Move(args, settings, ledger, instance, target, hooks.installed())
             accepted = check.accepted if check is not None else None
             dst = accepted if accepted is not None and accepted.host == target["host"] else open_host(target)
             move.plan(src, dst, check.defined_xml if check is not None else None)

@@ -14,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import c
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.resize import Resize
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):
@@ -21,8 +22,9 @@ class ActionModule(BerthAction):
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         dns_label("name", args["name"])
-        new = flavor_option(args)
+        settings = Settings.from_args(args)
+        new = flavor_option(args["flavor"], settings.flavors_file)
         check_shutdown_timeout(args["shutdown_timeout"])
         with without_gc():
             ledger = Ledger(args["ledger_url"]).open()
-            return Resize(args, new, ledger, task_vars, bool(self._task.check_mode), hooks.installed()).run()
+            return Resize(args, settings, new, ledger, task_vars, bool(self._task.check_mode), hooks.installed()).run()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import DEVICE_OPTIONS
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server import Server
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import OPERATOR_SETTINGS, Settings
 
 
 class ActionModule(BerthAction):
@@ -19,10 +19,10 @@ class ActionModule(BerthAction):
     # from_vars: a launch's extra vars by the option's name, then the operator's berth_* settings.
     VARIABLE_PREFIXES = ("", "berth_")
     TASK_ONLY = frozenset({"from_vars", "state", "template", "timeout", "shutdown_timeout"})
-    OPERATOR_ONLY = frozenset(DEVICE_OPTIONS)
+    OPERATOR_ONLY = frozenset(OPERATOR_SETTINGS)
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         template_path = self._find_needle("templates", args["template"]) if args["template"] else DEFAULT_TEMPLATE
         ledger = Ledger(args["ledger_url"]).open()
-        return Server(args, ledger, task_vars, template_path, bool(self._task.check_mode), bool(self._task.diff),
-                      installed()).run()
+        return Server(args, Settings.from_args(args), ledger, task_vars, template_path, bool(self._task.check_mode),
+                      bool(self._task.diff), installed()).run()

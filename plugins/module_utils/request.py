@@ -19,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils._static_network import
 )
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_topology import best_topology
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import recorded_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_PROJECT_ID
 
@@ -355,10 +356,9 @@ class Built:
         """``local_disks`` false: built before Berth built them (the instance has none)."""
         if not isinstance(record, Mapping):
             raise InputError("build", f"the recorded build must be a mapping, got {record!r}")
-        cpu = record.get("cpu")
-        if cpu is not None and not isinstance(cpu, Mapping):
-            raise InputError("build.cpu", f"the recorded build.cpu must be a mapping, got {cpu!r}")
-        return cls(seed=record.get("seed") is True, local_disks=record.get("local_disks") is True, cpu=cpu)
+        cpu = recorded_cpu("build.cpu", record.get("cpu"), {})
+        return cls(seed=record.get("seed") is True, local_disks=record.get("local_disks") is True,
+                   cpu=None if cpu is None else {key: cpu[key] for key in ("mode", "model", "features")})
 
 
 @dataclass(frozen=True)

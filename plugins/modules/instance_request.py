@@ -10,7 +10,7 @@ short_description: Check a launch request before anything is scheduled or claime
 version_added: 0.1.0
 description:
   - Checks the instance names (DNS labels, with their index), the count, the flavor, the image,
-    networks, metadata, user data and boot paths of a launch, each against its limits, so that bad
+    networks, metadata, user data, SSH keys, scheduler hints and boot paths of a launch, each against its limits, so that bad
     input fails before M(berth.fleet.schedule) decides, claims or records anything.
   - Checks the guest's hardware options (firmware, disk bus, NIC model, guest agent, graphics).
   - Downloads an image given by C(image.url) into O(image_cache_dir) on the controller, unless
@@ -75,27 +75,20 @@ names:
   returned: always
   type: list
   elements: str
-flavor:
-  description: The flavor's sizes, checked (C(name), C(vcpus), C(memory_mb), C(root_gb), C(ephemeral_gb), C(swap), C(extra_specs)); null without O(flavor).
-  returned: always
-  type: dict
-image:
+request:
   description:
-    - The image, checked, as a dict (C(name), C(format), C(source), C(url), C(checksum), C(properties)); null without one.
-    - For an image by URL, C(source) is its file in the controller's cache and C(downloaded) says whether this task fetched it.
+    - The request, checked, in the form the ledger records it with each instance (C(version) 2) - C(flavor) with its
+      extra specs, C(image) (C(name), C(format), C(url), C(checksum), C(properties)), C(guest) (every guest hardware
+      option as it will be built, the image's properties filling what the request did not say), C(networks) with
+      their static settings (normalised), C(key_name), C(public_keys), C(metadata), C(boot), C(availability_zone),
+      C(server_group), C(scheduler_hints), C(project_id), C(domain_type), C(autostart). User data is checked but not
+      returned (it may hold secrets).
   returned: always
   type: dict
-guest:
-  description:
-    - The guest's hardware as it will be built (C(firmware), C(disk_bus), C(nic_model), C(guest_agent), C(cdrom_bus),
-      C(graphics) with C(type) and C(listen), or null), the image's properties filling what the request did not say.
+image_downloaded:
+  description: Whether this task downloaded the image given by C(image.url) into the controller's cache.
   returned: always
-  type: dict
-networks:
-  description: The interfaces, checked, each with the static settings it was given (normalised).
-  returned: always
-  type: list
-  elements: dict
+  type: bool
 image_volume:
   description:
     - The volume every chosen hypervisor's pool must hold (M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:image_volume));

@@ -18,9 +18,11 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 DEFAULT_FLAVORS_FILE = os.path.join(COLLECTION_ROOT, "playbooks", "vars", "flavors.yml")
 
 
-def flavor_option(args: Mapping[str, Any]) -> Flavor:
-    """The task's ``flavor``: a name from ``flavors_file`` (default the shipped one) or a dict of sizes."""
-    return resolve_flavor(args["flavor"], _load_flavors(args.get("flavors_file") or DEFAULT_FLAVORS_FILE))
+def flavor_option(flavor: Any, flavors_file: str | None) -> Flavor:
+    """The task's ``flavor``: a name from the operator's ``flavors_file`` (default the shipped one)
+    or a dict of sizes. A dict is checked without reading the file."""
+    flavors = {} if isinstance(flavor, Mapping) else _load_flavors(flavors_file or DEFAULT_FLAVORS_FILE)
+    return resolve_flavor(flavor, flavors)
 
 
 def _load_flavors(path: str) -> dict[str, Any]:

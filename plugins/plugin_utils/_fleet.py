@@ -21,6 +21,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import inventory_host_states
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 NOT_TAKEN = ("the ledger did not take its state: its host UUID is another hypervisor's (an identity "
              "conflict) or its URI is refused; playbooks/gather.yml's drift report says which")
@@ -54,12 +55,13 @@ class Fleet:
     uris: dict[str, str]  # inventory source only: host -> URI; the ledger's come with build_targets
 
 
-def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: RequestSpec, ledger: Any,
-               sync: bool) -> Fleet:
-    """The hosts to decide on: the explicit ``hosts`` list, else per ``source`` the ledger's
+def read_fleet(settings: Settings, task_vars: Mapping[str, Any], spec: RequestSpec, ledger: Any,
+               sync: bool, hosts: Sequence[Mapping[str, Any]] | None = None) -> Fleet:
+    """The hosts to decide on: the explicit ``hosts`` (host states given by a task), else per the
+    operator's ``source`` the ledger's
     host states (one read, only the fields the request's filters need) or the inventory's live
     facts with the ledger's usage (synced into the ledger first when ``sync``)."""
-    if args.get("hosts") is None and args.get("source", "ledger") == "ledger":
+    if hosts is None and settings.source == "ledger":
         if ledger is None:
             raise InputError("source", "source=ledger reads the hosts from the ledger: set ledger=true, or "
                                        "give hosts (or source=inventory) for a decision without it")
@@ -69,15 +71,15 @@ def read_fleet(args: Mapping[str, Any], task_vars: Mapping[str, Any], spec: Requ
             raise InputError("source", f"{ledger.label} knows no hypervisor yet: run playbooks/gather.yml (the "
                                        f"tracker sync) into it first, or give hosts, or source=inventory")
         return Fleet(table, generations, {})
-    if args.get("hosts") is not None:
-        states, uris = [dict(state) for state in args["hosts"]], {}
+    if hosts is not None:
+        states, uris = [dict(state) for state in hosts], {}
     else:
-        states, uris = inventory_host_states(dict(task_vars), args.get("hypervisor_group") or "hypervisors")
+        states, uris = inventory_host_states(dict(task_vars), settings.hypervisor_group)
     if ledger is not None:
         if sync:
             written = {entry["host"] for entry in ledger.sync_hypervisors(
                 [{**state, "uri": uris.get(state["host"])} for state in states],
-                UriPolicy.from_settings(args.get("uri_policy")))}
+                UriPolicy.from_settings(settings.uri_policy))}
             # A host the ledger did not take (its UUID is another's, or its URI is refused) is
             # no candidate: a claim would land on the other host's row.
             states = [state if state["host"] in written or not state.get("service_up") else

@@ -8,18 +8,19 @@ where their pool lacks the image (berth.fleet's _provisioning).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import http.client
 import os
 import tempfile
-from typing import Any
 
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image, image_checksum
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 _CHUNK_BYTES = 1024 * 1024
 _BYTES_PER_MB = 1024 * 1024
@@ -33,56 +34,56 @@ def file_digest(path: str, algorithm: str) -> str:
     return digest.hexdigest()
 
 
-def fetch_image(image: dict[str, Any] | None, args: dict[str, Any]) -> dict[str, Any] | None:
-    """``image`` (from request.image_spec) with ``source`` set to a verified file of the cache
-    when it has a ``url``, and ``downloaded`` saying whether this call fetched it; any other
-    image unchanged. Raises InputError naming image.url or image.checksum when the download
-    fails or its checksum differs; nothing is left in the cache then."""
-    if not image or not image["url"]:
+def fetch_image(image: Image | None, settings: Settings) -> Image | None:
+    """``image`` with ``source`` set to a verified file of the cache when it has a ``url``, and
+    ``downloaded`` saying whether this call fetched it; any other image unchanged. Raises
+    InputError naming image.url or image.checksum when the download fails or its checksum
+    differs; nothing is left in the cache then."""
+    if image is None or not image.url:
         return image
-    algorithm, expected = image_checksum(image["checksum"])
-    cache_dir = args["image_cache_dir"]
+    algorithm, expected = image_checksum(image.checksum)
+    cache_dir = settings.image_cache_dir
     cached = os.path.join(cache_dir, f"{algorithm}-{expected}")
     downloaded = False
     if not (os.path.isfile(cached) and file_digest(cached, algorithm) == expected):
         # Missing, or damaged since it was stored: fetched again.
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        _download(image, args, algorithm, expected, cached)
+        _download(image, settings, algorithm, expected, cached)
         downloaded = True
-    fetched = {**image, "source": cached, "downloaded": downloaded}
+    fetched = dataclasses.replace(image, source=cached, downloaded=downloaded)
     try:
-        check_image_source(fetched, [cache_dir], args["image_max_mb"])
+        check_image_source(fetched, [cache_dir], settings.image_max_mb)
     except InputError as exc:
         # The same refusals as an upload's (backing or data files in the qcow2 header, the wrong
         # format), told of the URL rather than of the cache's file.
         field = "image.url" if exc.field == "image.source" else exc.field
-        raise InputError(field, f"image {image['name']} from {image['url']}: "
+        raise InputError(field, f"image {image.name} from {image.url}: "
                          + str(exc).replace(f"image.source {cached}", "the download")) from exc
     return fetched
 
 
-def _download(image: dict[str, Any], args: dict[str, Any], algorithm: str, expected: str, cached: str) -> None:
-    """Stream ``image["url"]`` into ``cached``, hashing as it comes, within the size limit."""
-    url, limit_bytes = image["url"], args["image_max_mb"] * _BYTES_PER_MB
-    where = f"image {image['name']} from {url}"
+def _download(image: Image, settings: Settings, algorithm: str, expected: str, cached: str) -> None:
+    """Stream ``image.url`` into ``cached``, hashing as it comes, within the size limit."""
+    url, limit_bytes = image.url, settings.image_max_mb * _BYTES_PER_MB
+    where = f"image {image.name} from {url}"
     handle, partial = tempfile.mkstemp(prefix=".download-", dir=os.path.dirname(cached))
     digest = hashlib.new(algorithm)
     try:
         with os.fdopen(handle, "wb") as out:
             try:
-                response = open_url(url, timeout=args["image_timeout"], validate_certs=args["image_validate_certs"],
+                response = open_url(url, timeout=settings.image_timeout, validate_certs=settings.image_validate_certs,
                                     follow_redirects="safe", http_agent="berth.fleet")
                 with response:
                     length = response.headers.get("Content-Length")
                     if length and length.isdigit() and int(length) > limit_bytes:
                         raise InputError("image.url", f"{where} is {int(length) // _BYTES_PER_MB} MB, more than "
-                                         f"image_max_mb ({args['image_max_mb']})")
+                                         f"image_max_mb ({settings.image_max_mb})")
                     size_bytes = 0
                     for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
                         size_bytes += len(chunk)
                         if size_bytes > limit_bytes:
                             raise InputError("image.url", f"{where} is larger than image_max_mb "
-                                             f"({args['image_max_mb']})")
+                                             f"({settings.image_max_mb})")
                         digest.update(chunk)
                         out.write(chunk)
             except (OSError, ValueError, http.client.HTTPException, UrlConnectionError) as exc:

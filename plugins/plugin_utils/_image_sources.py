@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any, BinaryIO, Mapping, Sequence
+from typing import BinaryIO, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 _QCOW2_MAGIC = b"QFI\xfb"
 # The qcow2 header fields read: magic, version, backing file offset, and (version 3) the
@@ -18,10 +20,10 @@ _QCOW2_EXTERNAL_DATA_FILE = 1 << 2
 _BYTES_PER_MIB = 1024 * 1024
 
 
-def image_source_dirs(args: Mapping[str, Any]) -> list[str]:
+def image_source_dirs(settings: Settings) -> list[str]:
     """The directories of the controller an ``image.source`` may be read from: the operator's
     ``image_source_dirs`` (none by default), and Berth's own cache of images by URL."""
-    return [*(args.get("image_source_dirs") or []), args["image_cache_dir"]]
+    return [*settings.image_source_dirs, settings.image_cache_dir]
 
 
 def open_image_source(source: str, allowed_dirs: Sequence[str]) -> BinaryIO:
@@ -56,14 +58,14 @@ def open_image_source(source: str, allowed_dirs: Sequence[str]) -> BinaryIO:
     return os.fdopen(descriptor, "rb")
 
 
-def check_image_source(image: Mapping[str, Any] | None, allowed_dirs: Sequence[str], max_mb: int) -> None:
+def check_image_source(image: Image | None, allowed_dirs: Sequence[str], max_mb: int) -> None:
     """An image to upload must be a file of at most ``max_mb`` MiB in one of ``allowed_dirs`` on
     the controller (open_image_source) and, as qcow2, stand alone: a backing file or an external
     data file named in its header would be opened on the hypervisor, outside the pool. A qcow2
     file declared raw is refused too: the pool reads the header anyway."""
-    if not image or not image["source"]:
+    if not image or not image.source:
         return
-    source = image["source"]
+    source = image.source
     with open_image_source(source, allowed_dirs) as handle:
         size_bytes = os.fstat(handle.fileno()).st_size
         header = handle.read(_QCOW2_HEADER_BYTES)
@@ -71,9 +73,9 @@ def check_image_source(image: Mapping[str, Any] | None, allowed_dirs: Sequence[s
         raise InputError("image.source", f"image.source {source} is {size_bytes // _BYTES_PER_MIB} MiB, more than "
                          f"image_max_mb ({max_mb})")
     is_qcow2 = header[:4] == _QCOW2_MAGIC
-    if image["format"] != "qcow2":
+    if image.format != "qcow2":
         if is_qcow2:
-            raise InputError("image.format", f"image.source {source} is a qcow2 file, not {image['format']}: "
+            raise InputError("image.format", f"image.source {source} is a qcow2 file, not {image.format}: "
                              f"libvirt's pool would read it as qcow2 (set image.format to qcow2)")
         return
     if not is_qcow2:

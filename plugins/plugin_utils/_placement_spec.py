@@ -28,21 +28,52 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settin
 _NOT_GIVEN: Any = object()
 
 
+def spec_options(request: Request, settings: Settings, count: int = 1, group: ServerGroup | None = None,
+                 image_volume: str | None = _NOT_GIVEN, **run: Any) -> dict[str, Any]:
+    """The engine's request options (RequestSpec's, by Nova's names) for ``count`` instances of
+    ``request``: its flavor, image, networks, zone, hints and project, the server group as it is
+    now (``group``; a group the request describes in full otherwise), the operator's ``settings``
+    of this run, and the run's own options (``run``: ignore_hosts, retry_hosts, image_id).
+    ``image_volume``: the volume the hosts must hold (a move carries its disks and needs none), by
+    default the request's."""
+    if group is None and isinstance(request.server_group, Mapping):
+        group = server_group_from_dict(dict(request.server_group))
+    return {
+        "flavor": request.flavor, "count": count, "availability_zone": request.availability_zone,
+        "image_properties": dict(request.image_properties), "scheduler_hints": dict(request.scheduler_hints),
+        "project_id": request.project_id, "requested_networks": request.requested_networks,
+        "image_volume": request.image_volume if image_volume is _NOT_GIVEN else image_volume,
+        "server_group": group, **settings.request_options(),
+        **{key: value for key, value in run.items() if value is not None}}
+
+
 def request_spec(request: Request, settings: Settings, count: int = 1, group: ServerGroup | None = None,
                  image_volume: str | None = _NOT_GIVEN, **run: Any) -> RequestSpec:
-    """The engine's request for ``count`` instances of ``request``: its flavor, image, networks,
-    zone, hints and project, the server group as it is now (``group``; a group the request
-    describes in full otherwise), the operator's ``settings`` of this run, and the run's own
-    options (``run``: ignore_hosts, retry_hosts, image_id). ``image_volume``: the volume the
-    hosts must hold (a move carries its disks and needs none), by default the request's."""
-    if group is None and isinstance(request.server_group, Mapping):
-        group = server_group_from_dict(request.server_group)
-    return RequestSpec(
-        flavor=request.flavor, count=count, availability_zone=request.availability_zone,
-        image_properties=dict(request.image_properties), scheduler_hints=dict(request.scheduler_hints),
-        project_id=request.project_id, requested_networks=request.requested_networks,
-        image_volume=request.image_volume if image_volume is _NOT_GIVEN else image_volume,
-        server_group=group, **settings.request_options(), **{key: value for key, value in run.items() if value is not None})
+    """The engine's request of spec_options."""
+    return RequestSpec(**spec_options(request, settings, count, group, image_volume, **run))
+
+
+def decision_request(options: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """What a decision record keeps of the engine's request (spec_options), to replay and explain
+    it: its options in plain data, with the names it placed."""
+    recorded = {key: value for key, value in options.items() if value is not None}
+    recorded["flavor"] = options["flavor"].to_dict()
+    if options.get("server_group") is not None:
+        recorded["server_group"] = options["server_group"].to_dict()
+    return {**recorded, "names": list(names)}
+
+
+def refuse_idle_hints(spec: RequestSpec) -> None:
+    """A launch's scheduler hints must each be read by an enabled filter (RequestSpec.idle_hints),
+    checked before the fleet is read, anything decided or claimed. Nova ignores such a hint silently;
+    here a requester who asked for different_host (an AWX survey field, say) would get an
+    instance beside the one to avoid and a decision that says "none removed"."""
+    idle = spec.idle_hints()
+    if idle:
+        raise InputError(idle[0].field, "; ".join(
+            f"{item}: " + ("give it or drop the hint" if item.filter is None
+                           else "add it (berth_enabled_filters) or drop the hint")
+            for item in idle))
 
 
 def scheduling_request(args: Mapping[str, Any], flavor: Flavor, settings: Settings) -> Request:

@@ -16,14 +16,13 @@ import hashlib
 import io
 import os
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import local_disks_vendor_data
-from ansible_collections.berth.fleet.plugins.module_utils._static_network import has_static_config
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
-from ansible_collections.berth.fleet.plugins.module_utils.request import image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Request, image_checksum
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
@@ -178,89 +177,81 @@ def local_disks(pool_path: str, instance_uuid: str, flavor: Any) -> dict[str, An
     }
 
 
-def seed_wanted(request: Mapping[str, Any]) -> bool:
-    """Whether a build makes a NoCloud seed: for the user's data, the SSH keys, the static
-    settings of an interface, or the vendor-data that has the guest format and mount its
-    ephemeral and swap disks."""
-    flavor = request["flavor"]
-    return (request["user_data"] is not None or bool(request["public_keys"])
-            or any(has_static_config(network) for network in request["networks"])
-            or bool(flavor.ephemeral_gb or flavor.swap))
-
-
-def plan(session: HostSession, request: dict[str, Any], render: Any) -> dict[str, Any]:
-    """What the build will make on ``session``'s host, found with read-only calls: refuses
-    unknown images and networks. ``render(plan)`` gives the domain XML."""
-    pool, host = request["pool"], session.host
+def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str,
+         render: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """What the build of instance ``name`` (``uuid``) will make on ``session``'s host in ``pool``,
+    found with read-only calls: refuses unknown images and networks. ``render(plan)`` gives the
+    domain XML."""
+    host = session.host
     pool_path = session.pool_path(pool)
+    flavor, image = request.flavor, request.image
     result: dict[str, Any] = {
-        "disk": {"path": os.path.join(pool_path, root_volume_name(request["uuid"])), "backing": None},
+        "disk": {"path": os.path.join(pool_path, root_volume_name(uuid)), "backing": None},
         "seed": None, "nvram": None, "upload": None,
     }
-    image = request["image"]
-    if image:
-        base = session.image(pool, image["name"])
-        if base is None and not image["source"]:
+    if image is not None:
+        base = session.image(pool, image.name)
+        if base is None and not image.source:
             volumes = ", ".join(session.hv.volume_names(pool)) or "none"
-            raise InputError("image", f"image {image['name']} is not in storage pool {pool} on {host} "
+            raise InputError("image", f"image {image.name} is not in storage pool {pool} on {host} "
                              f"and no image.source to upload it from (volumes there: {volumes})")
         if base is None:
-            size_mb = os.path.getsize(image["source"]) // (1024 * 1024)
-            base = {"path": os.path.join(pool_path, image["name"]), "format": image["format"], "capacity_mb": size_mb}
+            size_mb = os.path.getsize(image.source) // (1024 * 1024)
+            base = {"path": os.path.join(pool_path, image.name), "format": image.format, "capacity_mb": size_mb}
             result["upload"] = image
-        elif image.get("checksum"):
+        elif image.checksum:
             same_image(session, pool, image)
-        flavor_mb = request["flavor"].root_gb * 1024
+        flavor_mb = flavor.root_gb * 1024
         if flavor_mb and flavor_mb < base["capacity_mb"]:
-            raise InputError("flavor.root_gb", f"flavor.root_gb {request['flavor'].root_gb} is smaller than "
-                             f"image {image['name']} ({base['capacity_mb']} MB)")
+            raise InputError("flavor.root_gb", f"flavor.root_gb {flavor.root_gb} is smaller than "
+                             f"image {image.name} ({base['capacity_mb']} MB)")
         result["disk"]["backing"] = {"path": base["path"], "format": base["format"]}
-        result["disk"]["capacity_gb"] = max(request["flavor"].root_gb, -(-base["capacity_mb"] // 1024))
+        result["disk"]["capacity_gb"] = max(flavor.root_gb, -(-base["capacity_mb"] // 1024))
     else:
-        result["disk"]["capacity_gb"] = request["flavor"].root_gb
-    wanted = sorted({net["name"] for net in request["networks"] if net["type"] == "network"})
+        result["disk"]["capacity_gb"] = flavor.root_gb
+    wanted = request.requested_networks
     if wanted:
         known = session.networks()
-        for name in wanted:
-            if name not in known:
-                raise InputError("networks", f"network {name} is not defined on {host} "
+        for network in wanted:
+            if network not in known:
+                raise InputError("networks", f"network {network} is not defined on {host} "
                                  f"(networks there: {', '.join(known) or 'none'})")
-    if request["guest"]["firmware"] == "uefi":
+    guest = request.guest.values
+    if guest["firmware"] == "uefi":
         # libvirt copies OVMF's variable template there when the domain first starts.
-        result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(request["uuid"]))}
-    flavor = request["flavor"]
-    result.update(local_disks(pool_path, request["uuid"], flavor))
-    if seed_wanted(request):
-        vendor_data = local_disks_vendor_data(request["guest"]["disk_bus"], flavor.ephemeral_gb, flavor.swap,
-                                              (image or {}).get("properties"))
-        macs = [mac_address(request["uuid"], index) for index in range(len(request["networks"]))]
+        result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(uuid))}
+    result.update(local_disks(pool_path, uuid, flavor))
+    if request.wants_seed:
+        vendor_data = local_disks_vendor_data(guest["disk_bus"], flavor.ephemeral_gb, flavor.swap,
+                                              request.image_properties)
+        macs = [mac_address(uuid, index) for index in range(len(request.networks))]
         result["seed"] = {
-            "path": os.path.join(pool_path, seed_volume_name(request["uuid"])),
-            "data": seed_iso(request["uuid"], request["name"], request["user_data"],
-                             public_keys=request["public_keys"],
-                             network_config=network_config(request["networks"], macs), vendor_data=vendor_data),
+            "path": os.path.join(pool_path, seed_volume_name(uuid)),
+            "data": seed_iso(uuid, name, request.user_data, public_keys=request.public_keys,
+                             network_config=network_config([network.to_dict() for network in request.networks], macs),
+                             vendor_data=vendor_data),
         }
     # Everything make() makes (an image upload is not the instance's: later builds share it).
-    result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(request["uuid"])}]
+    result["artefacts"] = [{"kind": VOLUME, "pool": pool, "name": root_volume_name(uuid)}]
     for disk, volume in (("ephemeral", ephemeral_volume_name), ("swap", swap_volume_name)):
         if result[disk]:
-            result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": volume(request["uuid"])})
+            result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": volume(uuid)})
     if result["seed"]:
-        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(request["uuid"])})
+        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(uuid)})
     if result["nvram"]:  # libvirt makes it at the first start, which a dead build may have reached
-        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": nvram_volume_name(request["uuid"])})
-    result["artefacts"].append({"kind": DOMAIN, "pool": None, "name": request["name"]})
+        result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": nvram_volume_name(uuid)})
+    result["artefacts"].append({"kind": DOMAIN, "pool": None, "name": name})
     result["xml"] = render(result)
     return result
 
 
-def same_image(session: HostSession, pool: str, image: dict[str, Any]) -> None:
+def same_image(session: HostSession, pool: str, image: Image) -> None:
     """An image by URL whose name the pool already has is used only if it is the same image: a
     volume of that name with other bytes is refused, never silently taken for it."""
-    algorithm, expected = image_checksum(image["checksum"])
-    found = session.image_digest(pool, image["name"], algorithm)
+    algorithm, expected = image_checksum(image.checksum)
+    found = session.image_digest(pool, image.name, algorithm)
     if found != expected:
-        raise InputError("image.checksum", f"storage pool {pool} on {session.host} has a volume {image['name']} "
+        raise InputError("image.checksum", f"storage pool {pool} on {session.host} has a volume {image.name} "
                          f"with checksum {algorithm}:{found}, not image.checksum {algorithm}:{expected}: give the "
                          f"new image another name, or delete the old volume")
 
@@ -271,21 +262,22 @@ class CleanupFailed(HypervisorError):
     the host again."""
 
 
-def make(session: HostSession, request: dict[str, Any], planned: dict[str, Any], autostart: bool,
-         step: Any = quiet, hooks: Hooks = NO_HOOKS) -> None:
+def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], autostart: bool,
+         upload_dirs: Sequence[str], step: Any = quiet, hooks: Hooks = NO_HOOKS) -> None:
     """Make what ``planned`` says on the host, or nothing: whatever fails, what was made is removed.
+    An image to upload is read only from ``upload_dirs`` (the operator's, and the download cache).
     Each step done is told to ``step(what, detail=False)`` (see _progress.py), and to ``hooks``
     at its point (hooks.BUILD_POINTS)."""
-    hv, host, uuid, pool = session.hv, session.host, request["uuid"], request["pool"]
+    hv, host = session.hv, session.host
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
     try:
         if planned["upload"]:
-            step(f"uploading image {planned['upload']['name']}")
-            with open_image_source(planned["upload"]["source"], request["image_source_dirs"]) as handle:
-                hv.upload_volume(pool, planned["upload"]["name"], handle, os.fstat(handle.fileno()).st_size,
-                                 planned["upload"]["format"])
-            session.uploaded(pool, planned["upload"]["name"])
+            upload = planned["upload"]
+            step(f"uploading image {upload.name}")
+            with open_image_source(upload.source, upload_dirs) as handle:
+                hv.upload_volume(pool, upload.name, handle, os.fstat(handle.fileno()).st_size, upload.format)
+            session.uploaded(pool, upload.name)
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
         step("volume created", detail=True)
         hooks.reached(AFTER_ROOT_VOLUME, host=host, instance=uuid)

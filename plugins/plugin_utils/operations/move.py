@@ -12,14 +12,16 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message, recorded_constraints
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_target, read_fleet
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import device_options, move_request
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
 from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
     STOPPED,
@@ -54,7 +56,8 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
 Screen = Callable[[Mapping[str, Any]], tuple[str | None, str | None]]
 
 
-def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
+def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[str, Any], ledger: Ledger,
+                instance: Mapping[str, Any],
                 new_flavor: Flavor | None = None, screen: Screen | None = None) -> dict[str, Any]:
     """Where a move goes, decided on the ledger's host states with their claims as usage (a
     drain moves instances one after the other: each move took its claim along):
@@ -66,12 +69,12 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     - else the scheduler picks among the other hosts (never the source).
 
     Every search uses the request the instance recorded at launch (its zone, server group,
-    hints...: _scheduling_options.move_request), with the source ignored and the group as the move's
+    hints...: _placement_spec.move_request), with the source ignored and the group as the move's
     claim will check it (without the moving instance).
 
     ``screen`` (a live migration's CPU check, CpuCheck) is asked about each host chosen: one it
     turns down is passed over with its reason, and the scheduler asked again with it ignored, as
-    Nova's conductor reschedules a live migration, up to ``args["migrate_max_retries"]`` more
+    Nova's conductor reschedules a live migration, up to ``settings.migrate_max_retries`` more
     times (-1: until no host is left). With none left, the move is refused naming each host's
     reason - or, for ``args["mode"]`` auto, goes cold to the first host chosen, with those
     reasons as ``live_refused``.
@@ -80,21 +83,19 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
     ``warnings`` (an instance without a recorded request moves without its constraints; a
     recorded hint whose filter is not enabled does not hold)."""
     source, name = instance["host"], instance["name"]
-    retries = args.get("migrate_max_retries", -1)
+    retries = settings.migrate_max_retries
     if retries < -1:
         raise InputError("migrate_max_retries", f"migrate_max_retries must be -1 (no limit) or more, got {retries}")
     flavor = new_flavor or instance_flavor(instance)
     group = ledger.moving_member_group(instance["uuid"])
-    devices = device_options(args)
-    spec = move_request(instance, flavor, args["service_down_time"], [source], group, devices)
-    warnings = [] if instance.get("request") else [
-        f"{name} has no recorded launch request (launched before Berth recorded them, or adopted): it moves "
-        f"with its flavor, project and image properties only - the availability zone and scheduler hints "
-        f"it was launched with are not known; its server group, if any, still holds"]
+    spec, unknown = move_request(instance, flavor, settings, [source], group)
+    warnings = [] if unknown is None else [
+        f"{name}: {unknown}: it moves with its flavor, project and image properties only - the availability "
+        f"zone and scheduler hints it was launched with are not known; its server group, if any, still holds"]
     # Warned, not refused as a launch is: an instance that exists must stay movable (a drain, an
     # evacuation), whatever its launch asked. The scheduler's summary (the move's why) says it too.
     warnings += [f"{name}'s recorded {item}: this move does not hold it" for item in spec.idle_hints()]
-    fleet = read_fleet({**args, "hosts": None}, task_vars, spec, ledger, sync=False)
+    fleet = read_fleet(settings, task_vars, spec, ledger, sync=False)
     names = list(fleet.hosts.column("host"))
     why_not = None
     held = [claim for claim in ledger.claims(instance["uuid"]) if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]]
@@ -107,7 +108,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
             here = fleet.hosts[names.index(source)].copy()
             for claim in held:
                 here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, args["service_down_time"], (), group, devices))
+            decision = schedule([here], move_request(instance, flavor, settings, (), group)[0])
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
                         "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
@@ -153,8 +154,7 @@ def destination(args: Mapping[str, Any], task_vars: Mapping[str, Any], ledger: L
         if 0 <= retries < len(passed_over):
             return _no_live_destination(passed_over, args, name,
                                         f"no more than {retries} other hosts tried (migrate_max_retries)")
-        spec = move_request(instance, flavor, args["service_down_time"],
-                            [source, *(host["host"] for host in passed_over)], group, devices)
+        spec = move_request(instance, flavor, settings, [source, *(host["host"] for host in passed_over)], group)[0]
     if passed_over:
         return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
     if new_flavor is not None:
@@ -228,23 +228,24 @@ class CpuCheck:
         return None, note or "its CPU can run the guest's"
 
 
-def live_cpu_check(args: Mapping[str, Any], src: Hypervisor, instance: Mapping[str, Any],
+def live_cpu_check(args: Mapping[str, Any], settings: Settings, src: Hypervisor, instance: Mapping[str, Any],
                    open_host: Callable[[Mapping[str, Any]], Hypervisor]) -> CpuCheck | None:
     """The CPU check of a move that would go live, or None where it would not: a cold move (the
     destination starts the guest afresh, and libvirt checks its CPU as it starts it), a domain
     that does not run, a source that offers no live migration - or the operator's
     ``skip_cpu_compare_on_dest`` (Nova's workaround of that name: libvirt still checks the CPU
     at the destination during the migration itself)."""
-    if args["mode"] == "cold" or args.get("skip_cpu_compare_on_dest"):
+    if args["mode"] == "cold" or settings.skip_cpu_compare_on_dest:
         return None
     if src.domain_state(instance["uuid"]) != "running" or not src.can_live_migrate():
         return None
     return CpuCheck(src, instance["uuid"], open_host)
 
 
-def connections(args: Mapping[str, Any]) -> dict[str, float]:
-    """The libvirt call and transfer timeouts of a move's connections."""
-    return {"timeout_s": args["timeout"], "transfer_timeout_s": args["transfer_timeout"]}
+def connections(args: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """The libvirt call and transfer timeouts of a move's connections, and the URI policy."""
+    return {"timeout_s": args["timeout"], "transfer_timeout_s": settings.transfer_timeout,
+            "uri_policy": UriPolicy.from_settings(settings.uri_policy)}
 
 
 class Move:
@@ -254,11 +255,12 @@ class Move:
     ``rewrite`` - then the source's claim released once the domain is gone from it. Any failure
     leaves the domain on the source (started again if it ran) and gives the destination back."""
 
-    def __init__(self, args: Mapping[str, Any], ledger: Ledger, instance: Mapping[str, Any],
+    def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, instance: Mapping[str, Any],
                  target: Mapping[str, Any], hooks: Hooks = NO_HOOKS, new_flavor: Flavor | None = None,
                  rewrite: Callable[[str], str] | None = None, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
                  before_start: Callable[[Hypervisor], None] | None = None) -> None:
-        self.args, self.ledger, self.instance, self.target, self.hooks = args, ledger, dict(instance), target, hooks
+        self.args, self.settings, self.ledger, self.instance = args, settings, ledger, dict(instance)
+        self.target, self.hooks = target, hooks
         self.new_flavor, self.rewrite, self.stop, self.before_start = new_flavor, rewrite, stop, before_start
         self.step = Progress().of(instance["name"], instance["host"])
         self.xml: str | None = None
@@ -278,14 +280,13 @@ class Move:
         opts in (``carry_definition``), a source domain with anything Berth did not put there
         (a device, QEMU arguments) is refused naming it: the hypervisor it runs on is not
         trusted to say what the destination defines."""
-        instance, args, pool = self.instance, self.args, self.args["storage_pool"]
+        instance, args, pool = self.instance, self.args, self.settings.storage_pool
         uuid = instance["uuid"]
         # What its claim holds here of CPUs, cells, pages and devices (Berth's definition of it
         # here has them), and what the move's claim will fit on the destination.
         self.source_assignment = next((claim["assignment"] for claim in self.ledger.claims(uuid)
                                        if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]), None)
-        self.exact = of_spec(move_request(instance, self.new_flavor or instance_flavor(instance),
-                                          args.get("service_down_time", 600), devices=device_options(args)))
+        self.exact = of_spec(move_request(instance, self.new_flavor or instance_flavor(instance), self.settings)[0])
         if args.get("carry_definition") and (self.source_assignment or self.exact):
             raise InputError("carry_definition", f"{instance['name']} holds or asks for pinned CPUs, NUMA cells, "
                                                  f"huge pages or devices: they are fitted anew on {self.target['host']}, "
@@ -297,8 +298,8 @@ class Move:
         if not args.get("carry_definition"):
             template = self.template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
             offered = list(self.target.get("domain_types") or [])
-            expected = recorded_definition(instance, instance_flavor(instance), template, src.pool_path(pool), offered,
-                                           args["serial_log_dir"], self.source_assignment)
+            expected = recorded_definition(instance, template, src.pool_path(pool), offered,
+                                           self.settings.serial_log_dir, assignment=self.source_assignment)
             foreign = foreign_parts(self.xml, expected)
             if src.domain_state(uuid) not in OFF_STATES:
                 # What it runs with now, which a live migration carries: a device attached while
@@ -311,19 +312,18 @@ class Move:
                     f"{'; '.join(foreign)}. A move defines on {self.target['host']} what Berth would define, so "
                     f"this would be lost; set carry_definition=true for this move to carry the source's "
                     f"definition as it is (only if you trust {src.host})"))
-            self.definition = recorded_definition(instance, self.new_flavor or instance_flavor(instance), template,
-                                                  dst.pool_path(pool), offered, args["serial_log_dir"])
+            self.definition = recorded_definition(instance, template, dst.pool_path(pool), offered,
+                                                  self.settings.serial_log_dir, flavor=self.new_flavor)
         self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
 
     def run(self, src: Hypervisor, dst: Hypervisor, address: str | None = None) -> dict[str, Any]:
         """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
         has it after, and ``warnings``."""
-        instance, target, pool, step = self.instance, self.target, self.args["storage_pool"], self.step
+        instance, target, pool, step = self.instance, self.target, self.settings.storage_pool, self.step
         name, uuid = instance["name"], instance["uuid"]
-        lease = {"lease_s": self.args["lease_seconds"]} if "lease_seconds" in self.args else {}
         try:
-            claim = self.ledger.claim_move(uuid, target["hypervisor_uuid"], run_owner(), flavor=self.new_flavor,
-                                           exact=self.exact, **lease)
+            claim = self.ledger.claim_move(uuid, target["hypervisor_uuid"], run_owner(), self.settings.lease_seconds,
+                                           flavor=self.new_flavor, exact=self.exact)
         except ClaimConflict as conflict:
             purpose = f"to resize {name}" if self.new_flavor else f"for {name}"
             raise BerthError(f"cannot claim {target['host']} {purpose}: {conflict.reason}") from conflict
@@ -331,8 +331,8 @@ class Move:
             try:
                 # The destination's own CPUs, cells, pages and devices, as its claim took them.
                 self.definition = recorded_definition(
-                    instance, self.new_flavor or instance_flavor(instance), self.template, dst.pool_path(pool),
-                    list(target.get("domain_types") or []), self.args["serial_log_dir"], claim["assignment"])
+                    instance, self.template, dst.pool_path(pool), list(target.get("domain_types") or []),
+                    self.settings.serial_log_dir, flavor=self.new_flavor, assignment=claim["assignment"])
             except Exception:
                 self.ledger.release_claim(claim["id"])
                 raise

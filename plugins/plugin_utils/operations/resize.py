@@ -12,7 +12,6 @@ from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import ephemeral_volume_name, swap_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES, shut_down
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
@@ -40,6 +39,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import
     destination,
     placed_instance,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # As Nova: a running or a stopped instance is resized (a paused one would need its memory kept).
 RESIZABLE_STATES = (ACTIVE, STOPPED)
@@ -50,9 +50,9 @@ class Resize:
     """Resize the instance ``args["name"]`` to ``new`` (its flavor, resolved by the caller).
     ``args`` are berth.fleet.resize's validated options."""
 
-    def __init__(self, args: Mapping[str, Any], new: Flavor, ledger: Ledger, task_vars: Mapping[str, Any],
+    def __init__(self, args: Mapping[str, Any], settings: Settings, new: Flavor, ledger: Ledger, task_vars: Mapping[str, Any],
                  check_mode: bool, hooks: Hooks = NO_HOOKS) -> None:
-        self.args, self.new, self.ledger, self.task_vars = args, new, ledger, task_vars
+        self.args, self.settings, self.new, self.ledger, self.task_vars = args, settings, new, ledger, task_vars
         self.check_mode, self.hooks = check_mode, hooks
 
     def run(self) -> dict[str, Any]:
@@ -68,14 +68,13 @@ class Resize:
         refuse_shrinking(name, old, new)
         if not instance["uri"]:
             raise BerthError(f"{ledger.label} has no URI for {source}: run playbooks/gather.yml to sync it")
-        target = destination(args, task_vars, ledger, instance, new)
+        target = destination(args, self.settings, task_vars, ledger, instance, new)
         same_host = target["host"] == source
         result.update(changed=True, to_host=target["host"], same_host=same_host, why=target["why"])
         if target["warnings"]:
             result["warnings"] = list(target["warnings"])
-        pool = args["storage_pool"]
-        uri_policy = UriPolicy.from_settings(args["uri_policy"])
-        with Hypervisor(source, instance["uri"], **connections(args), uri_policy=uri_policy) as src:
+        pool = self.settings.storage_pool
+        with Hypervisor(source, instance["uri"], **connections(args, self.settings)) as src:
             xml = src.domain_xml(uuid, inactive=True)
             if xml is None:
                 raise HypervisorError(source, f"domain {uuid} of {name} is not there, though the ledger says so")
@@ -91,9 +90,9 @@ class Resize:
                     return {**result, "msg": f"would resize {plan}"}
                 result.update(self._in_place(src, ledger, instance, old, new, xml, root, args))
             else:
-                move = Move(args, ledger, instance, target, self.hooks, new_flavor=new,
+                move = Move(args, self.settings, ledger, instance, target, self.hooks, new_flavor=new,
                             rewrite=lambda moved_xml: resized_domain_xml(moved_xml, new))
-                with Hypervisor(target["host"], target["uri"], **connections(args), uri_policy=uri_policy) as dst:
+                with Hypervisor(target["host"], target["uri"], **connections(args, self.settings)) as dst:
                     move.plan(src, dst, xml)
                     if self.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}
@@ -108,10 +107,10 @@ class Resize:
         """On its own host: the claim resized (re-checked under lock), the domain shut down,
         redefined with the new size, its root disk grown, started again if it ran. Any failure
         puts back the old definition, disk size and claim, and starts the old size again."""
-        name, uuid, pool = instance["name"], instance["uuid"], args["storage_pool"]
+        name, uuid, pool = instance["name"], instance["uuid"], self.settings.storage_pool
         step = Progress().of(name, hv.host)
         try:
-            claim = ledger.resize_claim(uuid, new, run_owner(), args["lease_seconds"])
+            claim = ledger.resize_claim(uuid, new, run_owner(), self.settings.lease_seconds)
         except ClaimConflict as conflict:
             raise BerthError(f"cannot resize {name} on {hv.host}: {conflict.reason}") from conflict
         step(f"claim resized for {new.name}")
@@ -143,7 +142,7 @@ class Resize:
     def _definition(self, instance: Mapping[str, Any], flavor: Flavor, pool_path: str) -> str:
         """What Berth would define for ``instance`` with ``flavor`` (rendered from its build record)."""
         template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
-        return recorded_definition(instance, flavor, template, pool_path, [], self.args["serial_log_dir"])
+        return recorded_definition(instance, template, pool_path, [], self.settings.serial_log_dir, flavor=flavor)
 
     def _elsewhere(self, src: Hypervisor, dst: Hypervisor, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:
@@ -151,7 +150,7 @@ class Resize:
         flavor first, moved cold with its definition resized and its root disk grown on the way;
         the source's claim goes only once the domain is gone from it. Any failure leaves the
         domain on the source, started again if it ran, and gives the destination back."""
-        uuid, pool = move.instance["uuid"], self.args["storage_pool"]
+        uuid, pool = move.instance["uuid"], self.settings.storage_pool
         done: dict[str, Any] = {"shutdown": "off already"}
 
         def stop(hv: Hypervisor, domain_uuid: str) -> None:

@@ -11,23 +11,19 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NUMA_TOPOLOGY_FILTER, PCI_PASSTHROUGH_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
-    ServerGroup,
-    server_group_from_dict,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet, read_fleet, recorded_states, without_gc
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import (
-    launch_request,
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
+    decision_request,
     ledger_group,
-    request_options,
+    spec_options,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_CLAIM,
@@ -41,43 +37,50 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     Ledger,
     run_owner,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # A claim that finds a host already taken decides again with fresh usage, this many times.
 CLAIM_ATTEMPTS = 5
 
 
-def syncs_first(args: Mapping[str, Any]) -> bool:
+def syncs_first(settings: Settings, hosts: Any = None) -> bool:
     """A launch on live inventory facts syncs them into the ledger first, a tracker sync of its
     own, so it may start a SQLite ledger; one that decides from the ledger's last sync needs
     gather.yml's (anything else on a missing ledger: "no ledger at PATH")."""
-    return args.get("hosts") is None and args.get("source") == "inventory"
+    return hosts is None and settings.source == "inventory"
 
 
 class Schedule:
-    """Place the instances ``names`` (those not ACTIVE or BUILDING already) and claim them.
+    """Place the instances ``names`` (those not ACTIVE or BUILDING already) of ``request`` and
+    claim them, with the operator's ``settings``; ``launch_name`` names the launch in the
+    decision record. ``run()`` returns the schedule's result (placements, existing, decision,
+    summary, timing), with ``failed`` and ``msg`` when no valid host was found; ``exact`` is then
+    what the request asks of NUMA cells, CPUs, pages and devices (None: nothing), which a build's
+    claim on an alternate fits.
 
-    ``args`` are berth.fleet.schedule's validated options; ``args["name"]`` names the launch in
-    the decision record. ``run()`` returns the schedule's result (placements, existing,
-    decision, summary, timing), with ``failed`` and ``msg`` when no valid host was found.
+    The run's own options: ``hosts`` (host states given by the task: a "what if"), and the
+    engine's ``ignore_hosts``, ``retry_hosts`` and ``image_id``.
     """
 
-    def __init__(self, args: Mapping[str, Any], names: Sequence[str], flavor: Flavor, ledger: Ledger | None,
-                 task_vars: Mapping[str, Any], check_mode: bool, hooks: Hooks = NO_HOOKS) -> None:
-        self.args, self.names, self.flavor, self.ledger = args, list(names), flavor, ledger
-        self.hooks = hooks
+    def __init__(self, request: Request, settings: Settings, names: Sequence[str], launch_name: str,
+                 ledger: Ledger | None, task_vars: Mapping[str, Any], check_mode: bool, hooks: Hooks = NO_HOOKS,
+                 hosts: Sequence[Mapping[str, Any]] | None = None, **run: Any) -> None:
+        self.request, self.settings, self.names, self.launch_name = request, settings, list(names), launch_name
+        self.ledger, self.hooks, self.hosts, self.run_options = ledger, hooks, hosts, run
         self.task_vars, self.check_mode = task_vars, check_mode
+        self.exact: Any = None
 
     def run(self) -> dict[str, Any]:
         with without_gc():
             return self._run()
 
     def _run(self) -> dict[str, Any]:
-        args, names, ledger, check_mode = self.args, self.names, self.ledger, self.check_mode
-        flavor = self.flavor
+        request, settings, names, ledger, check_mode = self.request, self.settings, self.names, self.ledger, self.check_mode
+        flavor = request.flavor
         started = time.perf_counter()
-        if ledger is not None and syncs_first(args):
+        if ledger is not None and syncs_first(settings, self.hosts):
             ledger.start_if_missing()
-        group = ledger_group(args["server_group"], ledger)
+        group = ledger_group(request.server_group, ledger)
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.
         missing = [name for name in names if name not in existing or existing[name]["state"] == ERROR]
@@ -86,24 +89,24 @@ class Schedule:
             "existing": [existing[name] for name in names if name not in missing],
         }
         if not missing:
-            result["summary"] = (f"{names[0]} exists already" if names == [args["name"]]
-                                 else f"all {len(names)} instances named {args['name']} exist already")
+            result["summary"] = (f"{names[0]} exists already" if names == [self.launch_name]
+                                 else f"all {len(names)} instances named {self.launch_name} exist already")
             return result
 
-        spec_args = request_options(args)
         owner = run_owner()
         timing = {"read_s": 0.0, "decide_s": 0.0, "claim_s": 0.0, "record_s": 0.0}
         result["timing"] = timing
         for attempt in range(1, CLAIM_ATTEMPTS + 1):
-            if group is not None:
-                # Read again on every later attempt: a lost race may have been to this very group.
-                spec_args["server_group"] = server_group_from_dict(
-                    group if attempt == 1 else ledger.scheduler_group(group["name"]))
-            spec = RequestSpec(flavor=flavor, count=len(missing), **spec_args)
-            if attempt == 1:
-                refuse_idle_hints(spec)
+            # The ledger's group, read again on every later attempt: a lost race may have been to
+            # this very group.
+            current = None if group is None else server_group_from_dict(
+                group if attempt == 1 else ledger.scheduler_group(group["name"]))
+            options = spec_options(request, settings, len(missing), current, **self.run_options)
+            spec = RequestSpec(**options)
+            self.exact = of_spec(spec)
             mark = time.perf_counter()
-            fleet = read_fleet(args, self.task_vars, spec, ledger, sync=attempt == 1 and not check_mode)
+            fleet = read_fleet(settings, self.task_vars, spec, ledger, sync=attempt == 1 and not check_mode,
+                               hosts=self.hosts)
             timing["read_s"] += _since(mark)
             mark = time.perf_counter()
             decision = schedule(fleet.hosts, spec)
@@ -116,11 +119,9 @@ class Schedule:
                 if ledger is not None and not check_mode:
                     mark = time.perf_counter()
                     # The names too: which decision placed web-2 (playbooks/explain.yml).
-                    request = {**spec_args, "flavor": flavor.to_dict(), "count": len(missing), "names": missing}
-                    if isinstance(request.get("server_group"), ServerGroup):
-                        request["server_group"] = request["server_group"].to_dict()
                     result["decision_id"] = ledger.record_decision(
-                        args["name"], owner, request, recorded_states(fleet, decision), result["decision"], outcome)
+                        self.launch_name, owner, decision_request(options, missing), recorded_states(fleet, decision),
+                        result["decision"], outcome)
                     timing["record_s"] += _since(mark)
 
             if not decision.ok:
@@ -141,8 +142,9 @@ class Schedule:
                 self.hooks.reached(BEFORE_CLAIM)
             mark = time.perf_counter()
             try:
-                rows = ledger.claim(placements, flavor, owner, args["lease_seconds"], server_group=group and group["name"],
-                                    request=launch_request(args, spec_args, flavor), exact=of_spec(spec))
+                rows = ledger.claim(placements, flavor, owner, settings.lease_seconds,
+                                    server_group=group and group["name"], request=request.to_record(),
+                                    exact=self.exact)
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")
@@ -171,19 +173,6 @@ class Schedule:
             result["timing"]["total_s"] = _since(started)
             return result
         raise AssertionError("unreachable")
-
-
-def refuse_idle_hints(spec: RequestSpec) -> None:
-    """A launch's scheduler hints must each be read by an enabled filter (RequestSpec.idle_hints),
-    checked before the fleet is read, anything decided or claimed. Nova ignores such a hint silently;
-    here a requester who asked for different_host (an AWX survey field, say) would get an
-    instance beside the one to avoid and a decision that says "none removed"."""
-    idle = spec.idle_hints()
-    if idle:
-        raise InputError(idle[0].field, "; ".join(
-            f"{item}: " + ("give it or drop the hint" if item.filter is None
-                           else "add it (berth_enabled_filters) or drop the hint")
-            for item in idle))
 
 
 def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:

@@ -13,24 +13,26 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import c
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import Build
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import BUILD_SPEC, Launch, half_options
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import Launch, check_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.power import Power
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import syncs_first
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The instance's fields a result and a diff show.
 SHOWN = ("name", "uuid", "host", "state", "vcpus", "memory_mb")
 
 
 class Server:
-    """``args`` are berth.fleet.server's validated options; ``ledger`` the opened ledger.
+    """``args`` are berth.fleet.server's validated options (the requester's, and the task's own:
+    state, timeouts), ``settings`` the operator's; ``ledger`` the opened ledger.
 
     The instances are ``args["name"]`` itself, or with ``args["count"]`` ``<name>-1`` ..
     ``<name>-<count>`` as playbooks/launch.yml names them."""
 
-    def __init__(self, args: Mapping[str, Any], ledger: Ledger, task_vars: Mapping[str, Any], template_path: str,
-                 check_mode: bool, diff: bool, hooks: Hooks = NO_HOOKS) -> None:
-        self.args, self.ledger, self.task_vars, self.template_path = args, ledger, task_vars, template_path
-        self.check_mode, self.diff, self.hooks = check_mode, diff, hooks
+    def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, task_vars: Mapping[str, Any],
+                 template_path: str, check_mode: bool, diff: bool, hooks: Hooks = NO_HOOKS) -> None:
+        self.args, self.settings, self.ledger, self.task_vars = args, settings, ledger, task_vars
+        self.template_path, self.check_mode, self.diff, self.hooks = template_path, check_mode, diff, hooks
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -39,7 +41,7 @@ class Server:
         else:
             names = instance_names(args["name"], args["count"])
         check_shutdown_timeout(args["shutdown_timeout"])
-        if args["state"] != "absent" and syncs_first(args):
+        if args["state"] != "absent" and syncs_first(self.settings):
             self.ledger.start_if_missing()  # before the first read: this launch may start it
         before = self._rows(names)
         if args["state"] == "absent":
@@ -63,8 +65,8 @@ class Server:
         if not rows:
             return {"changed": False, "instances": [], "msg": f"{self.args['name']} is absent already"}
         placements = [{key: row[key] for key in ("name", "uuid", "host", "uri")} for row in rows]
-        build_args = half_options(BUILD_SPEC, {**self.args, "state": "absent", "flavor": None, "placements": placements})
-        removed = Build(build_args, self.ledger, self.template_path, self.check_mode, False, self.hooks).run()
+        removed = Build(self.settings, self.ledger, self.template_path, self.check_mode, False, self.hooks,
+                        self.args["timeout"]).remove(placements)
         verb = "would delete" if self.check_mode else "deleted"
         result = {"changed": removed["changed"], "instances": [], "results": removed["results"],
                   "msg": removed.get("msg") or f"{verb} " + ", ".join(f"{row['name']} from {row['host']}" for row in rows)}
@@ -81,8 +83,12 @@ class Server:
                        else f"all {len(names)} instances named {args['name']} exist already")
             launched = {"changed": False, "schedule": {"placements": [], "existing": before, "summary": summary}}
         else:
-            launched = Launch(args, names, self.ledger, self.task_vars, self.template_path, self.check_mode,
-                              self.diff, self.hooks).run()
+            # The request is checked only when something is to be launched: an existing instance needs
+            # no flavor to be declared present, stopped or absent.
+            request = check_request(args, self.settings)
+            launched = Launch(request, self.settings, names, args["name"], self.ledger, self.task_vars,
+                              self.template_path, self.check_mode, self.diff, self.hooks,
+                              ignore_hosts=args.get("ignore_hosts") or (), timeout_s=args["timeout"]).run()
         # The schedule's answer (placements, existing, decision, summary, timing), the builds'
         # results, and the instances as the ledger has them now.
         result = {**launched["schedule"], "changed": launched["changed"],
@@ -107,7 +113,7 @@ class Server:
             if busy:
                 raise BerthError(f"{', '.join(busy)}: another run is building or moving it; run again once it is done")
             powered = Power(placed, wanted, self.ledger, args["shutdown_timeout"], args["timeout"],
-                            self.check_mode, UriPolicy.from_settings(args["uri_policy"])).run()
+                            self.check_mode, UriPolicy.from_settings(self.settings.uri_policy)).run()
             if powered.get("failed"):
                 result.update(failed=True, msg=powered["msg"])
             elif powered["changed"]:
