@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
@@ -156,9 +156,9 @@ GUEST_OPTIONS: tuple[GuestOption, ...] = (
 GUEST_OPTION_NAMES = tuple(option.name for option in GUEST_OPTIONS)
 
 
-def guest_documentation(options: Sequence[GuestOption] = GUEST_OPTIONS) -> str:
-    """The doc fragment berth.fleet.guest: every option of ``options`` as ansible-doc shows it."""
-    return json.dumps({"options": {option.name: option.documentation() for option in options}}, indent=1)
+def guest_documentation() -> str:
+    """The doc fragment berth.fleet.guest: every option of GUEST_OPTIONS as ansible-doc shows it."""
+    return json.dumps({"options": {option.name: option.documentation() for option in GUEST_OPTIONS}}, indent=1)
 
 
 @dataclass(frozen=True)
@@ -169,13 +169,13 @@ class Guest:
     values: Mapping[str, Any]
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None,
-                     table: Sequence[GuestOption] = GUEST_OPTIONS) -> Guest:
+    def from_options(cls, options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> Guest:
         """The launch's ``options`` (None or missing means "not said"), else the image's Nova
-        properties, else Berth's defaults; each checked, naming where the value came from."""
+        properties, else Berth's defaults; each GUEST_OPTIONS row checked, naming where its value
+        came from."""
         properties = image_properties or {}
         values = {}
-        for option in table:
+        for option in GUEST_OPTIONS:
             value, field = options.get(option.name), option.name
             if value in (None, "") and option.image_property:
                 value, field = properties.get(option.image_property), f"image.properties.{option.image_property}"
@@ -185,13 +185,13 @@ class Guest:
         return cls(values)
 
     @classmethod
-    def from_record(cls, record: Any, table: Sequence[GuestOption] = GUEST_OPTIONS) -> Guest:
+    def from_record(cls, record: Any) -> Guest:
         """The guest an instance recorded (``to_record``), checked again: the ledger is not
         trusted. An option the record lacks (recorded before it existed) takes its default."""
         if not isinstance(record, Mapping):
             raise InputError("guest", f"the recorded guest must be a mapping, got {record!r}")
-        return cls.from_options({name: value for name, value in record.items()
-                                 if name in {option.name for option in table}}, None, table)
+        known = {option.name for option in GUEST_OPTIONS}
+        return cls.from_options({name: value for name, value in record.items() if name in known})
 
     def to_record(self) -> dict[str, Any]:
         return {name: (dict(value) if isinstance(value, Mapping) else value) for name, value in self.values.items()}

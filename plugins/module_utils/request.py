@@ -275,6 +275,12 @@ class Image:
         return cls(**spec) if spec is not None else None
 
     @property
+    def digest(self) -> tuple[str, str]:
+        """The checksum (checked when the image was) as (algorithm, lower-case hex digest)."""
+        algorithm, _colon, digest = (self.checksum or ":").partition(":")
+        return algorithm, digest
+
+    @property
     def volume(self) -> str | None:
         """The volume every candidate host's pool must hold already (PoolImageFilter): none when
         the build uploads it where it is missing."""

@@ -18,7 +18,7 @@ from ansible.module_utils.urls import ConnectionError as UrlConnectionError
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import Image, image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import check_image_source
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
@@ -41,7 +41,7 @@ def fetch_image(image: Image | None, settings: Settings) -> Image | None:
     differs; nothing is left in the cache then."""
     if image is None or not image.url:
         return image
-    algorithm, expected = image_checksum(image.checksum)
+    algorithm, expected = image.digest
     cache_dir = settings.image_cache_dir
     cached = os.path.join(cache_dir, f"{algorithm}-{expected}")
     downloaded = False

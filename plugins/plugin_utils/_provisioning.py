@@ -22,7 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils._guest import local_di
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
-from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Request, image_checksum
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Request
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
@@ -248,7 +248,7 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
 def same_image(session: HostSession, pool: str, image: Image) -> None:
     """An image by URL whose name the pool already has is used only if it is the same image: a
     volume of that name with other bytes is refused, never silently taken for it."""
-    algorithm, expected = image_checksum(image.checksum)
+    algorithm, expected = image.digest
     found = session.image_digest(pool, image.name, algorithm)
     if found != expected:
         raise InputError("image.checksum", f"storage pool {pool} on {session.host} has a volume {image.name} "
