@@ -150,7 +150,7 @@ attributes:
       - Without O(count), the instance as the ledger has it before and as it is after (name, uuid, host, state, vcpus,
         memory_mb).
       - For each instance built (or, in check mode, planned), its domain XML as libvirt has it before and as Berth
-        defines it after, headed with the instance's name and hypervisor. Ansible prints these at normal verbosity:
+        defines it after, headed with the instance's name and hypervisor. Ansible prints these at normal verbosity, so
         C(ansible-playbook playbooks/launch.yml --check --diff) shows each planned instance's domain.
 author:
   - Berth developers (@berth)
