@@ -13,7 +13,7 @@ The guest is booted directly by libvirt (<kernel>, <initrd>, <cmdline>) with no 
 
     BERTH-GUEST-BOOTED instance=<value>
 
-to /dev/ttyS0 and /dev/console, again every 30 s, and never exits. Beside that, it brings up the
+to the serial port (/dev/ttyS0), again every 30 s, and never exits. Beside that, it brings up the
 network where the domain has a NIC: it loads the virtio-net driver (shipped as modules of the
 kernel package), asks for an address with busybox's udhcpc (printing ``BERTH-GUEST-NET eth0
 <address>`` on the serial console when it has one) and starts dropbear, an SSH server that lets
@@ -38,7 +38,7 @@ Once at boot it prints what CPU it sees in /proc/cpuinfo::
 
 It answers the ACPI power button as a real guest does (the graceful shutdown of
 berth.fleet.power and resize): /init loads the kernel's ACPI button and evdev modules and starts
-busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the consoles and
+busybox's acpid, whose action for the button writes ``BERTH-GUEST-POWEROFF`` to the serial port and
 powers the guest off. With ``berth.acpi=ignore`` on the kernel command line it does not, as a
 guest without an ACPI daemon: a graceful shutdown then times out.
 
@@ -81,7 +81,7 @@ POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 CPU_MARKER = "BERTH-GUEST-CPU"
 DISKS_MARKER = "BERTH-GUEST-DISKS"
 # Bump when the guest's contents change: a cached guest of another format is built again.
-FORMAT = 6
+FORMAT = 7
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
 NET_MODULES = ("virtio_pci", "virtio_net")
 # Kernel modules /init loads for the guest agent's virtio-serial port (berth.agent=).
@@ -153,9 +153,7 @@ read_seed() {{
   if [ -f /seed/meta-data ]; then
     keys=$(grep -cE '^    "(ssh-|ecdsa-|sk-)' /seed/meta-data)
     sed -nE 's/^    "((ssh-|ecdsa-|sk-)[^"]*)",?$/\\1/p' /seed/meta-data >> /root/.ssh/authorized_keys
-    for tty in /dev/ttyS0 /dev/console; do
-      echo "{KEYS_MARKER} $keys" > "$tty" 2>/dev/null
-    done
+    echo "{KEYS_MARKER} $keys" > /dev/ttyS0
   fi
   touch /tmp/seed.read
 }}
@@ -245,9 +243,7 @@ report_cpu() {{
   siblings=$(sed -n 's/^siblings[[:space:]]*: //p' $info | head -n 1)
   threads=$(( ${{siblings:-1}} / ${{cores:-1}} ))
   model=$(sed -n 's/^model name[[:space:]]*: //p' $info | head -n 1)
-  for tty in /dev/ttyS0 /dev/console; do
-    echo "{CPU_MARKER} sockets=$sockets cores=${{cores:-1}} threads=$threads processors=$processors model=$model" > "$tty" 2>/dev/null
-  done
+  echo "{CPU_MARKER} sockets=$sockets cores=${{cores:-1}} threads=$threads processors=$processors model=$model" > /dev/ttyS0
 }}
 report_cpu </dev/null >/dev/null 2>&1 &
 
@@ -270,10 +266,10 @@ report_disks() {{
 }}
 report_disks </dev/null >/dev/null 2>&1 &
 
+# Each marker goes to the serial port alone: with console=ttyS0 (Berth's boot command line)
+# /dev/console is that same port, and a line written to both would be logged twice.
 while :; do
-  for tty in /dev/ttyS0 /dev/console; do
-    echo "{MARKER} instance=$instance" > "$tty" 2>/dev/null
-  done
+  echo "{MARKER} instance=$instance" > /dev/ttyS0 2>/dev/null
   sleep 30 || /bin/busybox sleep 30
 done
 # Not reached; PID 1 must never exit.
@@ -299,9 +295,7 @@ exit 0
 
 # busybox acpid runs /etc/acpi/<event>/<value> for an event: this one is the power button.
 POWER_BUTTON_ACTION = f"""#!/bin/sh
-for tty in /dev/ttyS0 /dev/console; do
-  echo "{POWEROFF_MARKER}" > "$tty" 2>/dev/null
-done
+echo "{POWEROFF_MARKER}" > /dev/ttyS0 2>/dev/null
 poweroff -f
 """
 

@@ -146,7 +146,12 @@ attributes:
         changes in between) and what would change; writes nothing to the ledger or the fleet.
   diff_mode:
     support: full
-    description: The instance as the ledger has it before and as it is after (name, uuid, host, state, vcpus, memory_mb).
+    description:
+      - Without O(count), the instance as the ledger has it before and as it is after (name, uuid, host, state, vcpus,
+        memory_mb).
+      - For each instance built (or, in check mode, planned), its domain XML as libvirt has it before and as Berth
+        defines it after, headed with the instance's name and hypervisor. Ansible prints these at normal verbosity, so
+        C(ansible-playbook playbooks/launch.yml --check --diff) shows each planned instance's domain.
 author:
   - Berth developers (@berth)
 """
@@ -186,7 +191,9 @@ placements:
   type: list
   elements: dict
 results:
-  description: Each launched (or deleted) instance's build result, as M(berth.fleet.instance) returns them.
+  description:
+    - Each launched (or deleted) instance's build result, as M(berth.fleet.instance) returns them, but for its
+      C(diff), which is the task's.
   returned: when instances were built or deleted
   type: list
   elements: dict

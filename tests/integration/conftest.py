@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -303,6 +304,18 @@ def remove_all_domains(lab) -> None:
         for line in lab.virsh(host, "vol-list", "default").splitlines():
             if line.strip().startswith("berth-"):
                 lab.virsh(host, "vol-delete", "--pool", "default", line.split()[0])
+
+
+def cpu_line(log, timeout_s: float) -> str:
+    """The lab guest's BERTH-GUEST-CPU line from its serial log."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = re.search(r"BERTH-GUEST-CPU [^\r\n]*", log.read_text(errors="replace")) if log.exists() else None
+        if found:
+            return found.group(0)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no BERTH-GUEST-CPU line in {log}")
+        time.sleep(0.5)
 
 
 def berth_volumes(lab) -> dict[str, list[str]]:

@@ -6,13 +6,11 @@ live migration that keeps it, and what a host cannot run refused naming the host
 from __future__ import annotations
 
 import json
-import re
-import time
 import xml.etree.ElementTree as ET
 
 import fleet
 import pytest
-from conftest import failed_messages, rows, task_result
+from conftest import cpu_line, failed_messages, rows, task_result
 
 pytestmark = pytest.mark.integration
 
@@ -28,18 +26,6 @@ SETTINGS = {
     # TCG emulates no AVX-512: libvirt's comparison names it.
     "hv3": {"cpu_mode": "custom", "cpu_models": ["Westmere"], "cpu_model_extra_flags": ["+avx512f"]},
 }
-
-
-def cpu_line(log, timeout_s: float) -> str:
-    """The lab guest's BERTH-GUEST-CPU line from its serial log."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = re.search(r"BERTH-GUEST-CPU [^\r\n]*", log.read_text(errors="replace")) if log.exists() else None
-        if found:
-            return found.group(0)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no BERTH-GUEST-CPU line in {log}")
-        time.sleep(0.5)
 
 
 def test_custom_models_boot_with_their_topology_keep_them_when_moving_and_what_a_host_cannot_run_is_refused(
@@ -112,8 +98,8 @@ def test_custom_models_boot_with_their_topology_keep_them_when_moving_and_what_a
         # libvirt offers for TCG (recorded above) and expands when the guest starts. Planned only.
         dry = lab.playbook("launch.yml", "-e", json.dumps({"name": "cpudefault", "flavor": DUAL}), "--diff", check=True)
         assert dry["rc"] == 0, failed_messages(dry)
-        [planned] = task_result(dry, "Launch the instances")["results"]
-        cpu = ET.fromstring(planned["diff"]["after"]).find("cpu")
+        [planned] = task_result(dry, "Launch the instances")["diff"]
+        cpu = ET.fromstring(planned["after"]).find("cpu")
         assert cpu.attrib == {"mode": "host-model"} and cpu.find("model") is None
         assert cpu.find("topology").attrib == {"sockets": "1", "cores": "2", "threads": "1"}
     finally:

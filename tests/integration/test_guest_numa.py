@@ -168,8 +168,8 @@ def test_a_dedicated_launch_in_huge_pages_runs_with_exactly_what_the_ledger_clai
     # Check mode claims nothing, and its diff shows the domain with what the claim would take.
     dry = numa_lab.playbook("launch.yml", *launch_args("pin-a"), "--diff", check=True)
     assert dry["rc"] == 0, failed_messages(dry)
-    [planned] = task_result(dry, "Launch the instances")["results"]
-    domain = ET.fromstring(planned["diff"]["after"])
+    [planned] = task_result(dry, "Launch the instances")["diff"]
+    domain = ET.fromstring(planned["after"])
     assert [(pin.get("vcpu"), pin.get("cpuset")) for pin in domain.findall("cputune/vcpupin")] == [("0", "1")]
     assert [page.get("size") for page in domain.findall("memoryBacking/hugepages/page")] == ["2048"]
     assert claimed(numa_lab) == {}

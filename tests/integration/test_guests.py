@@ -96,7 +96,7 @@ def read_pty_until(path: str, text: str, timeout_s: float) -> str:
 def test_uefi_guest_boots_its_nvram_is_a_pool_volume_that_migrates_live_and_cold_and_is_deleted(lab):
     extra = ("-e", json.dumps({"name": "efi", "firmware": "uefi", "force_hosts": ["hv1"]}))
     dry = assert_triplet_then_idempotent(lab, extra)
-    planned = ET.fromstring(task_result(dry, "Launch the instances")["results"][0]["diff"]["after"])
+    planned = ET.fromstring(task_result(dry, "Launch the instances")["diff"][0]["after"])
     assert planned.find("os").get("firmware") == "efi"
 
     row = row_of(lab, "efi-1")

@@ -7,7 +7,7 @@ import re
 import check
 import fleet
 import pytest
-from conftest import changed_count, failed_messages
+from conftest import changed_count, cpu_line, failed_messages
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +54,12 @@ def test_launch_is_placed_booted_idempotent_and_deleted(lab):
     for row in instances:
         log = fleet.log_dir(lab.dir, row["host"]) / f"{row['name']}.serial.log"
         assert check.wait_for_marker(log, row["uuid"], BOOT_TIMEOUT_S), f"{row['name']} printed no boot marker"
+        # Each marker line is written once: the CPU line, which the guest prints once a boot, is
+        # in this boot's part of the log once (the log of a name is appended to by each guest of
+        # that name; each boot begins with the kernel's banner).
+        line = cpu_line(log, BOOT_TIMEOUT_S)
+        this_boot = log.read_text(errors="replace").rsplit("Linux version", 1)[-1]
+        assert this_boot.count(line) == 1, this_boot
     assert len({row["uuid"] for row in instances}) == 3
 
     second = lab.playbook("launch.yml", *launch)

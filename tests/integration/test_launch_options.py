@@ -87,10 +87,11 @@ def test_check_mode_plans_exactly_what_the_real_run_does_and_changes_nothing(lab
     assert fleet_snapshot(lab) == before
     planned = {p["name"]: p["host"] for p in task_result(dry, "Launch the instances")["placements"]}
     assert sorted(planned) == ["pred-1", "pred-2", "pred-3"]
-    built = task_result(dry, "Launch the instances")["results"]
-    # --diff shows each domain's XML as it would be defined.
-    for item in built:
-        after = ET.fromstring(item["diff"]["after"])
+    launched = task_result(dry, "Launch the instances")
+    # --diff shows each domain's XML as it would be defined, in the task's own diff.
+    assert len(launched["diff"]) == len(launched["results"])
+    for item, diff in zip(launched["results"], launched["diff"]):
+        after = ET.fromstring(diff["after"])
         assert after.findtext("name") == item["item"]["name"]
         assert after.get("type") == "qemu"
 

@@ -32,7 +32,11 @@ def test_server_present_check_mode_idempotent_stopped_absent(clean_lab):
 
     planned = run(lab, "server_name=srv-1", "server_flavor=m1.tiny", check=True, diff=True)
     assert planned["changed"] is True and planned["instance"]["state"] == "PLANNED", planned
-    assert planned["diff"]["before"] == {"state": "absent"}
+    # The ledger's before and after, then the domain it would define.
+    ledger_diff, domain_diff = planned["diff"]
+    assert ledger_diff["before"] == {"state": "absent"}
+    assert (domain_diff["before"], domain_diff["after_header"]) == ("", f"srv-1 on {planned['instance']['host']} (planned)")
+    assert "<name>srv-1</name>" in domain_diff["after"]
     assert not [row for row in ledger(lab, "instances") if row["name"] == "srv-1"]
     assert len(ledger(lab, "decisions")) == decisions_before  # check mode records nothing
     assert all(not volumes for volumes in berth_volumes(lab).values())

@@ -48,12 +48,17 @@ class Server:
             result = self._absent(before)
         else:
             result = self._present(names, before)
+        diffs = []
         if args["count"] is None:
             result["instance"] = (result["instances"] or [None])[0]
             if self.diff:
-                result["diff"] = {"before": _shown(before[0] if before else None),
-                                  "after": _shown(result["instance"]),
-                                  "before_header": f"{names[0]} (ledger)", "after_header": f"{names[0]} (wanted)"}
+                diffs.append({"before": _shown(before[0] if before else None), "after": _shown(result["instance"]),
+                              "before_header": f"{names[0]} (ledger)", "after_header": f"{names[0]} (wanted)"})
+        # Each build's domain XML, before and as defined (or planned): Ansible prints a task's
+        # top-level diff, never one inside its results, so they move up here.
+        diffs += [build.pop("diff") for build in result.get("results", []) if "diff" in build]
+        if diffs:
+            result["diff"] = diffs
         return result
 
     def _rows(self, names: list[str]) -> list[dict[str, Any]]:
