@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations import server
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-ARGS = {"name": "web", "count": 2, "state": "present", "shutdown_timeout": 60, "timeout": 30, "uri_policy": None}
+ARGS = {"name": "web", "count": 2, "state": "present", "shutdown_timeout": 60, "timeout": 30, "flavor": "m1.tiny"}
 
 
 class EmptyLedger:
@@ -32,7 +33,8 @@ def planned_launch(monkeypatch):
     """Launch replaced by one that plans each name on hv1, hv2... as a check-mode launch answers."""
 
     class PlannedLaunch:
-        def __init__(self, args, names, ledger, task_vars, template_path, check_mode, diff, hooks):
+        def __init__(self, request, settings, names, launch_name, ledger, task_vars, template_path, check_mode, diff,
+                     hooks, **run):
             self.names, self.diff = names, diff
 
         def run(self):
@@ -46,7 +48,7 @@ def planned_launch(monkeypatch):
 
 
 def run(args: dict, diff: bool) -> dict:
-    return server.Server(args, EmptyLedger(), {}, "domain.xml.j2", check_mode=True, diff=diff).run()
+    return server.Server(args, Settings(), EmptyLedger(), {}, "domain.xml.j2", check_mode=True, diff=diff).run()
 
 
 def test_with_count_each_domain_diff_is_at_the_top_level_and_not_inside_the_results(planned_launch):
