@@ -156,13 +156,22 @@ class Lab:
         (inventory / "group_vars" / "all.yml").write_text("\n".join(own) + "\n")
         return str(inventory)
 
-    def ledger_rows(self, table: str) -> list[dict]:
-        """Rows read with sqlite3 directly, not through Berth's own ledger code."""
-        if not os.path.exists(self.ledger_path):
+    def ledger_rows(self, table: str, path: str | None = None) -> list[dict]:
+        """Rows of the lab's ledger (or the SQLite ledger at ``path``), read with sqlite3
+        directly, not through Berth's own ledger code."""
+        path = path or self.ledger_path
+        if not os.path.exists(path):
             return []
-        with sqlite3.connect(self.ledger_path) as db:
+        with sqlite3.connect(path) as db:
             db.row_factory = sqlite3.Row
             return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY 1")]
+
+    @staticmethod
+    def ledger_execute(path: str, statement: str, parameters: tuple = ()) -> None:
+        """A statement run on the SQLite ledger at ``path`` behind Berth's back, as another
+        writer of the ledger could."""
+        with sqlite3.connect(path) as db:
+            db.execute(statement, parameters)
 
 
 @contextlib.contextmanager
