@@ -170,57 +170,51 @@ def test_an_instance_without_a_recorded_request_moves_on_its_row_with_a_warning(
         ledger.close()
 
 
-def test_a_move_says_which_recorded_constraints_turned_hosts_down(tmp_path):
+@pytest.fixture
+def zoned(tmp_path):
+    """hv1 and hv2 in az1, hv3 and hv4 in az2."""
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
     rng = random.Random(3)
-    try:
-        states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
-        for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
-            state["availability_zone"] = zone
-        ledger.sync_hypervisors(states)
-        request = check_request({"flavor": "m1.tiny", "availability_zone": "az1"}, Settings())
-        [placed] = Schedule(request, Settings(), ["web-1"], "web", ledger, {}, False).run()["placements"]
-        ledger.mark_active(placed["uuid"])
-        [instance] = ledger.instances(["web-1"])
-        target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
-        assert target["host"] in ("hv1", "hv2") and target["host"] != instance["host"]
-        assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
-        # Its zone full: the move fails saying so, rather than leaving the zone.
-        ledger.set_disabled(target["host"], True, "maintenance")
-        with pytest.raises(BerthError, match="cannot migrate web-1: no valid host: .*not in availability zone az1"):
-            destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
-    finally:
-        ledger.close()
+    states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
+    for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
+        state["availability_zone"] = zone
+    ledger.sync_hypervisors(states)
+    yield ledger
+    ledger.close()
 
 
-def test_a_schema_1_record_moves_with_its_request_and_without_the_filters_it_recorded(tmp_path):
+def test_a_move_says_which_recorded_constraints_turned_hosts_down(zoned):
+    request = check_request({"flavor": "m1.tiny", "availability_zone": "az1"}, Settings())
+    [placed] = Schedule(request, Settings(), ["web-1"], "web", zoned, {}, False).run()["placements"]
+    zoned.mark_active(placed["uuid"])
+    [instance] = zoned.instances(["web-1"])
+    target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+    assert target["host"] in ("hv1", "hv2") and target["host"] != instance["host"]
+    assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
+    # Its zone full: the move fails saying so, rather than leaving the zone.
+    zoned.set_disabled(target["host"], True, "maintenance")
+    with pytest.raises(BerthError, match="cannot migrate web-1: no valid host: .*not in availability zone az1"):
+        destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+
+
+def test_a_schema_1_record_moves_with_its_request_and_without_the_filters_it_recorded(zoned):
     """Schema 1 kept the launch's scheduler settings in its record (enabled_filters, weighers...):
     the request is read from it, the settings are not, and the move's own hold."""
-    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
-    rng = random.Random(3)
-    try:
-        states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
-        for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
-            state["availability_zone"] = zone
-        ledger.sync_hypervisors(states)
-        tiny = flavor_option("m1.tiny", None)
-        record = {
-            "availability_zone": "az1", "scheduler_hints": {}, "project_id": "default", "image_properties": {},
-            "server_group": None, "flavor": tiny.to_dict(), "max_attempts": 3,
-            # The launch ran without the zone's filter; a move that took this would leave the zone.
-            "enabled_filters": ["ComputeFilter", "RamFilter"], "weighers": ["RAMWeigher"],
-            "build": {"metadata": {}, "networks": [], "boot": {}, "guest": {}, "seed": False,
-                      "local_disks": True, "domain_type": "", "cpu": None}}
-        [row] = ledger.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], tiny, "launch",
-                             request=record)
-        ledger.mark_active(row["uuid"])
-        [instance] = ledger.instances(["web-1"])
-        target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
-        assert target["host"] == "hv2" and target["warnings"] == []
-        assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
-        # The move's filters without the zone's: the recorded zone no longer holds, whatever the
-        # record's filters said.
-        anywhere = Settings(service_down_time=600, scheduler={"enabled_filters": ["ComputeFilter", "RamFilter"]})
-        assert "availability zone" not in destination(MOVE_ARGS, anywhere, {}, ledger, instance)["why"]
-    finally:
-        ledger.close()
+    tiny = flavor_option("m1.tiny", None)
+    record = {
+        "availability_zone": "az1", "scheduler_hints": {}, "project_id": "default", "image_properties": {},
+        "server_group": None, "flavor": tiny.to_dict(), "max_attempts": 3,
+        # The launch ran without the zone's filter; a move that took this would leave the zone.
+        "enabled_filters": ["ComputeFilter", "RamFilter"], "weighers": ["RAMWeigher"],
+        "build": {"metadata": {}, "networks": [], "boot": {}, "guest": {}, "seed": False,
+                  "local_disks": True, "domain_type": "", "cpu": None}}
+    [row] = zoned.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], tiny, "launch", request=record)
+    zoned.mark_active(row["uuid"])
+    [instance] = zoned.instances(["web-1"])
+    target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+    assert target["host"] == "hv2" and target["warnings"] == []
+    assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
+    # The move's filters without the zone's: the recorded zone no longer holds, whatever the
+    # record's filters said.
+    anywhere = Settings(service_down_time=600, scheduler={"enabled_filters": ["ComputeFilter", "RamFilter"]})
+    assert "availability zone" not in destination(MOVE_ARGS, anywhere, {}, zoned, instance)["why"]
