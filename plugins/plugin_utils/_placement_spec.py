@@ -90,7 +90,7 @@ def scheduling_request(args: Mapping[str, Any], flavor: Flavor, settings: Settin
         availability_zone=limits.check_name("availability_zone", args.get("availability_zone")),
         server_group=server_group_value(args.get("server_group")),
         scheduler_hints=limits.check_mapping_size("scheduler_hints", args.get("scheduler_hints") or {}),
-        project_id=settings.project_id or DEFAULT_PROJECT_ID)
+        project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID)
 
 
 def server_group_value(value: Any) -> Any:

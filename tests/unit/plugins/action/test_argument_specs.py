@@ -6,8 +6,8 @@ defaults are the engine's own."""
 from __future__ import annotations
 
 import ast
-import functools
 import dataclasses
+import functools
 import importlib
 from pathlib import Path
 
@@ -17,8 +17,10 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import NO_LOG_OPTIONS
+from ansible_collections.berth.fleet.plugins.module_utils._guest import GUEST_OPTION_NAMES, Guest
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
     DRIVERS,
     ENGINES,
     EXPLAIN_MODES,
@@ -26,8 +28,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import DEFAULT_SERVICE_DOWN_TIME_S, SOURCES
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import REQUEST_OPTIONS
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DEFAULT_LEASE_S, POLICIES
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import SCHEDULER_SETTINGS, Settings
 
 REPO = Path(__file__).resolve().parents[4]
 ACTIONS = sorted(path.stem for path in (REPO / "plugins" / "action").glob("*.py"))
@@ -88,11 +90,47 @@ def test_no_log_options_are_those_the_documentation_says_are_never_printed():
 
 # ---- what each action reads from its arguments -------------------------------------------------
 
+class _Asking(dict):
+    """An empty mapping that remembers every key it is asked for."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return default
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return False
+
+
+def _asked(reader):
+    """The option names ``reader(mapping)`` asks its mapping for, found by calling it with one."""
+    mapping = _Asking()
+    reader(mapping)
+    return frozenset(mapping.asked)
+
+
+# The readers that take a task's arguments whole and read them by a table rather than by name in
+# the code (the operator's settings by Settings' fields, the guest's hardware by GUEST_OPTIONS):
+# each one's options are what it asks of them.
+MAPPING_READERS = {Settings.from_args.__func__: _asked(Settings.from_args),
+                   Guest.from_options.__func__: _asked(Guest.from_options)}
+
+
 class _Reads(ast.NodeVisitor):
     """The option names a module's code reads from its arguments' mapping (``args`` in an
     action, a helper's first parameter): ``args["x"]`` (``strict``: fails if the option is
     missing), ``args.get("x")``, and either with a loop variable over a tuple of names (literal,
-    or a constant of ``module``) or over the keys of a dict constant of ``module``."""
+    or a constant of ``module``) or over the keys of a dict constant of ``module``; and the
+    options of a MAPPING_READERS method of ``module``'s classes given the mapping
+    (``Settings.from_args(args)``)."""
 
     def __init__(self, module, mapping="args"):
         self.module = module
@@ -158,6 +196,10 @@ class _Reads(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
                 and func.value.id == self.mapping and node.args:
             self.tolerant |= self._names(node.args[0])
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and node.args \
+                and self._is_mapping(node.args[0]):
+            method = getattr(getattr(self.module, func.value.id, None), func.attr, None)
+            self.tolerant |= MAPPING_READERS.get(getattr(method, "__func__", None), frozenset())
         # The task's own arguments before validation (self._task.args.get("from_vars")).
         if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Attribute) \
                 and func.value.attr == "args" and node.args:
@@ -226,16 +268,25 @@ def test_every_documented_option_is_read_and_every_option_read_is_documented(nam
     options = documentation(name)["options"]
     documented = set(options)
     strict, read = reads(name)
-    # migrate keeps the ledger option of its siblings, documented as unused.
+    # migrate and resize keep the ledger option of their siblings, documented as unused: only
+    # Settings.from_args, which takes every operator setting a task has, may read it.
     unused = {option for option, doc in options.items() if str(doc["description"]).startswith("Unused")}
-    assert documented - read == unused, "documented but never read"
+    assert documented - read == unused - MAPPING_READERS[Settings.from_args.__func__], "documented but never read"
     assert strict - documented == set(), "read but not documented"
 
 
-def test_the_reader_finds_reads_through_helpers_and_loops():
+def test_the_reader_finds_reads_through_helpers_loops_and_tables():
     strict, read = reads("capacity")
-    assert {"ledger", "ledger_url", "server_group"} <= strict
-    assert {"flavor", "flavors_file", "hosts", "source", "scheduler_hints", "ram_weight_multiplier"} <= read - strict
+    assert {"ledger", "ledger_url", "flavor"} <= strict
+    assert {"hosts", "server_group", "scheduler_hints"} <= read - strict
+    # The operator's settings, through Settings.from_args: its fields and the scheduler's settings.
+    assert {"flavors_file", "source", "enabled_filters", "ram_weight_multiplier"} <= read - strict
+    settings = MAPPING_READERS[Settings.from_args.__func__]
+    assert set(SCHEDULER_SETTINGS) <= settings
+    assert {field.name for field in dataclasses.fields(Settings)} - {"scheduler"} <= settings
+    # The guest's hardware, through check_request's Guest.from_options: the GUEST_OPTIONS table.
+    assert MAPPING_READERS[Guest.from_options.__func__] == set(GUEST_OPTION_NAMES)
+    assert set(GUEST_OPTION_NAMES) <= reads("instance_request")[1]
 
 
 # ---- the ledger group, and the documentation against the engine --------------------------------
@@ -263,13 +314,35 @@ def test_documented_defaults_are_the_engine_s_and_the_ledger_s():
     engine["enabled_filters"] = engine["weighers"] = None  # the module leaves them to the engine
     for name in ("schedule", "capacity"):
         spec = action(name).ARGUMENT_SPEC
-        for option in REQUEST_OPTIONS:
-            if option in spec:
-                assert spec[option].get("default") == engine[option], (name, option)
+        # Every option the engine's RequestSpec takes under its own name (Nova's).
+        for option in set(spec) & set(engine):
+            assert spec[option].get("default") == engine[option], (name, option)
+    # The scheduler's settings, in every module that takes them (a launch's, a move's).
+    for name in ACTIONS:
+        spec = action(name).ARGUMENT_SPEC
+        for option in set(spec) & set(SCHEDULER_SETTINGS) & set(engine):
+            assert spec[option].get("default") == engine[option], (name, option)
     for name in ("schedule", "capacity", "migrate", "tracker_sync"):
         assert action(name).ARGUMENT_SPEC["service_down_time"]["default"] == DEFAULT_SERVICE_DOWN_TIME_S
     for name in ("schedule", "instance"):
         assert action(name).ARGUMENT_SPEC["lease_seconds"]["default"] == DEFAULT_LEASE_S
+
+
+def test_the_operator_s_settings_default_as_every_module_documents_them():
+    """An operation reads every operator setting from Settings, whose default stands for a setting
+    its module does not take: it must be the default each module that takes it documents."""
+    defaults = Settings()
+    for name in ACTIONS:
+        spec = action(name).ARGUMENT_SPEC
+        documented = Settings.from_args({option: spec[option].get("default") for option in spec})
+        for field in dataclasses.fields(Settings):
+            if spec.get(field.name, {}).get("default") is None:
+                continue
+            said, meant = getattr(documented, field.name), getattr(defaults, field.name)
+            if field.name == "project_id":
+                # None: the default project (check_request and scheduling_request say so).
+                meant = meant or DEFAULT_PROJECT_ID
+            assert said == meant, (name, field.name)
 
 
 def test_modules_with_a_bounded_option_or_a_flavor_show_the_limits():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Network, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate
 
@@ -18,20 +19,26 @@ POOL = "/var/lib/libvirt/images"
 
 
 def render(guest_options=None, seed=True, uefi_nvram=True, networks=None, metadata=None, guest=None):
-    guest = guest or guest_spec(guest_options or {})
-    request = {
-        "name": "web-1", "uuid": UUID, "metadata": metadata or {},
-        "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1),
-        "boot": {"kernel": "/srv/vmlinuz", "initrd": "/srv/initrd.img", "cmdline": "console=ttyS0"},
-        "networks": networks if networks is not None else [{"type": "user", "name": ""}],
-        "guest": guest,
-    }
+    guest = guest or Guest.from_options(guest_options or {})
+    request = Request(
+        flavor=Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1), guest=guest,
+        networks=Network.from_option(networks if networks is not None else [{"type": "user"}]),
+        metadata=metadata or {}, boot=Boot("/srv/vmlinuz", "/srv/initrd.img", "console=ttyS0"))
     made = {
         "disk": {"path": f"{POOL}/berth-{UUID}-root.qcow2"},
         "seed": {"path": f"{POOL}/berth-{UUID}-seed.iso"} if seed else None,
-        "nvram": {"path": f"{POOL}/berth-{UUID}-nvram.fd"} if guest["firmware"] == "uefi" and uefi_nvram else None,
+        "nvram": ({"path": f"{POOL}/berth-{UUID}-nvram.fd"}
+                  if guest.template_context()["firmware"] == "uefi" and uefi_nvram else None),
     }
-    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, made, "qemu", "/var/log/libvirt/qemu"))
+    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, "web-1", UUID, made, "qemu",
+                                                              "/var/log/libvirt/qemu"))
+
+
+class UncheckedGuest(Guest):
+    """A guest whose template context skipped Guest's checks (a custom caller's)."""
+
+    def template_context(self):
+        return dict(self.values)
 
 
 def test_bios_default_has_no_firmware_nvram_or_graphics_and_keeps_virtio():
@@ -104,11 +111,12 @@ def test_graphics_listen_where_asked_and_on_loopback_by_default(graphics, kind, 
 
 
 def test_values_that_get_past_validation_are_still_escaped():
-    """The template never trusts its callers: a guest dict that skipped guest_spec (a custom
+    """The template never trusts its callers: a guest that skipped Guest's checks (a custom
     caller) cannot add elements or attributes."""
     hostile = "virtio'/><graphics type='vnc' listen='0.0.0.0'/><x a='"
-    guest = {**guest_spec({"graphics": "vnc"}), "disk_bus": hostile, "nic_model": hostile, "disk_dev": hostile,
-             "graphics": {"type": hostile, "listen": hostile}, "firmware": "uefi"}
+    guest = UncheckedGuest({**Guest.from_options({"graphics": "vnc"}).template_context(), "disk_bus": hostile,
+                            "nic_model": hostile, "disk_dev": hostile,
+                            "graphics": {"type": hostile, "listen": hostile}, "firmware": "uefi"})
     domain = render(guest=guest, metadata={"team": "a]]>&<b>"})
     assert domain.find("devices/disk/target").get("bus") == hostile
     assert domain.find("devices/interface/model").get("type") == hostile

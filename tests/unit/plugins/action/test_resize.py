@@ -19,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 SMALL = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
@@ -120,7 +121,9 @@ def fleet(tmp_path):
     ledger.close()
 
 
-ARGS = {"service_down_time": 600, "source": "ledger", "hosts": None, "hypervisor_group": "hypervisors"}
+# A resize's own arguments (it names no host) and the run's operator settings.
+ARGS: dict = {}
+SETTINGS = Settings(service_down_time=600, source="ledger")
 
 
 def test_its_own_host_is_kept_where_the_new_flavor_fits_with_its_own_claim_given_back(fleet):
@@ -128,14 +131,14 @@ def test_its_own_host_is_kept_where_the_new_flavor_fits_with_its_own_claim_given
         name="x", vcpus=1, memory_mb=512, root_gb=1), "launch")
     # 3072 - 512 - 512 = 2048 MB free: a new m1.small fits only because web-1's 512 MB come back.
     [web] = fleet.instances(["web-1"])
-    target = destination(ARGS, {}, fleet, web, SMALL)
+    target = destination(ARGS, SETTINGS, {}, fleet, web, SMALL)
     assert (target["host"], target["hypervisor_uuid"]) == ("hv1", "hv-1")
     assert "hv1 still has room for it" in target["why"]
 
 
 def test_a_flavor_its_host_cannot_take_goes_where_the_scheduler_says_with_why(fleet):
     [web] = fleet.instances(["web-1"])
-    target = destination(ARGS, {}, fleet, web, MEDIUM)
+    target = destination(ARGS, SETTINGS, {}, fleet, web, MEDIUM)
     assert (target["host"], target["uri"]) == ("hv2", "qemu+ssh://hv2/system")
     assert target["why"].startswith("hv1 has no room (insufficient RAM: needs 4096 MB")
     assert "chosen by the scheduler" in target["why"]
@@ -147,7 +150,7 @@ def test_a_flavor_no_host_can_take_fails_saying_why_for_each(fleet):
     with pytest.raises(BerthError, match=r"cannot resize web-1 to huge: its host hv1 has no room \(insufficient RAM.*"
                                          r"elsewhere no valid host: .*hv1: ignored: listed in ignore_hosts; hv2: "
                                          r"insufficient RAM"):
-        destination(ARGS, {}, fleet, web, huge)
+        destination(ARGS, SETTINGS, {}, fleet, web, huge)
 
 
 # ---- documentation and argument specs agree ------------------------------------------------------

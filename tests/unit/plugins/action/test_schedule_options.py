@@ -23,12 +23,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import module_documentation
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import (
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     ledger_group,
-    request_options,
-    server_group_option,
+    scheduling_request,
+    server_group_value,
+    spec_options,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import placement_rows
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 FLAVOR = Flavor(name="small", vcpus=1, memory_mb=2048, root_gb=10)
 
@@ -59,12 +61,15 @@ def test_request_options_pass_set_options_and_gather_multipliers():
     args = {key: None for key in ActionModule.ARGUMENT_SPEC}
     args.update(availability_zone="az1", cpu_weight_multiplier=2.0, max_io_ops_per_host=4,
                 server_group={"name": "web", "policy": "anti-affinity", "hosts": ["hv1"]})
-    options = request_options(args)
+    settings = Settings.from_args(args)
+    options = spec_options(scheduling_request(args, FLAVOR, settings), settings)
     assert options["availability_zone"] == "az1"
     assert options["max_io_ops_per_host"] == 4
     assert options["weight_multipliers"] == {"cpu_weight_multiplier": 2.0}
     assert options["server_group"].members == {"hv1": 1}
-    assert "flavor" not in options and "name" not in options
+    assert options["flavor"] is FLAVOR and "name" not in options
+    # Every option is the engine's: the request spec takes them as they are.
+    assert RequestSpec(**options).weight_multipliers == {"cpu_weight_multiplier": 2.0}
 
 
 @pytest.mark.parametrize("value, field", [
@@ -73,12 +78,12 @@ def test_request_options_pass_set_options_and_gather_multipliers():
 ])
 def test_server_group_option_errors_name_the_field(value, field):
     with pytest.raises(InputError) as error:
-        server_group_option(value)
+        server_group_value(value)
     assert error.value.field == field
 
 
 def test_a_group_name_is_left_to_the_ledger_and_refused_without_it():
-    assert server_group_option("web") is None
+    assert server_group_value("web") == "web"
     with pytest.raises(InputError, match="needs the ledger") as error:
         ledger_group("web", None)
     assert error.value.field == "server_group"

@@ -23,11 +23,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     user_data_spec,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import request_options
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import scheduling_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import _parsed as _ledger_parsed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.server_groups import check_args
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 SMALL = {"vcpus": 1, "memory_mb": 512, "root_gb": 1}
 
@@ -76,7 +78,7 @@ def test_the_issue_s_flavor_is_refused_with_the_field_and_the_range():
 def test_a_flavor_from_the_flavors_file_is_bounded_too(tmp_path):
     path = tmp_path / "flavors.yml"
     path.write_text(yaml.safe_dump({"berth_flavors": {"huge": {**SMALL, "vcpus": 4096}}}))
-    message = refused(lambda: flavor_option({"flavor": "huge", "flavors_file": str(path)}), "flavor.vcpus")
+    message = refused(lambda: flavor_option("huge", str(path)), "flavor.vcpus")
     assert "over the limit of 1024 vCPUs" in message
 
 
@@ -94,7 +96,13 @@ def test_options_that_are_not_integers_are_left_to_the_argument_spec():
 # ---- text and mappings -----------------------------------------------------------------------------
 
 def _request(**args):
-    return lambda: request_options(args)
+    """What berth.fleet.schedule and berth.fleet.capacity make of their arguments ``args``."""
+    return lambda: scheduling_request(args, resolve_flavor(SMALL, {}), Settings.from_args(args))
+
+
+def _launch(**options):
+    """A launch's request checked (check_request) from ``options``, the operator's among them."""
+    return lambda: check_request({"flavor": SMALL, **options}, Settings.from_args(options))
 
 
 LENGTH_CASES = [
@@ -117,6 +125,8 @@ LENGTH_CASES = [
      limits.REQUEST_MAPPING.maximum),
     ("project_id", lambda size: _request(project_id="p" * size)(), limits.NAME.maximum),
     ("availability_zone", lambda size: _request(availability_zone="z" * size)(), limits.NAME.maximum),
+    ("project_id", lambda size: _launch(project_id="p" * size)(), limits.NAME.maximum),
+    ("availability_zone", lambda size: _launch(availability_zone="z" * size)(), limits.NAME.maximum),
     ("name", lambda size: check_args("g" * size, "affinity", None), limits.NAME.maximum),
 ]
 

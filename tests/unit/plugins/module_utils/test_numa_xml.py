@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
 from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Request
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import request_spec
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations import build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "instance" / "templates" / "domain.xml.j2"
 UUID = "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -24,15 +27,13 @@ CPU = {"mode": "host-model", "model": None, "features": [], "topology": {"socket
 
 
 def render(assignment, vcpus=2, memory_mb=1024, cpu="host-model"):
-    request = {
-        "name": "numa-1", "uuid": UUID, "metadata": {},
-        "flavor": Flavor(name="n1", vcpus=vcpus, memory_mb=memory_mb, root_gb=1),
-        "boot": {"kernel": "/srv/vmlinuz", "initrd": "/srv/initrd.img", "cmdline": "console=ttyS0"},
-        "networks": [], "guest": guest_spec({}), "assignment": assignment,
-    }
+    request = Request(flavor=Flavor(name="n1", vcpus=vcpus, memory_mb=memory_mb, root_gb=1),
+                      boot=Boot("/srv/vmlinuz", "/srv/initrd.img", "console=ttyS0"))
     made = {"disk": {"path": f"{POOL}/berth-{UUID}-root.qcow2"}, "seed": None, "nvram": None}
-    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, made, "qemu", "/var/log/libvirt/qemu",
-                                                              cpu=CPU if cpu == "host-model" else cpu))
+    return ET.fromstring(DomainTemplate(str(TEMPLATE)).render(request, "numa-1", UUID, made, "qemu",
+                                                              "/var/log/libvirt/qemu",
+                                                              cpu=CPU if cpu == "host-model" else cpu,
+                                                              assignment=assignment))
 
 
 def pins(domain):
@@ -203,27 +204,28 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
     other = {"numa": {"cells": [{**DEDICATED_ONE_CELL["numa"]["cells"][0], "pinning": {"0": 8, "1": 9}}]}}
     rendered = []
 
-    def fake_build(self, session, args, request, step):
-        rendered.append((session.host, request["assignment"]))
+    def fake_build(self, session, name, uuid, request, assignment, chosen_type, cpu, step):
+        rendered.append((session.host, assignment))
         if session.host == "hv1":
             raise HypervisorError("hv1", "QEMU would not start")
         return {"changed": True}
 
     monkeypatch.setattr(build.Build, "_build", fake_build)
-    monkeypatch.setattr(build, "build_record", lambda request, args: {})
-    args = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default", "max_attempts": 2,
-            "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid", "domain_types": []}],
-            "domain_type": "qemu", "timeout": 5, "lease_seconds": 60, "ledger": "sqlite://", "state": "active",
-            # What the task's arguments say is never what the domain gets: the ledger's claim is.
-            "assignment": {"numa": {"cells": []}}}
+    placement = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default",
+                 "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid",
+                              "domain_types": []}],
+                 # What the placement says is never what the domain gets: the ledger's claim is.
+                 "assignment": {"numa": {"cells": []}}}
     ledger = AlternateLedger(DEDICATED_ONE_CELL, other)
-    operation = build.Build(args, ledger, str(TEMPLATE), check_mode=False, diff=False)
+    settings = Settings(max_attempts=2, lease_seconds=60)
+    operation = build.Build(settings, ledger, str(TEMPLATE), check_mode=False, diff=False, timeout_s=5)
     flavor = Flavor(name="pinned", vcpus=2, memory_mb=1024, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"})
-    request = {"uuid": UUID, "name": "numa-1", "assignment": None, "flavor": flavor,
-               "cpu_topology": {"sockets": 1, "cores": 2, "threads": 1}}
-    monkeypatch.setattr(operation, "_request", lambda args: request)
-    result = operation._active(dict(args))
+    request = Request(flavor=flavor, domain_type="qemu")
+    # What the schedule hands the build (Schedule.exact): the flavor's request of cells and CPUs.
+    exact = of_spec(request_spec(request, settings))
+    result = operation._active(request, placement, exact)
     assert result["host"] == "hv2"
     assert rendered == [("hv1", DEDICATED_ONE_CELL), ("hv2", other)]
     # The alternate's claim was asked to fit the flavor's request there.
+    assert ledger.exact is exact
     assert ledger.exact.numa.cpu_policy == "dedicated" and ledger.exact.pci is None

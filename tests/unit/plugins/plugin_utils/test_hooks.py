@@ -93,12 +93,11 @@ class FakeSession:
 PLANNED = {"upload": None, "disk": {"capacity_gb": 1, "backing": None}, "seed": {"data": b"seed"},
            "ephemeral": None, "swap": None,
            "xml": "<domain/>"}
-REQUEST = {"uuid": UUID, "pool": "default"}
 
 
 def test_a_build_tells_each_of_its_points_in_order():
     session, recorder = FakeSession(), Recorder()
-    _provisioning.make(session, REQUEST, PLANNED, autostart=False, hooks=recorder)
+    _provisioning.make(session, UUID, "default", PLANNED, autostart=False, upload_dirs=[], hooks=recorder)
     assert recorder.reached_points == [(point, "hv1", UUID) for point in hooks.BUILD_POINTS]
     assert session.hv.started == [UUID]
 
@@ -107,6 +106,7 @@ def test_a_build_tells_each_of_its_points_in_order():
 def test_a_hook_that_fails_a_build_leaves_nothing_behind(point):
     session = FakeSession()
     with pytest.raises(HypervisorError, match=f"hv1: injected fault at {point}"):
-        _provisioning.make(session, REQUEST, PLANNED, autostart=False, hooks=Recorder(failing=point))
+        _provisioning.make(session, UUID, "default", PLANNED, autostart=False, upload_dirs=[],
+                           hooks=Recorder(failing=point))
     assert session.hv.started == [] and session.hv.domains == set()
     assert not session.hv.volumes & {root_volume_name(UUID), seed_volume_name(UUID)}

@@ -139,12 +139,12 @@ def test_a_recorded_uri_berth_would_never_open_is_no_address_to_defend(ledger):
 def test_a_launch_on_live_facts_takes_no_host_the_ledger_did_not_record(ledger):
     from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
     from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import NOT_TAKEN, read_fleet
+    from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
     ledger.tracker_sync([synced("hv1", "uuid-1", HV1_URI)])
     # The inventory's live facts: hv2 reports hv1's UUID. A claim on it would land on hv1's row.
     states = [host("hv1", "uuid-1"), host("hv2", "uuid-1")]
-    fleet = read_fleet({"hosts": states, "source": "inventory", "uri_policy": None}, {}, RequestSpec(flavor=TINY),
-                       ledger, sync=True)
+    fleet = read_fleet(Settings(source="inventory"), {}, RequestSpec(flavor=TINY), ledger, sync=True, hosts=states)
     seen = {state["host"]: state for state in (fleet.hosts[i].to_dict() for i in range(len(fleet.hosts)))}
     assert seen["hv1"]["service_up"] and not seen["hv2"]["service_up"]
     assert seen["hv2"]["down_reason"] == NOT_TAKEN

@@ -13,8 +13,9 @@ import threading
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import image_spec
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_download import fetch_image
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 QCOW2 = b"QFI\xfb" + (3).to_bytes(4, "big") + bytes(96) + b"rest of a small qcow2 image" * 100
 
@@ -68,12 +69,12 @@ def checksum(data, algorithm="sha256"):
 
 
 def args(cache_dir, **over):
-    return {"image_cache_dir": str(cache_dir), "image_timeout": 10.0, "image_max_mb": 64,
-            "image_validate_certs": True, **over}
+    return Settings(**{"image_cache_dir": str(cache_dir), "image_timeout": 10.0, "image_max_mb": 64,
+                       "image_validate_certs": True, **over})
 
 
 def image(server, path, sum_, name="cloud.qcow2", fmt="qcow2"):
-    return image_spec({"name": name, "format": fmt, "url": server.base + path, "checksum": sum_})
+    return Image.from_option({"name": name, "format": fmt, "url": server.base + path, "checksum": sum_})
 
 
 def test_downloaded_once_then_taken_from_the_cache_without_a_request(tmp_path):
@@ -81,21 +82,21 @@ def test_downloaded_once_then_taken_from_the_cache_without_a_request(tmp_path):
         first = fetch_image(image(server, "/cloud.qcow2", checksum(QCOW2)), args(tmp_path))
         second = fetch_image(image(server, "/cloud.qcow2", checksum(QCOW2)), args(tmp_path))
     assert server.requests == ["/cloud.qcow2"]
-    assert first["downloaded"] and not second["downloaded"]
-    assert first["source"] == second["source"] == str(tmp_path / f"sha256-{hashlib.sha256(QCOW2).hexdigest()}")
-    with open(first["source"], "rb") as handle:
+    assert first.downloaded and not second.downloaded
+    assert first.source == second.source == str(tmp_path / f"sha256-{hashlib.sha256(QCOW2).hexdigest()}")
+    with open(first.source, "rb") as handle:
         assert handle.read() == QCOW2
-    assert oct(os.stat(first["source"]).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(first.source).st_mode & 0o777) == "0o600"
 
 
 def test_a_damaged_cache_entry_is_downloaded_again(tmp_path):
     with Server({"/cloud.qcow2": QCOW2}) as server:
         fetched = fetch_image(image(server, "/cloud.qcow2", checksum(QCOW2)), args(tmp_path))
-        with open(fetched["source"], "ab") as handle:
+        with open(fetched.source, "ab") as handle:
             handle.write(b"bit rot")
         repaired = fetch_image(image(server, "/cloud.qcow2", checksum(QCOW2)), args(tmp_path))
-    assert repaired["downloaded"] and len(server.requests) == 2
-    with open(repaired["source"], "rb") as handle:
+    assert repaired.downloaded and len(server.requests) == 2
+    with open(repaired.source, "rb") as handle:
         assert handle.read() == QCOW2
 
 
@@ -165,10 +166,10 @@ def test_https_certificates_are_checked_unless_turned_off(tmp_path, self_signed)
         assert os.listdir(tmp_path) == []
         fetched = fetch_image(image(server, "/cloud.qcow2", checksum(QCOW2)),
                               args(tmp_path, image_validate_certs=False))
-    assert fetched["downloaded"]
+    assert fetched.downloaded
 
 
 def test_images_without_url_pass_through_untouched(tmp_path):
-    plain = image_spec({"name": "base.qcow2"})
+    plain = Image.from_option({"name": "base.qcow2"})
     assert fetch_image(plain, args(tmp_path)) is plain and fetch_image(None, args(tmp_path)) is None
     assert os.listdir(tmp_path) == []

@@ -11,11 +11,13 @@ import pytest
 from ansible_collections.berth.fleet.plugins.module_utils import libvirt_host
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image
 from ansible_collections.berth.fleet.plugins.plugin_utils._image_sources import (
     check_image_source,
     image_source_dirs,
     open_image_source,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 RAW = b"\0" * 4096
 
@@ -29,7 +31,7 @@ def allowed(tmp_path):
 
 
 def raw(path):
-    return {"name": "disk.raw", "format": "raw", "source": str(path)}
+    return Image("disk.raw", "raw", str(path))
 
 
 def refused(image, dirs, max_mb=8192) -> str:
@@ -51,8 +53,11 @@ def test_etc_shadow_is_refused_naming_the_field_and_the_setting(allowed):
 
 def test_nothing_is_allowed_by_default_but_berth_s_own_cache(tmp_path, allowed):
     cache = tmp_path / "cache"
-    assert image_source_dirs({"image_source_dirs": [], "image_cache_dir": str(cache)}) == [str(cache)]
-    refused(raw(allowed / "disk.raw"), image_source_dirs({"image_source_dirs": [], "image_cache_dir": str(cache)}))
+    settings = Settings(image_cache_dir=str(cache))
+    assert image_source_dirs(settings) == [str(cache)]
+    refused(raw(allowed / "disk.raw"), image_source_dirs(settings))
+    assert image_source_dirs(Settings(image_source_dirs=(str(allowed),), image_cache_dir=str(cache))) == [
+        str(allowed), str(cache)]
 
 
 @pytest.mark.parametrize("make", [
@@ -239,7 +244,7 @@ def qcow2_header(backing_offset: int = 0, incompatible_features: int = 0, versio
 def test_an_upload_must_stand_alone(tmp_path, content, fmt, field, message):
     source = tmp_path / "image"
     source.write_bytes(content)
-    image = {"name": "image", "format": fmt, "source": str(source)}
+    image = Image("image", fmt, str(source))
     if message is None:
         check_image_source(image, [str(tmp_path)], 8192)
         return
@@ -251,4 +256,4 @@ def test_an_upload_must_stand_alone(tmp_path, content, fmt, field, message):
 def test_an_upload_source_that_is_not_a_file_is_refused(tmp_path):
     (tmp_path / "dir").mkdir()
     with pytest.raises(InputError, match="is not a readable file on the controller"):
-        check_image_source({"name": "x", "format": "qcow2", "source": str(tmp_path / "dir")}, [str(tmp_path)], 8192)
+        check_image_source(Image("x", "qcow2", str(tmp_path / "dir")), [str(tmp_path)], 8192)

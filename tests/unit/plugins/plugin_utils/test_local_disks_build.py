@@ -11,8 +11,8 @@ import pycdlib
 import pycdlib.pycdlibexception
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec, local_disks_vendor_data
-from ansible_collections.berth.fleet.plugins.module_utils.request import boot_spec
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest, local_disks_vendor_data
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
     ephemeral_volume_name,
@@ -27,7 +27,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import p
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     DomainTemplate,
-    build_record,
     recorded_definition,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.resize import has_local_disks, with_local_disks
@@ -52,13 +51,13 @@ class Session:
 
 
 def request(flavor=WITH_DISKS, user_data=None, **guest):
-    return {"name": "web-1", "uuid": UUID, "flavor": flavor, "image": None, "guest": guest_spec(guest),
-            "networks": [], "metadata": {}, "user_data": user_data, "public_keys": [], "pool": "default",
-            "boot": boot_spec({"kernel": "/srv/vmlinuz", "cmdline": "console=ttyS0"})}
+    return Request(flavor=flavor, guest=Guest.from_options(guest), user_data=user_data,
+                   boot=Boot(kernel="/srv/vmlinuz", cmdline="console=ttyS0"))
 
 
 def planned(built_request):
-    return plan(Session(), built_request, lambda made: TEMPLATE.render(built_request, made, "qemu", LOGS))
+    return plan(Session(), "web-1", UUID, built_request, "default",
+                lambda made: TEMPLATE.render(built_request, "web-1", UUID, made, "qemu", LOGS))
 
 
 def vendor_data(seed: bytes) -> str:
@@ -144,27 +143,29 @@ def test_the_vendor_data_names_disks_as_the_guest_kernel_and_formats_as_nova(bus
 def launched(flavor=WITH_DISKS):
     built = request(flavor, user_data="#cloud-config\n")
     made = planned(built)
-    instance = {"name": "web-1", "uuid": UUID, "request": {"build": build_record(built, {"domain_type": ""})}}
+    # As the ledger records it: the request, and its build's record beside it (ledger.mark_active).
+    instance = {"name": "web-1", "uuid": UUID,
+                "request": {**built.to_record(), "build": Built(seed=built.wants_seed).to_record()}}
     return made["xml"], instance
 
 
 def test_the_build_record_renders_the_disks_again_and_a_record_without_them_renders_none():
     xml, instance = launched()
     assert instance["request"]["build"]["local_disks"] is True and has_local_disks(instance)
-    assert recorded_definition(instance, WITH_DISKS, TEMPLATE, POOL, ["qemu"], LOGS) == xml
-    moved = ET.fromstring(recorded_definition(instance, WITH_DISKS, TEMPLATE, "/srv/pool", ["qemu"], LOGS))
+    assert recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS) == xml
+    moved = ET.fromstring(recorded_definition(instance, TEMPLATE, "/srv/pool", ["qemu"], LOGS))
     assert [disk.find("source").get("file") for disk in moved.findall("devices/disk")][1:3] == [
         f"/srv/pool/{ephemeral_volume_name(UUID)}", f"/srv/pool/{swap_volume_name(UUID)}"]
     # An instance launched before Berth built them has none to carry.
     del instance["request"]["build"]["local_disks"]
     assert not has_local_disks(instance)
-    older = ET.fromstring(recorded_definition(instance, WITH_DISKS, TEMPLATE, POOL, ["qemu"], LOGS))
+    older = ET.fromstring(recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS))
     assert len(older.findall("devices/disk[@device='disk']")) == 1
 
 
 def test_a_resize_on_its_own_host_redefines_the_disks_as_the_new_flavor_has_them():
     xml, instance = launched()
-    expected = recorded_definition(instance, BIGGER, TEMPLATE, POOL, ["qemu"], LOGS)
+    expected = recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS, flavor=BIGGER)
     resized = ET.fromstring(with_local_disks(xml, expected))
     # Swap 0 drops its disk; the ephemeral disk stays right after the root disk.
     assert [disk.find("source").get("file").rsplit("/", 1)[1] for disk in resized.findall("devices/disk")] == [

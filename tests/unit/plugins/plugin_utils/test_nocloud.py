@@ -3,15 +3,15 @@ network-config it carries."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 import pycdlib
 import yaml
 
-from ansible_collections.berth.fleet.plugins.module_utils.request import network_specs
+from ansible_collections.berth.fleet.plugins.module_utils.request import Network, Request, network_specs
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import seed_wanted
 from ansible_collections.berth.fleet.plugins.plugin_utils.nocloud import network_config, seed_iso
 
 
@@ -92,11 +92,12 @@ def test_a_seed_for_user_data_alone_has_no_keys_and_no_network_config():
 
 
 def test_the_build_makes_a_seed_when_user_data_keys_or_static_settings_need_it():
-    plain = {"user_data": None, "public_keys": [], "networks": network_specs([{"type": "user"}]),
-             "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)}
-    assert not seed_wanted(plain)
-    assert seed_wanted({**plain, "user_data": ""}) and seed_wanted({**plain, "public_keys": [KEY]})
-    assert seed_wanted({**plain, "networks": network_specs([{"type": "user", "dhcp": True}])})
+    plain = Request(flavor=Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1),
+                    networks=Network.from_option([{"type": "user"}]))
+    assert not plain.wants_seed
+    assert dataclasses.replace(plain, user_data="").wants_seed
+    assert dataclasses.replace(plain, public_keys=(KEY,)).wants_seed
+    assert dataclasses.replace(plain, networks=Network.from_option([{"type": "user", "dhcp": True}])).wants_seed
 
 
 def test_the_seed_carries_the_disks_vendor_data_beside_keys_and_network_config():

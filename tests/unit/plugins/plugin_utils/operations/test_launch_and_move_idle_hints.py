@@ -1,25 +1,31 @@
 """A hint whose filter is not enabled (issue 33, item 4): a launch refuses it before anything is
 decided or claimed, naming the hint and the filter to enable; a move of an instance that
-recorded one (launched before Berth refused them, or with filters changed since) goes ahead,
-warns, and its explanation says the hint did not hold. On a real SQLite ledger."""
+recorded one, by a run whose filters lack it (filters changed since the launch, or an instance
+launched before Berth refused such hints), goes ahead, warns, and its explanation says the hint
+did not hold. On a real SQLite ledger."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule as ScheduleAction
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.request import Built
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import DIFFERENT_HOST_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import SCHEDULE_SPEC, half_options
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-MOVE_ARGS = {"service_down_time": 600, "source": "ledger", "hosts": None, "hypervisor_group": "hypervisors"}
+MOVE_ARGS: dict = {}
 REFUSAL = ("scheduler_hints.different_host needs DifferentHostFilter, which enabled_filters lacks: "
            "add it (berth_enabled_filters) or drop the hint")
-BUILT = {"networks": [], "metadata": {}, "boot": {}, "guest": {}, "seed": False, "domain_type": ""}
+# The operator's settings with the hint's filter enabled.
+WITH_DIFFERENT_HOST = Settings(scheduler={"enabled_filters": [*DEFAULT_FILTERS, DIFFERENT_HOST_FILTER]})
 
 
 def hypervisor(index, memory_mb):
@@ -43,12 +49,13 @@ def ledger(tmp_path):
     opened.close()
 
 
-def launch(ledger, name, check_mode=False, **given):
-    args = half_options(SCHEDULE_SPEC, {"name": name, "flavor": "m1.tiny", **given})
-    result = Schedule(args, [name], flavor_option(args), ledger, {}, check_mode).run()
+def launch(ledger, name, check_mode=False, settings=Settings(), **given):
+    """A launch as berth.fleet.server makes it: the request checked once, then scheduled."""
+    request = check_request({"flavor": "m1.tiny", **given}, settings)
+    result = Schedule(request, settings, [name], name, ledger, {}, check_mode).run()
     for placement in result["placements"]:
         if placement["uuid"]:
-            ledger.mark_active(placement["uuid"], BUILT)
+            ledger.mark_active(placement["uuid"], Built(seed=False).to_record())
     return result
 
 
@@ -76,37 +83,36 @@ def test_a_launch_names_every_idle_hint_and_what_each_lacks(ledger):
 
 
 def test_a_what_if_without_the_ledger_refuses_it_too():
+    """berth.fleet.schedule's action (launch.yml's first task) on given host states."""
     hosts = [{**hypervisor(1, 8192), "free_ram_mb": 8192, "free_disk_mb": 204800}]
-    args = half_options(SCHEDULE_SPEC, {"name": "web", "flavor": "m1.tiny", "hosts": hosts, "ledger": False,
-                                        "scheduler_hints": {"same_host": ["u1"]}})
+    options = {name: spec.get("default") for name, spec in ScheduleAction.ARGUMENT_SPEC.items()}
+    options.update(name="web", flavor="m1.tiny", hosts=hosts, ledger=False, scheduler_hints={"same_host": ["u1"]})
+    action = SimpleNamespace(_task=SimpleNamespace(check_mode=False))
     with pytest.raises(InputError, match=r"^scheduler_hints.same_host needs SameHostFilter, which enabled_filters "
                                          r"lacks: add it \(berth_enabled_filters\) or drop the hint$"):
-        Schedule(args, ["web"], flavor_option(args), None, {}, False).run()
+        ScheduleAction.run_berth(action, options, {})  # type: ignore[arg-type]
 
 
 def test_with_its_filter_enabled_the_hint_holds(ledger):
     [first] = launch(ledger, "web-1")["placements"]
     assert first["host"] == "hv1"
-    result = launch(ledger, "web-2", scheduler_hints={"different_host": [first["uuid"]]},
-                    enabled_filters=[*DEFAULT_FILTERS, DIFFERENT_HOST_FILTER])
+    result = launch(ledger, "web-2", settings=WITH_DIFFERENT_HOST, scheduler_hints={"different_host": [first["uuid"]]})
     assert [placement["host"] for placement in result["placements"]] == ["hv2"]
 
 
 def test_a_move_with_a_recorded_idle_hint_goes_ahead_and_says_it_did_not_hold(ledger):
-    """web-2 was launched to avoid web-1's host (hv1). Moved with the filters it recorded, it
-    goes to hv3; with a record that lacks DifferentHostFilter (as an instance launched before
-    Berth refused such hints has), it may go to the roomier hv1, and the move says why."""
+    """web-2 was launched to avoid web-1's host (hv1). Moved by a run whose filters read the hint,
+    it goes to hv3; by a run whose filters lack DifferentHostFilter (the operator's settings now,
+    whatever the launch's were), it may go to the roomier hv1, and the move says why."""
     [first] = launch(ledger, "web-1")["placements"]
-    launch(ledger, "web-2", scheduler_hints={"different_host": [first["uuid"]]},
-           enabled_filters=[*DEFAULT_FILTERS, DIFFERENT_HOST_FILTER])
+    launch(ledger, "web-2", settings=WITH_DIFFERENT_HOST, scheduler_hints={"different_host": [first["uuid"]]})
     [instance] = ledger.instances(["web-2"])
     assert instance["host"] == "hv2"
-    held = destination(MOVE_ARGS, {}, ledger, instance)
+    held = destination(MOVE_ARGS, WITH_DIFFERENT_HOST, {}, ledger, instance)
     assert (held["host"], held["warnings"]) == ("hv3", [])
     assert "hints not held" not in held["why"]
 
-    older = {**instance, "request": {**instance["request"], "enabled_filters": list(DEFAULT_FILTERS)}}
-    moved = destination(MOVE_ARGS, {}, ledger, older)
+    moved = destination(MOVE_ARGS, Settings(), {}, ledger, instance)
     assert moved["host"] == "hv1"
     assert moved["warnings"] == [
         "web-2's recorded scheduler_hints.different_host needs DifferentHostFilter, which enabled_filters lacks: "
@@ -114,3 +120,7 @@ def test_a_move_with_a_recorded_idle_hint_goes_ahead_and_says_it_did_not_hold(le
     assert moved["why"] == (
         "chosen by the scheduler: placed 1 instance on hv1; hints not held: scheduler_hints.different_host "
         "needs DifferentHostFilter, which enabled_filters lacks")
+    # Filters written into the record (as schema 1 kept the launch's) are not the move's.
+    recorded = {**instance, "request": {**instance["request"], "enabled_filters": WITH_DIFFERENT_HOST.scheduler[
+        "enabled_filters"]}}
+    assert destination(MOVE_ARGS, Settings(), {}, ledger, recorded)["host"] == "hv1"

@@ -22,9 +22,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import CpuCheck, destination
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-MOVE_ARGS = {"service_down_time": 600, "source": "ledger", "hosts": None, "hypervisor_group": "hypervisors",
-             "mode": "live"}
+MOVE_ARGS = {"mode": "live"}
+# The moving run's operator settings: host states from the ledger, any age up to 600 s.
+SETTINGS = Settings(service_down_time=600, source="ledger")
 INCOMPATIBLE = "the CPU is incompatible with host CPU: Host CPU does not provide required features: avx2"
 
 
@@ -85,10 +87,10 @@ TABLE = [
 def test_a_live_migration_passes_over_hosts_that_cannot_run_its_cpu(placed, answers, retries, chosen, asked):
     ledger, instance = placed
     screen = TableScreen(answers)
-    args = {**MOVE_ARGS, "migrate_max_retries": retries}
+    settings = Settings(service_down_time=600, source="ledger", migrate_max_retries=retries)
     if chosen is None:
         with pytest.raises(BerthError) as refused:
-            destination(args, {}, ledger, instance, screen=screen)
+            destination(MOVE_ARGS, settings, {}, ledger, instance, screen=screen)
         message = str(refused.value)
         assert message.startswith("cannot live-migrate web-1: no destination can run it live: ")
         for host in asked:
@@ -96,7 +98,7 @@ def test_a_live_migration_passes_over_hosts_that_cannot_run_its_cpu(placed, answ
         ending = "migrate_max_retries" if retries >= 0 else "no other host: no valid host"
         assert ending in message
     else:
-        target = destination(args, {}, ledger, instance, screen=screen)
+        target = destination(MOVE_ARGS, settings, {}, ledger, instance, screen=screen)
         assert target["host"] == chosen
         for host in asked[:-1]:
             assert f"{host} ({answers[host]})" in target["why"]
@@ -109,7 +111,7 @@ def test_a_live_migration_passes_over_hosts_that_cannot_run_its_cpu(placed, answ
 def test_mode_auto_with_no_host_that_runs_its_cpu_goes_cold_to_the_first_choice(placed):
     ledger, instance = placed
     screen = TableScreen({host: INCOMPATIBLE for host in ("hv2", "hv3", "hv4", "hv5")})
-    target = destination({**MOVE_ARGS, "mode": "auto"}, {}, ledger, instance, screen=screen)
+    target = destination({**MOVE_ARGS, "mode": "auto"}, SETTINGS, {}, ledger, instance, screen=screen)
     assert target["host"] == "hv2" and "refused" not in target
     assert target["live_refused"].startswith(f"no destination can run it live: hv2: {INCOMPATIBLE}; hv3: ")
 
@@ -118,22 +120,22 @@ def test_a_named_host_that_cannot_run_its_cpu_is_refused_not_replaced(placed):
     ledger, instance = placed
     screen = TableScreen({"hv3": INCOMPATIBLE})
     with pytest.raises(BerthError, match=f"cannot live-migrate web-1: no destination can run it live: hv3: {INCOMPATIBLE}$"):
-        destination({**MOVE_ARGS, "to_host": "hv3"}, {}, ledger, instance, screen=screen)
+        destination({**MOVE_ARGS, "to_host": "hv3"}, SETTINGS, {}, ledger, instance, screen=screen)
     assert screen.asked == ["hv3"]
-    cold = destination({**MOVE_ARGS, "to_host": "hv3", "mode": "auto"}, {}, ledger, instance, screen=screen)
+    cold = destination({**MOVE_ARGS, "to_host": "hv3", "mode": "auto"}, SETTINGS, {}, ledger, instance, screen=screen)
     assert (cold["host"], cold["live_refused"]) == ("hv3", f"no destination can run it live: hv3: {INCOMPATIBLE}")
-    assert destination({**MOVE_ARGS, "to_host": "hv4"}, {}, ledger, instance, screen=screen)["host"] == "hv4"
+    assert destination({**MOVE_ARGS, "to_host": "hv4"}, SETTINGS, {}, ledger, instance, screen=screen)["host"] == "hv4"
 
 
 def test_a_retry_bound_below_minus_one_is_refused_naming_the_option(placed):
     ledger, instance = placed
     with pytest.raises(InputError, match="migrate_max_retries must be -1 .no limit. or more, got -2"):
-        destination({**MOVE_ARGS, "migrate_max_retries": -2}, {}, ledger, instance, screen=TableScreen({}))
+        destination(MOVE_ARGS, Settings(migrate_max_retries=-2), {}, ledger, instance, screen=TableScreen({}))
 
 
 def test_a_resize_or_a_cold_move_has_no_screen_and_takes_the_first_choice(placed):
     ledger, instance = placed
-    assert destination({**MOVE_ARGS, "mode": "cold"}, {}, ledger, instance)["host"] == "hv2"
+    assert destination({**MOVE_ARGS, "mode": "cold"}, SETTINGS, {}, ledger, instance)["host"] == "hv2"
 
 
 # ---- the guest's CPU, read from its domain XML ------------------------------------------------

@@ -1,9 +1,11 @@
-"""A move schedules with the request its instance was launched with (issue 21): random fleets,
-launches through the schedule operation on a real SQLite ledger, then a move of every instance.
-The destination the move chooses must be the engine's own answer for the launch's request with
-the source ignored and the group as it stands without the moving instance, and the move's claim
-must accept it. The expectation is built from what the test launched with, not from what the
-ledger recorded, so a request recorded wrong fails here."""
+"""A move schedules with the request its instance was launched with (issue 21) and the moving
+run's operator settings (issue 33): random fleets, launches through the schedule operation on a
+real SQLite ledger, then a move of every instance. The destination the move chooses must be the
+engine's own answer for the launch's request (zone, group, hints) with the move's filters and
+weighers, the source ignored and the group as it stands without the moving instance, and the
+move's claim must accept it. The expectation is built from what the test launched with, not from
+what the ledger recorded, so a request recorded wrong fails here; the launches weigh otherwise
+than the move, so a move that took the launch's settings fails here too."""
 
 from __future__ import annotations
 
@@ -13,18 +15,26 @@ import random
 import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+from ansible_collections.berth.fleet.plugins.module_utils.request import Built
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import needed_host_fields, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS, RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import ServerGroup
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
-from ansible_collections.berth.fleet.plugins.plugin_utils._scheduling_options import request_options
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import SCHEDULE_SPEC, half_options
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-MOVE_ARGS = {"service_down_time": 600, "source": "ledger", "hosts": None, "hypervisor_group": "hypervisors"}
+MOVE_ARGS: dict = {}
+# Nova's default filters do not read the hints: an operator whose requesters give them enables
+# their filters.
+HINT_FILTERS = [*DEFAULT_FILTERS, "SameHostFilter", "DifferentHostFilter"]
+# The moving run's operator settings: the hint filters, and the RAM weigher stacking where the
+# launches' spreads (the default).
+MOVE_SETTINGS = Settings(service_down_time=600, source="ledger",
+                         scheduler={"enabled_filters": HINT_FILTERS, "ram_weight_multiplier": -1.0})
 ZONES = ("az1", "az2", None)
 FLAVORS = ("m1.tiny", "m1.small")
 SCENARIOS = 40
@@ -56,16 +66,19 @@ def launch_args(rng, launched, groups):
     if launched and rng.random() < 0.4:
         hint = rng.choice(("different_host", "same_host"))
         given["scheduler_hints"] = {hint: rng.sample(launched, k=min(len(launched), rng.randint(1, 2)))}
-        # Nova's default filters do not read the hints: a launch that gives one enables its filter.
-        given["enabled_filters"] = [*DEFAULT_FILTERS, "SameHostFilter", "DifferentHostFilter"]
     return given
 
 
+def launch_settings(given):
+    """The launching run's operator settings: the hint filters where the launch gives hints (a
+    launch refuses a hint no filter reads), Nova's default filters and weighers otherwise."""
+    return Settings(scheduler={"enabled_filters": HINT_FILTERS}) if given.get("scheduler_hints") else Settings()
+
+
 def expected_destination(ledger, instance, given):
-    """The engine's choice for the launch's own request (``given``, as the test made it), the
-    source ignored, the instance's group as the ledger holds it without the instance."""
-    options = request_options(half_options(SCHEDULE_SPEC, {"name": "x", **given}))
-    options.pop("server_group", None)
+    """The engine's choice for the launch's own request (``given``, as the test made it) with the
+    move's settings, the source ignored, the instance's group as the ledger holds it without the
+    instance."""
     group = None
     if given.get("server_group"):
         [listed] = ledger.server_groups(given["server_group"])
@@ -74,9 +87,11 @@ def expected_destination(ledger, instance, given):
         rules = listed["rules"] or {}
         group = ServerGroup(listed["name"], listed["policy"], rules.get("max_server_per_host", 1),
                             sorted(members), dict(sorted(members.items())))
-    flavor = flavor_option({"flavor": given["flavor"]})
-    spec = RequestSpec(flavor=flavor, count=1, **{**options, "ignore_hosts": [instance["host"]]},
-                       server_group=group)
+    spec = RequestSpec(flavor=flavor_option(given["flavor"], None), count=1,
+                       availability_zone=given.get("availability_zone"),
+                       scheduler_hints=given.get("scheduler_hints") or {}, server_group=group,
+                       ignore_hosts=[instance["host"]], enabled_filters=HINT_FILTERS,
+                       weight_multipliers={"ram_weight_multiplier": -1.0}, service_down_time=600)
     table, _generations = ledger.host_table(needed_host_fields(spec), [], spec.requested_networks)
     decision = schedule(table, spec)
     return decision.placements[0].host if decision.ok else None
@@ -98,13 +113,13 @@ def test_a_moves_destination_is_the_engines_choice_for_the_recorded_request(tmp_
         launched = []
         for number in range(rng.randint(3, 6)):
             given = launch_args(rng, launched, groups)
-            args = half_options(SCHEDULE_SPEC, {"name": f"l{number}", **given})
-            names = [f"l{number}-{index}" for index in range(1, args["count"] + 1)]
-            result = Schedule(args, names, flavor_option(args), ledger, {}, False).run()
+            settings = launch_settings(given)
+            request = check_request({key: value for key, value in given.items() if key != "count"}, settings)
+            names = [f"l{number}-{index}" for index in range(1, given["count"] + 1)]
+            result = Schedule(request, settings, names, f"l{number}", ledger, {}, False).run()
             for placement in result["placements"]:
-                # Built: the instance's request now also holds what its domain was defined from.
-                ledger.mark_active(placement["uuid"], {"networks": [], "metadata": {}, "boot": {}, "guest": {},
-                                                       "seed": False, "domain_type": ""})
+                # Built: the instance's request now also holds what its build made.
+                ledger.mark_active(placement["uuid"], Built(seed=False).to_record())
                 asked[placement["name"]] = given
                 launched.append(placement["uuid"])
         assert asked, "every launch of this scenario failed: the table tests nothing"
@@ -113,7 +128,7 @@ def test_a_moves_destination_is_the_engines_choice_for_the_recorded_request(tmp_
             assert instance["request"]["flavor"]["name"] == given["flavor"]
             expected = expected_destination(ledger, instance, given)
             try:
-                target = destination(MOVE_ARGS, {}, ledger, instance)
+                target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
             except BerthError as refused:
                 assert expected is None, f"{name}: the move found no host ({refused}), the engine found {expected}"
                 continue
@@ -139,32 +154,67 @@ def test_an_instance_without_a_recorded_request_moves_on_its_row_with_a_warning(
         ledger.mark_active(row["uuid"])
         [instance] = ledger.instances(["old-1"])
         assert instance["request"] is None
-        target = destination(MOVE_ARGS, {}, ledger, instance)
+        target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
         assert target["host"] in ("hv2", "hv3")
         [warning] = target["warnings"]
-        assert "old-1 has no recorded launch request" in warning
+        assert warning.startswith("old-1: it has no recorded launch request")
+        # A record this Berth cannot read (a newer Berth's) moves the same way, saying why.
+        [row] = ledger.claim([{"name": "new-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], tiny, "launch",
+                             request={"version": 3, "flavor": tiny.to_dict()})
+        ledger.mark_active(row["uuid"])
+        [instance] = ledger.instances(["new-1"])
+        [warning] = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)["warnings"]
+        assert warning.startswith("new-1: the recorded request (schema 3) cannot be read")
+        assert "it moves with its flavor, project and image properties only" in warning
     finally:
         ledger.close()
 
 
-def test_a_move_says_which_recorded_constraints_turned_hosts_down(tmp_path):
+@pytest.fixture
+def zoned(tmp_path):
+    """hv1 and hv2 in az1, hv3 and hv4 in az2."""
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
     rng = random.Random(3)
-    try:
-        states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
-        for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
-            state["availability_zone"] = zone
-        ledger.sync_hypervisors(states)
-        args = half_options(SCHEDULE_SPEC, {"name": "web", "flavor": "m1.tiny", "availability_zone": "az1"})
-        [placed] = Schedule(args, ["web-1"], flavor_option(args), ledger, {}, False).run()["placements"]
-        ledger.mark_active(placed["uuid"])
-        [instance] = ledger.instances(["web-1"])
-        target = destination(MOVE_ARGS, {}, ledger, instance)
-        assert target["host"] in ("hv1", "hv2") and target["host"] != instance["host"]
-        assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
-        # Its zone full: the move fails saying so, rather than leaving the zone.
-        ledger.set_disabled(target["host"], True, "maintenance")
-        with pytest.raises(BerthError, match="cannot migrate web-1: no valid host: .*not in availability zone az1"):
-            destination(MOVE_ARGS, {}, ledger, instance)
-    finally:
-        ledger.close()
+    states = [hypervisor(index, rng) for index in (1, 2, 3, 4)]
+    for state, zone in zip(states, ("az1", "az1", "az2", "az2")):
+        state["availability_zone"] = zone
+    ledger.sync_hypervisors(states)
+    yield ledger
+    ledger.close()
+
+
+def test_a_move_says_which_recorded_constraints_turned_hosts_down(zoned):
+    request = check_request({"flavor": "m1.tiny", "availability_zone": "az1"}, Settings())
+    [placed] = Schedule(request, Settings(), ["web-1"], "web", zoned, {}, False).run()["placements"]
+    zoned.mark_active(placed["uuid"])
+    [instance] = zoned.instances(["web-1"])
+    target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+    assert target["host"] in ("hv1", "hv2") and target["host"] != instance["host"]
+    assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
+    # Its zone full: the move fails saying so, rather than leaving the zone.
+    zoned.set_disabled(target["host"], True, "maintenance")
+    with pytest.raises(BerthError, match="cannot migrate web-1: no valid host: .*not in availability zone az1"):
+        destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+
+
+def test_a_schema_1_record_moves_with_its_request_and_without_the_filters_it_recorded(zoned):
+    """Schema 1 kept the launch's scheduler settings in its record (enabled_filters, weighers...):
+    the request is read from it, the settings are not, and the move's own hold."""
+    tiny = flavor_option("m1.tiny", None)
+    record = {
+        "availability_zone": "az1", "scheduler_hints": {}, "project_id": "default", "image_properties": {},
+        "server_group": None, "flavor": tiny.to_dict(), "max_attempts": 3,
+        # The launch ran without the zone's filter; a move that took this would leave the zone.
+        "enabled_filters": ["ComputeFilter", "RamFilter"], "weighers": ["RAMWeigher"],
+        "build": {"metadata": {}, "networks": [], "boot": {}, "guest": {}, "seed": False,
+                  "local_disks": True, "domain_type": "", "cpu": None}}
+    [row] = zoned.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], tiny, "launch", request=record)
+    zoned.mark_active(row["uuid"])
+    [instance] = zoned.instances(["web-1"])
+    target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, zoned, instance)
+    assert target["host"] == "hv2" and target["warnings"] == []
+    assert "its launch's request turned down 2 not in availability zone az1" in target["why"]
+    # The move's filters without the zone's: the recorded zone no longer holds, whatever the
+    # record's filters said.
+    anywhere = Settings(service_down_time=600, scheduler={"enabled_filters": ["ComputeFilter", "RamFilter"]})
+    assert "availability zone" not in destination(MOVE_ARGS, anywhere, {}, zoned, instance)["why"]

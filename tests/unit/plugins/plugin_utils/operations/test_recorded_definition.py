@@ -4,20 +4,21 @@ definition compared with it, each part Berth did not put there named."""
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import boot_spec, metadata_spec, network_specs
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Network, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     DomainTemplate,
-    build_record,
     recorded_definition,
 )
 
@@ -30,26 +31,25 @@ TEMPLATE = DomainTemplate(DEFAULT_TEMPLATE)
 
 
 def launch_request(**guest):
-    """A build's request as Build._request makes it from a launch's options."""
-    return {
-        "name": "web-1", "uuid": UUID, "flavor": TINY, "image": None,
-        "guest": guest_spec({"graphics": "vnc", **guest}),
-        "networks": network_specs([{"type": "network", "name": "default"}, {"type": "user"}]),
-        "metadata": metadata_spec({"role": "web", "tier": "<front>"}), "user_data": "#cloud-config\n",
-        "boot": boot_spec({"kernel": "/var/lib/berth/vmlinuz", "initrd": "/var/lib/berth/initrd",
-                           "cmdline": "console=ttyS0"}),
-        "pool": "default",
-    }
+    """A launch's request as check_request makes it from a launch's options."""
+    return Request(
+        flavor=TINY, guest=Guest.from_options({"graphics": "vnc", **guest}),
+        networks=Network.from_option([{"type": "network", "name": "default"}, {"type": "user"}]),
+        metadata={"role": "web", "tier": "<front>"}, user_data="#cloud-config\n",
+        boot=Boot("/var/lib/berth/vmlinuz", "/var/lib/berth/initrd", "console=ttyS0"))
 
 
-def launched(request, domain_type=""):
-    """The XML the launch defined, and the instance as the ledger holds it after."""
-    made = {"disk": {"path": f"{POOL}/{root_volume_name(UUID)}"}, "seed": {"path": f"{POOL}/{seed_volume_name(UUID)}"},
-            "nvram": None}
-    xml = TEMPLATE.render(request, made, domain_type or "qemu", LOGS)
-    instance = {"name": "web-1", "uuid": UUID,
-                "request": {"build": build_record(request, {"domain_type": domain_type})}}
-    return xml, instance
+@pytest.fixture
+def launched(launched_instance):
+    """``launched(request)``: the XML the launch defined, and the instance as the ledger holds it after."""
+    def launch(request):
+        made = {"disk": {"path": f"{POOL}/{root_volume_name(UUID)}"},
+                "seed": {"path": f"{POOL}/{seed_volume_name(UUID)}"} if request.wants_seed else None, "nvram": None}
+        # The CPU a host whose sync recorded no CPU settings gives a qemu guest (Build's choice).
+        cpu = guest_cpu(None, "hv1", "qemu", request.topology)
+        xml = TEMPLATE.render(request, "web-1", UUID, made, "qemu", LOGS, cpu=cpu)
+        return xml, launched_instance(request, "web-1", UUID)
+    return launch
 
 
 # What libvirt gives back for a domain Berth defined: defaults added, addresses assigned.
@@ -88,15 +88,15 @@ def as_libvirt_gives_it(xml, extra_devices="", top=""):
     return xml.replace("</domain>", top + "</domain>")
 
 
-def test_the_record_renders_again_the_definition_the_launch_defined():
+def test_the_record_renders_again_the_definition_the_launch_defined(launched):
     request = launch_request(firmware="bios", disk_bus="scsi", nic_model="e1000")
     xml, instance = launched(request)
-    assert recorded_definition(instance, TINY, TEMPLATE, POOL, ["qemu"], LOGS) == xml
+    assert recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS) == xml
 
 
-def test_on_another_host_only_the_pool_paths_change_and_a_resize_its_sizes():
+def test_on_another_host_only_the_pool_paths_change_and_a_resize_its_sizes(launched):
     xml, instance = launched(launch_request())
-    moved = ET.fromstring(recorded_definition(instance, SMALL, TEMPLATE, "/srv/pool", ["qemu", "kvm"], LOGS))
+    moved = ET.fromstring(recorded_definition(instance, TEMPLATE, "/srv/pool", ["qemu", "kvm"], LOGS, flavor=SMALL))
     assert [disk.find("source").get("file") for disk in moved.findall("devices/disk")] == [
         f"/srv/pool/{root_volume_name(UUID)}", f"/srv/pool/{seed_volume_name(UUID)}"]
     assert (moved.get("type"), moved.findtext("memory"), moved.findtext("vcpu")) == ("kvm", "2048", "1")
@@ -105,19 +105,19 @@ def test_on_another_host_only_the_pool_paths_change_and_a_resize_its_sizes():
         assert ET.tostring(moved.find(path)) == ET.tostring(original.find(path))
 
 
-def test_a_domain_as_libvirt_gives_it_back_has_nothing_foreign():
+def test_a_domain_as_libvirt_gives_it_back_has_nothing_foreign(launched):
     xml, _instance = launched(launch_request())
     assert foreign_parts(as_libvirt_gives_it(xml), xml) == []
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
-def test_each_device_berth_did_not_put_there_is_named(kind):
+def test_each_device_berth_did_not_put_there_is_named(launched, kind):
     xml, _instance = launched(launch_request())
     device, named = HOSTILE[kind]
     assert foreign_parts(as_libvirt_gives_it(xml, device), xml) == [named]
 
 
-def test_qemu_arguments_are_named_with_their_namespace():
+def test_qemu_arguments_are_named_with_their_namespace(launched):
     xml, _instance = launched(launch_request())
     qemu = ("<qemu:commandline xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
             "<qemu:arg value='-set'/></qemu:commandline>")
@@ -125,12 +125,21 @@ def test_qemu_arguments_are_named_with_their_namespace():
     assert found.startswith("commandline of namespace http://libvirt.org/schemas/domain/qemu/1.0")
 
 
-def test_a_disk_or_interface_changed_in_place_is_foreign():
+def test_a_disk_or_interface_changed_in_place_is_foreign(launched):
     xml, _instance = launched(launch_request())
     other_disk = xml.replace(f"{POOL}/{root_volume_name(UUID)}", f"{POOL}/someone-elses.qcow2")
     assert foreign_parts(other_disk, xml) == [f"disk type=file device=disk (file={POOL}/someone-elses.qcow2)"]
     bridged = xml.replace("<source network='default'/>", "<source network='tenant-b'/>")
     assert foreign_parts(bridged, xml) == ["interface type=network (network=tenant-b)"]
+
+
+def schema_1(record):
+    """A request recorded as Berth wrote it before the request was typed (schema 1): the launch's
+    request options, and a build record holding the guest's definition."""
+    return {"flavor": record["flavor"], "project_id": record["project_id"], "availability_zone": None,
+            "scheduler_hints": {}, "server_group": None, "image_properties": {},
+            "build": {**{key: record[key] for key in ("metadata", "networks", "boot", "guest", "domain_type")},
+                      **record["build"]}}
 
 
 @pytest.mark.parametrize("change, field", [
@@ -145,34 +154,54 @@ def test_a_disk_or_interface_changed_in_place_is_foreign():
      "networks[0].nameservers.search[0]"),
     ({"guest": {"cdrom_bus": "usb"}}, "cdrom_bus"),
 ])
-def test_a_record_a_ledger_writer_changed_is_checked_again_as_a_launch_is(change, field):
+@pytest.mark.parametrize("schema", [2, 1])
+def test_a_record_a_ledger_writer_changed_is_checked_again_as_a_launch_is(launched, schema, change, field):
     _xml, instance = launched(launch_request())
-    instance["request"]["build"].update(change)
+    if schema == 2:
+        instance["request"].update(change)
+    else:
+        # Schema 1 kept these in the build record.
+        instance["request"] = schema_1(instance["request"])
+        instance["request"]["build"].update(change)
     with pytest.raises(InputError) as refused:
-        recorded_definition(instance, TINY, TEMPLATE, POOL, ["qemu"], LOGS)
+        recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS)
     assert field in refused.value.field
 
 
-def test_a_build_with_keys_or_static_settings_alone_records_its_seed_and_its_settings():
-    static = network_specs([{"type": "user", "addresses": ["10.0.0.5/24"], "gateway": "10.0.0.1"}])
-    for change in ({"public_keys": ["ssh-ed25519 AAAA"]}, {"networks": static}):
-        request = {**launch_request(), "user_data": None, "public_keys": [], **change}
-        record = build_record(request, {"domain_type": ""})
-        assert record["seed"] is True
-    assert record["networks"] == [{"type": "user", "name": "", "addresses": ["10.0.0.5/24"], "gateway": ["10.0.0.1"]}]
-    plain = build_record({**launch_request(), "user_data": None, "public_keys": []}, {"domain_type": ""})
-    assert plain["seed"] is False
+def test_a_schema_1_record_renders_again_the_definition_the_launch_defined(launched):
+    xml, instance = launched(launch_request(disk_bus="scsi"))
+    instance["request"] = schema_1(instance["request"])
+    assert recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS) == xml
 
 
-def test_an_instance_without_a_build_record_cannot_be_defined_again():
+def test_a_build_with_keys_or_static_settings_alone_records_its_seed_and_its_settings(launched):
+    static = Network.from_option([{"type": "user", "addresses": ["10.0.0.5/24"], "gateway": "10.0.0.1"}])
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMHAHKTOP2ZweYwdkDpx84WRcq9TQF+EoJE7iTdXnww7 alice@example"
+    for change in ({"public_keys": (key,)}, {"networks": static}):
+        xml, instance = launched(dataclasses.replace(launch_request(), user_data=None, **change))
+        assert instance["request"]["build"]["seed"] is True
+        # Defined again, it has its seed's CD-ROM, as its launch did.
+        assert recorded_definition(instance, TEMPLATE, POOL, ["qemu"], LOGS) == xml
+        assert ET.fromstring(xml).find("devices/disk[@device='cdrom']") is not None
+    assert instance["request"]["networks"] == [
+        {"type": "user", "name": "", "addresses": ["10.0.0.5/24"], "gateway": ["10.0.0.1"]}]
+    _xml, plain = launched(dataclasses.replace(launch_request(), user_data=None))
+    assert plain["request"]["build"]["seed"] is False
+
+
+def test_an_instance_without_a_build_record_cannot_be_defined_again(launched):
     with pytest.raises(InputError, match="web-1 has no build record .adopted, or launched before Berth kept them"):
-        recorded_definition({"name": "web-1", "uuid": UUID, "request": None}, TINY, TEMPLATE, POOL, [], LOGS)
+        recorded_definition({"name": "web-1", "uuid": UUID, "request": None}, TEMPLATE, POOL, [], LOGS)
+    # Recorded at the claim, before its build ended (or never did): its request without a build.
+    request = launch_request()
+    with pytest.raises(InputError, match="web-1 has no build record .adopted, or launched before Berth kept them"):
+        recorded_definition({"name": "web-1", "uuid": UUID, "request": request.to_record()}, TEMPLATE, POOL, [], LOGS)
+    _xml, instance = launched(request)
     with pytest.raises(InputError, match="UUID in the ledger is not a UUID"):
-        recorded_definition({"name": "web-1", "uuid": "../../etc", "request": {"build": {}}}, TINY, TEMPLATE, POOL,
-                            [], LOGS)
+        recorded_definition({**instance, "uuid": "../../etc"}, TEMPLATE, POOL, [], LOGS)
 
 
-def test_a_running_domain_is_compared_without_what_libvirt_assigned_at_start():
+def test_a_running_domain_is_compared_without_what_libvirt_assigned_at_start(launched):
     xml, _instance = launched(launch_request())
     running = as_libvirt_gives_it(xml).replace(
         "<serial type='pty'>", "<serial type='pty'><source path='/dev/pts/7'/>").replace(
