@@ -5,7 +5,6 @@ domain template uses. Pure: no libvirt, no Ansible."""
 from __future__ import annotations
 
 import ipaddress
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -156,9 +155,10 @@ GUEST_OPTIONS: tuple[GuestOption, ...] = (
 GUEST_OPTION_NAMES = tuple(option.name for option in GUEST_OPTIONS)
 
 
-def guest_documentation() -> str:
-    """The doc fragment berth.fleet.guest: every option of GUEST_OPTIONS as ansible-doc shows it."""
-    return json.dumps({"options": {option.name: option.documentation() for option in GUEST_OPTIONS}}, indent=1)
+def guest_documentation() -> dict[str, Any]:
+    """The doc fragment berth.fleet.guest's options: every row of GUEST_OPTIONS as ansible-doc
+    shows it (scripts/guest_fragment writes plugins/doc_fragments/guest.py from it)."""
+    return {option.name: option.documentation() for option in GUEST_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -253,8 +253,3 @@ def local_disks_vendor_data(disk_bus: str, ephemeral_gb: int, swap_mb: int,
         config["bootcmd"] = [["sh", "-c", _SWAP_SCRIPT, "berth-swap", path["swap"]]]
         config["mounts"].append([path["swap"], "none", "swap", "sw", "0", "0"])
     return config
-
-
-def guest_spec(options: Mapping[str, Any], image_properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The guest's hardware as the domain template reads it (Guest.template_context)."""
-    return Guest.from_options(options, image_properties).template_context()

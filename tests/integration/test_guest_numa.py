@@ -23,7 +23,7 @@ import fleet
 import pytest
 from conftest import failed_messages, rows, task_result
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_FILTERS
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
@@ -44,12 +44,11 @@ DEVICES = {"pci": [{"address": "0000:81:00.2", "alias": "nic", "dev_type": "type
 
 def rendered(lab, name: str, uuid: str, assignment: dict) -> str:
     """The domain XML berth.fleet.instance renders for a lab guest with ``assignment``."""
-    request = {"name": name, "uuid": uuid, "metadata": {}, "flavor": TINY, "networks": [], "guest": guest_spec({}),
-               "boot": {"kernel": os.path.join(lab.dir, "guest", "vmlinuz"),
-                        "initrd": os.path.join(lab.dir, "guest", "initrd.img"), "cmdline": "console=ttyS0"},
-               "assignment": assignment}
+    request = Request(flavor=TINY, boot=Boot(os.path.join(lab.dir, "guest", "vmlinuz"),
+                                             os.path.join(lab.dir, "guest", "initrd.img"), "console=ttyS0"))
     made = {"disk": {"path": f"{fleet.POOL_TARGET}/{name}.qcow2"}, "seed": None, "nvram": None}
-    return DomainTemplate(DEFAULT_TEMPLATE).render(request, made, "qemu", fleet.QEMU_LOG_DIR)
+    return DomainTemplate(DEFAULT_TEMPLATE).render(request, name, uuid, made, "qemu", fleet.QEMU_LOG_DIR,
+                                                   assignment=assignment)
 
 
 def define(lab, xml: str) -> subprocess.CompletedProcess:

@@ -153,4 +153,3 @@ def test_a_request_recorded_by_the_previous_schema_moves_as_it_was_launched(lab,
     assert moved["rc"] == 0, failed_messages(moved)
     assert guest_part(definition(lab, "hv2", "old-1")) == before
     assert lab.finish(lab.start_playbook("delete.yml", "-e", "server_name=old", inventory=inventory))["rc"] == 0
-

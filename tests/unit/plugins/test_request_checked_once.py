@@ -15,7 +15,7 @@ PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 VALIDATORS = {
     "image_spec", "image_url", "image_checksum", "network_specs", "metadata_spec", "user_data_spec", "boot_spec",
     "resolve_flavor", "flavor_option", "public_keys_spec", "public_key", "key_pair", "static_config",
-    "check_default_routes", "graphics_spec", "guest_spec", "best_topology", "domain_type_option",
+    "check_default_routes", "graphics_spec", "best_topology", "domain_type_option",
     "server_group_value", "scheduling_request", "from_options", "from_option",
 }
 # Where they may be called: the boundary itself (the launch's check), and the request's own

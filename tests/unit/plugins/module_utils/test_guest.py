@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.module_utils._guest import graphics_spec, guest_spec
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest, graphics_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+
+
+def guest_spec(options, image_properties=None):
+    """The guest as the domain template reads it: the chosen values and the device names."""
+    return Guest.from_options(options, image_properties).template_context()
 
 
 def test_defaults_are_bios_virtio_virtio_agent_on_no_graphics():

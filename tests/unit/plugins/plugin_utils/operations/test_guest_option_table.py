@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest
@@ -58,11 +57,13 @@ def video_model(xml: str) -> str | None:
 
 
 def test_the_row_alone_makes_the_option_documented_and_accepted(with_video):
-    documented = yaml.safe_load(_guest.guest_documentation())["options"]["video_model"]
+    """scripts/guest_fragment writes what guest_documentation gives into the doc fragment, from
+    which every module's argument spec is derived (test_guest_fragment.py holds the two together)."""
+    documented = _guest.guest_documentation()["video_model"]
     assert documented["choices"] == ["vga", "virtio", "bochs"] and documented["type"] == "str"
     assert documented["description"] == ["The model of the guest's video card.",
                                          "Not given, the image's C(hw_video_model) property decides, else V(vga)."]
-    spec = argument_spec(yaml.safe_load(_guest.guest_documentation())["options"])
+    spec = argument_spec(_guest.guest_documentation())
     assert ArgumentSpecValidator(spec).validate({"video_model": "virtio"}).error_messages == []
     assert ArgumentSpecValidator(spec).validate({"video_model": "cirrus"}).error_messages != []
 
