@@ -195,7 +195,7 @@ class Build:
                 # The host's CPU settings, checked against what its last sync recorded it can run:
                 # refused there (an InputError naming the host's setting), tried on the next.
                 cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
-                result = self._build(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
+                result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
                                      request, assignment, chosen_type, cpu, step)
             except CleanupFailed as exc:
                 if ledger is None:
@@ -243,7 +243,7 @@ class Build:
         ledger.mark_error(uuid, reason)
         raise BerthError(f"{name}: {reason}")
 
-    def _build(self, session: HostSession, name: str, uuid: str, request: Request,
+    def _on_host(self, session: HostSession, name: str, uuid: str, request: Request,
                assignment: Mapping[str, Any] | None, chosen_type: str, cpu: Mapping[str, Any] | None,
                step: Any) -> dict[str, Any]:
         host, pool = session.host, self.settings.storage_pool

@@ -210,7 +210,7 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
             raise HypervisorError("hv1", "QEMU would not start")
         return {"changed": True}
 
-    monkeypatch.setattr(build.Build, "_build", fake_build)
+    monkeypatch.setattr(build.Build, "_on_host", fake_build)
     placement = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default",
                  "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid",
                               "domain_types": []}],

@@ -57,7 +57,7 @@ def launched_instance(monkeypatch):
     recorded ``host_cpu`` (its CPU settings and what its libvirt offers): the claim's recorded
     request (Request.to_record) with what Build gave mark_active as its ``build``. The work on
     the host itself is skipped; everything Build decides and records is its own."""
-    monkeypatch.setattr(Build, "_build", lambda self, *args: {"changed": True})
+    monkeypatch.setattr(Build, "_on_host", lambda self, *args: {"changed": True})
 
     def launched(request, name, uuid, host_cpu=None, domain_types=("qemu",)):
         ledger = _RecordingLedger()
