@@ -53,7 +53,7 @@ class Power:
             for row in rows:
                 if row["host"] not in sessions:
                     sessions[row["host"]] = HostSession(row["host"], row["uri"], self.timeout_s, self.uri_policy,
-                                                         self.connect)
+                                                        self.connect)
             # Every instance is planned before any is touched: one refusal changes nothing.
             plans = [self._plan(row, self.wanted, sessions[row["host"]]) for row in rows]
             if self.check_mode:

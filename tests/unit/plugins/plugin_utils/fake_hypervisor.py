@@ -43,6 +43,19 @@ def domain_xml(name: str, uuid: str, disks: tuple[str, ...] = (), vcpus: int = 1
             f"<os><type arch='x86_64'>hvm</type></os><devices>{sources}</devices></domain>")
 
 
+def synced_state(name: str, uuid: str) -> dict[str, Any]:
+    """The host state of hypervisor ``name`` as a tracker sync gives it to the ledger
+    (Ledger.sync_hypervisors): 8 vCPUs, 8 GiB, 100 GB, up, reached at qemu+ssh://NAME/system."""
+    return {
+        "host": name, "nodename": name, "uuid": uuid, "uri": f"qemu+ssh://{name}/system", "service_up": True,
+        "disabled": False, "vcpus_total": 8, "vcpus_used": 0, "total_usable_ram_mb": 8192, "free_ram_mb": 0,
+        "total_usable_disk_gb": 100, "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0,
+        "cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+        "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0, "domains": [],
+        "supported_instances": [["x86_64", "qemu", "hvm"]], "availability_zone": None, "aggregates": [],
+    }
+
+
 class FakeHypervisor:
     """One hypervisor in memory (see the module's docstring).
 

@@ -7,7 +7,7 @@ and ansible-playbook: tests/integration/test_adopt.py."""
 from __future__ import annotations
 
 import pytest
-from fake_hypervisor import FakeHypervisor, connect_to, domain_xml
+from fake_hypervisor import FakeHypervisor, connect_to, domain_xml, synced_state
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -21,21 +21,10 @@ TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 ARGS = {"host": "hv1", "domain": "handmade", "name": None, "timeout": 30}
 
 
-def hypervisor_state(name: str = "hv1", uuid: str = "hv-1") -> dict:
-    return {
-        "host": name, "nodename": name, "uuid": uuid, "uri": f"qemu+ssh://{name}/system", "service_up": True,
-        "disabled": False, "vcpus_total": 8, "vcpus_used": 0, "total_usable_ram_mb": 8192, "free_ram_mb": 0,
-        "total_usable_disk_gb": 100, "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0,
-        "cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
-        "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0, "domains": [],
-        "supported_instances": [["x86_64", "qemu", "hvm"]], "availability_zone": None, "aggregates": [],
-    }
-
-
 @pytest.fixture
 def ledger(tmp_path):
     opened = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
-    opened.sync_hypervisors([hypervisor_state()])
+    opened.sync_hypervisors([synced_state("hv1", "hv-1")])
     yield opened
     opened.close()
 

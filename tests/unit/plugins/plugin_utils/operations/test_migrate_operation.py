@@ -7,7 +7,7 @@ through real libvirt and ansible-playbook: tests/integration/test_migrate.py."""
 from __future__ import annotations
 
 import pytest
-from fake_hypervisor import FakeHypervisor, connect_to, domain_xml
+from fake_hypervisor import FakeHypervisor, connect_to, domain_xml, synced_state
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -21,23 +21,11 @@ TINY = Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
 ARGS = {"name": "web-1", "mode": "auto", "to_host": None, "carry_definition": True, "template": None, "timeout": 30}
 
 
-def hypervisor_state(index: int) -> dict:
-    name = f"hv{index}"
-    return {
-        "host": name, "nodename": name, "uuid": f"hv-{index}", "uri": f"qemu+ssh://{name}/system", "service_up": True,
-        "disabled": False, "vcpus_total": 8, "vcpus_used": 0, "total_usable_ram_mb": 8192, "free_ram_mb": 0,
-        "total_usable_disk_gb": 100, "free_disk_mb": 0, "num_instances": 0, "num_io_ops": 0,
-        "cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
-        "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0, "domains": [],
-        "supported_instances": [["x86_64", "qemu", "hvm"]], "availability_zone": None, "aggregates": [],
-    }
-
-
 @pytest.fixture
 def placed(tmp_path):
     """web-1 ACTIVE on hv1 in the ledger, its domain running there with its root volume; hv2 empty."""
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
-    ledger.sync_hypervisors([hypervisor_state(1), hypervisor_state(2)])
+    ledger.sync_hypervisors([synced_state("hv1", "hv-1"), synced_state("hv2", "hv-2")])
     [row] = ledger.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], TINY, "launch")
     ledger.mark_active(row["uuid"])
     hv1, hv2 = FakeHypervisor("hv1"), FakeHypervisor("hv2")
