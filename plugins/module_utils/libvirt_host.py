@@ -139,6 +139,9 @@ def _raise(host: str, error: BaseException) -> NoReturn:
 
 class Hypervisor:
     """One open connection to one hypervisor: ``with Hypervisor(host, uri) as hv: ...``.
+    It implements hypervisor_driver.HypervisorDriver, and the class itself is the operations'
+    default ``connect``; copy_volume_to, create_volume_like and live_migrate take another
+    Hypervisor as their peer.
 
     ``username`` and ``password`` answer libvirt's authentication prompts (SASL...); they
     default to $BERTH_LIBVIRT_USERNAME and $BERTH_LIBVIRT_PASSWORD, the way AWX injects a

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import HypervisorDriver
 
 # libvirt's domain states by what they mean here.
 OFF_STATES = ("shutoff", "crashed")
@@ -61,7 +61,7 @@ def power_action(wanted: str, domain_state: str, name: str) -> str | None:
                               f"towards {wanted}; run again once it is running, paused or shut off")
 
 
-def shut_down(hv: Hypervisor, uuid: str, timeout_s: float, step: Callable[..., None],
+def shut_down(hv: HypervisorDriver, uuid: str, timeout_s: float, step: Callable[..., None],
               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep) -> str:
     """Shut a domain down as Nova's clean shutdown does: ask its guest (the ACPI power button),
     again every SHUTDOWN_RETRY_INTERVAL_S, wait up to ``timeout_s`` seconds for it to power off,

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import local_disks_vendor_data
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
 from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Request
@@ -65,7 +66,7 @@ def mac_address(instance_uuid: str, index: int) -> str:
     return "52:54:00:" + ":".join(f"{byte:02x}" for byte in digest[:3])
 
 
-def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
+def remove_instance(hv: HypervisorDriver, instance_uuid: str, pool: str) -> bool:
     """Remove an instance's domain and volumes from a host; True if anything was there."""
     removed = hv.remove_domain(instance_uuid)
     for volume in instance_volume_names(instance_uuid):
@@ -73,7 +74,7 @@ def remove_instance(hv: Hypervisor, instance_uuid: str, pool: str) -> bool:
     return removed
 
 
-def remove_recorded(hv: Hypervisor, instance_uuid: str, items: Sequence[Mapping[str, Any]],
+def remove_recorded(hv: HypervisorDriver, instance_uuid: str, items: Sequence[Mapping[str, Any]],
                     spare_running: bool) -> tuple[list[Mapping[str, Any]], bool]:
     """Remove what the ledger recorded of a build of ``instance_uuid`` on ``hv`` (artefact rows:
     kind, pool, name): its domain first, which holds its volumes, then its volumes.
@@ -103,13 +104,16 @@ def domain_type(requested: str, offered: list[str]) -> str:
 
 
 class HostSession:
-    """One hypervisor for the length of one task: its connection, opened on first use, and what
-    builds read of it (pool path, images, networks), read once. Builds on it may run in
-    several threads (an instance and another's retry); the reads are shared under a lock."""
+    """One hypervisor for the length of one task: its connection, opened on first use through
+    ``connect`` (hypervisor_driver.Connect; libvirt's by default), and what builds read of it
+    (pool path, images, networks), read once. Builds on it may run in several threads (an
+    instance and another's retry); the reads are shared under a lock."""
 
-    def __init__(self, host: str, uri: str, timeout_s: float, uri_policy: UriPolicy) -> None:
+    def __init__(self, host: str, uri: str, timeout_s: float, uri_policy: UriPolicy,
+                 connect: Connect = Hypervisor) -> None:
         self.host, self.uri, self.timeout_s, self.uri_policy = host, uri, timeout_s, uri_policy
-        self._hv: Hypervisor | None = None
+        self.connect = connect
+        self._hv: HypervisorDriver | None = None
         self._lock = threading.Lock()
         self._pool_paths: dict[str, str] = {}
         self._images: dict[tuple[str, str], dict[str, Any] | None] = {}
@@ -117,10 +121,10 @@ class HostSession:
         self._networks: list[str] | None = None
 
     @property
-    def hv(self) -> Hypervisor:
+    def hv(self) -> HypervisorDriver:
         with self._lock:
             if self._hv is None:
-                self._hv = Hypervisor(self.host, self.uri, self.timeout_s, uri_policy=self.uri_policy).__enter__()
+                self._hv = self.connect(self.host, self.uri, self.timeout_s, uri_policy=self.uri_policy).__enter__()
             return self._hv
 
     def close(self) -> None:

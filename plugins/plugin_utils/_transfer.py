@@ -21,7 +21,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
     NotSupported,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import nvram_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
@@ -33,7 +33,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import DOMAIN, 
 Step = Callable[..., None]
 
 
-def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
+def movable_volumes(src: HypervisorDriver, dst: HypervisorDriver, instance: dict[str, Any],
                     pool: str, xml: str | None = None) -> tuple[list[str], list[str]]:
     """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
     Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
@@ -85,7 +85,7 @@ def movable_volumes(src: Hypervisor, dst: Hypervisor, instance: dict[str, Any],
     return disks, volumes
 
 
-def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool: str,
+def move(src: HypervisorDriver, dst: HypervisorDriver, uuid: str, name: str, mode: str, pool: str,
          address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
          hooks: Hooks = NO_HOOKS, definition: str | None = None, live_refused: str | None = None) -> dict[str, Any]:
     """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold.
@@ -125,7 +125,7 @@ def move(src: Hypervisor, dst: Hypervisor, uuid: str, name: str, mode: str, pool
             **cold_move(src, dst, uuid, pool, volumes, running, step, hooks=hooks, definition=definition)}
 
 
-def _live_refused(src: Hypervisor, dst: Hypervisor, running: bool) -> str | None:
+def _live_refused(src: HypervisorDriver, dst: HypervisorDriver, running: bool) -> str | None:
     if not running:
         return "the domain is not running"
     for hv in (src, dst):
@@ -218,7 +218,7 @@ def _required(cpu: ET.Element | None) -> set[str]:
                      if feature.get("policy", "require") in ("require", "force")}
 
 
-def cpu_refusal(src: Hypervisor, dst: Hypervisor, guest: GuestCpu) -> tuple[str | None, str | None]:
+def cpu_refusal(src: HypervisorDriver, dst: HypervisorDriver, guest: GuestCpu) -> tuple[str | None, str | None]:
     """Whether ``dst`` can run ``guest``'s CPU: (why not, None) when it cannot - libvirt's
     reason, naming the features -, (None, a note) when nothing was compared, else (None, None).
     A failed comparison (an unknown feature, a lost connection) raises HypervisorError: the
@@ -240,7 +240,8 @@ def cpu_refusal(src: Hypervisor, dst: Hypervisor, guest: GuestCpu) -> tuple[str 
     return None, None
 
 
-def ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: list[str], step: Step = quiet) -> None:
+def ensure_base_images(src: HypervisorDriver, dst: HypervisorDriver, pool: str, volumes: list[str],
+                       step: Step = quiet) -> None:
     """An overlay needs its backing chain in the destination pool (by name, as a launch finds
     its image): the members missing there are copied, the deepest first."""
     for name in volumes:
@@ -255,7 +256,7 @@ def ensure_base_images(src: Hypervisor, dst: Hypervisor, pool: str, volumes: lis
                 src.copy_volume_to(dst, pool, base)
 
 
-def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = False) -> None:
+def _copy(src: HypervisorDriver, dst: HypervisorDriver, pool: str, name: str, empty: bool = False) -> None:
     if empty:
         # Live migration copies the disk's contents itself: the target needs an empty overlay.
         dst.create_volume_like(src, pool, name)
@@ -263,10 +264,15 @@ def _copy(src: Hypervisor, dst: Hypervisor, pool: str, name: str, empty: bool = 
         src.copy_volume_to(dst, pool, name)
 
 
-def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: list[str], running: bool,
-              step: Step = quiet, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
+def power_off(hv: HypervisorDriver, uuid: str) -> bool:
+    """A cold move's default way to stop the domain: powered off at once (HypervisorDriver.stop)."""
+    return hv.stop(uuid)
+
+
+def cold_move(src: HypervisorDriver, dst: HypervisorDriver, uuid: str, pool: str, volumes: list[str], running: bool,
+              step: Step = quiet, stop: Callable[[HypervisorDriver, str], Any] = power_off,
               rewrite: Callable[[str], str] | None = None,
-              before_start: Callable[[Hypervisor], None] | None = None,
+              before_start: Callable[[HypervisorDriver], None] | None = None,
               hooks: Hooks = NO_HOOKS, definition: str | None = None) -> dict[str, Any]:
     """Stop the domain (``stop``: powered off by default), copy its volumes and check the copies
     as images, define it on the destination, call ``before_start`` with the destination, start it
@@ -302,7 +308,7 @@ def cold_move(src: Hypervisor, dst: Hypervisor, uuid: str, pool: str, volumes: l
     return {"restarted": running, **_clear_source(src, uuid, pool, volumes, hooks)}
 
 
-def _check_copies(dst: Hypervisor, pool: str, volumes: list[str]) -> None:
+def _check_copies(dst: HypervisorDriver, pool: str, volumes: list[str]) -> None:
     """Each copied volume checked on the destination as a launch checks an image there (a file of
     the pool, its backing chain in the pool) before any domain uses it."""
     for name in volumes:
@@ -381,7 +387,7 @@ def _qualified(tag: str) -> str:
     return f"{local} of namespace {namespace}"
 
 
-def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
+def _moved_anyway(src: HypervisorDriver, dst: HypervisorDriver, uuid: str) -> bool:
     """Whether a migration that reported an error (a timeout at the very end) moved the domain
     all the same: then the destination's copy is the only one, and must not be cleaned up."""
     try:
@@ -391,7 +397,7 @@ def _moved_anyway(src: Hypervisor, dst: Hypervisor, uuid: str) -> bool:
         return False
 
 
-def _clear_source(src: Hypervisor, uuid: str, pool: str, volumes: list[str],
+def _clear_source(src: HypervisorDriver, uuid: str, pool: str, volumes: list[str],
                   hooks: Hooks = NO_HOOKS) -> dict[str, Any]:
     """Remove the source's copy once the domain runs on the destination. The move has happened
     whatever this does, so a failure (the source's daemon went away) is returned as
@@ -422,7 +428,7 @@ def finish(ledger: Ledger, instance: dict[str, Any], claim_id: int, moved: dict[
     return ledger.finish_move(instance["uuid"], claim_id, flavor), warnings
 
 
-def remove_moved(hv: Hypervisor, uuid: str, pool: str, volumes: list[str]) -> None:
+def remove_moved(hv: HypervisorDriver, uuid: str, pool: str, volumes: list[str]) -> None:
     """The instance's domain and the volumes that moved with it, gone from one side of a move."""
     remove_instance(hv, uuid, pool)
     for name in volumes:

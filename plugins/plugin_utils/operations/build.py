@@ -21,6 +21,8 @@ from jinja2.sandbox import SandboxedEnvironment
 from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request, dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
@@ -65,12 +67,14 @@ PLACEMENT_FIELDS = ("name", "uuid", "host", "uri", "domain_types", "cpu", "targe
 
 class Build:
     """Build placed instances of one request on their hypervisors (``build``), or remove
-    instances from theirs (``remove``), with the operator's ``settings``; each libvirt call
-    within ``timeout_s``. Both return the task's result."""
+    instances from theirs (``remove``), with the operator's ``settings``; each hypervisor opened
+    once through ``connect`` (libvirt's by default), each call within ``timeout_s``. Both return
+    the task's result."""
 
     def __init__(self, settings: Settings, ledger: Ledger | None, template_path: str, check_mode: bool,
-                 diff: bool, hooks: Hooks = NO_HOOKS, timeout_s: float = 30) -> None:
+                 diff: bool, hooks: Hooks = NO_HOOKS, timeout_s: float = 30, connect: Connect = Hypervisor) -> None:
         self.settings, self.check_mode, self.diff, self.hooks, self.timeout_s = settings, check_mode, diff, hooks, timeout_s
+        self.connect = connect
         self._opened_ledger = ledger
         self.template = DomainTemplate(template_path)  # compiled once, shared by the operation's instances
         self._sessions: dict[str, HostSession] = {}
@@ -89,7 +93,7 @@ class Build:
         """The task's one session with ``host``: one connection, one read of its pool."""
         with self._sessions_lock:
             if host not in self._sessions:
-                self._sessions[host] = HostSession(host, uri, self.timeout_s, self._uri_policy)
+                self._sessions[host] = HostSession(host, uri, self.timeout_s, self._uri_policy, self.connect)
             return self._sessions[host]
 
     def build(self, request: Request, placements: Sequence[Mapping[str, Any]], exact: Any = None) -> dict[str, Any]:

@@ -11,11 +11,9 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
-    SessionOpener,
-    Target,
-    open_hypervisor,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Target, open_hypervisor
 
 # The oldest libvirt Berth is tested with (Debian 12's); older ones are not claimed.
 MIN_LIBVIRT_VERSION = (9, 0, 0)
@@ -25,12 +23,12 @@ DOMAIN_TYPES = ("kvm", "qemu")
 GUIDE = "the install guide's 'On each hypervisor' (docs/docsite/rst/install.rst)"
 
 
-def check_hypervisor(target: Target, networks: Sequence[str] = (),
-                     open_session: SessionOpener = open_hypervisor) -> dict[str, Any]:
+def check_hypervisor(target: Target, networks: Sequence[str] = (), connect: Connect = Hypervisor) -> dict[str, Any]:
     """{host, ready, checks, missing}: each check {check, ok, detail}; ``missing`` the details
-    of those that failed. ``networks``: the libvirt networks launches will name."""
+    of those that failed. ``networks``: the libvirt networks launches will name. ``connect``
+    opens the hypervisor (libvirt's by default)."""
     try:
-        with open_session(target, False) as hv:
+        with open_hypervisor(target, False, connect) as hv:
             readiness = hv.readiness()
     except HypervisorError as exc:
         checks = [{"check": "connection", "ok": False, "detail": _connection_advice(target.uri, str(exc))}]
@@ -43,7 +41,7 @@ def check_hypervisor(target: Target, networks: Sequence[str] = (),
 
 
 def judge(readiness: Mapping[str, Any], storage_pool: str, networks: Sequence[str]) -> list[dict[str, Any]]:
-    """The checks of what an open connection reports (Hypervisor.readiness())."""
+    """The checks of what an open connection reports (HypervisorDriver.readiness())."""
     return [_libvirt_version(readiness["libvirt_version"]),
             _driver(readiness["hypervisor_type"], readiness["domain_types"]),
             _storage_pool(readiness["pools"], storage_pool),

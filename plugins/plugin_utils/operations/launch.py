@@ -12,6 +12,8 @@ from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import (
     Boot,
     Image,
@@ -76,14 +78,16 @@ class Launch:
     """Launch the instances ``names`` (those not there yet) from one checked request: schedule
     and claim them together, then build each on its host, retried on its alternates.
     ``ignore_hosts`` is the requester's list of hosts to avoid (not recorded: a move avoids its
-    own source)."""
+    own source). ``connect`` opens the hypervisors the build reaches (libvirt's by default)."""
 
     def __init__(self, request: Request, settings: Settings, names: Sequence[str], launch_name: str,
                  ledger: Ledger | None, task_vars: Mapping[str, Any], template_path: str, check_mode: bool,
-                 diff: bool, hooks: Hooks = NO_HOOKS, ignore_hosts: Sequence[str] = (), timeout_s: float = 30) -> None:
+                 diff: bool, hooks: Hooks = NO_HOOKS, ignore_hosts: Sequence[str] = (), timeout_s: float = 30,
+                 connect: Connect = Hypervisor) -> None:
         self.request, self.settings, self.names, self.launch_name = request, settings, list(names), launch_name
         self.ledger, self.task_vars, self.ignore_hosts, self.timeout_s = ledger, task_vars, list(ignore_hosts), timeout_s
         self.template_path, self.check_mode, self.diff, self.hooks = template_path, check_mode, diff, hooks
+        self.connect = connect
 
     def run(self) -> dict[str, Any]:
         schedule = Schedule(self.request, self.settings, self.names, self.launch_name, self.ledger, self.task_vars,
@@ -94,7 +98,7 @@ class Launch:
             result.update({key: planned[key] for key in ("failed", "msg") if key in planned})
             return result
         build = Build(self.settings, self.ledger, self.template_path, self.check_mode, self.diff, self.hooks,
-                      self.timeout_s)
+                      self.timeout_s, self.connect)
         built = build.build(self.request, planned["placements"], exact=schedule.exact)
         result.update(build=built, changed=built["changed"] or result["changed"])
         result.update({key: built[key] for key in ("failed", "msg") if key in built})

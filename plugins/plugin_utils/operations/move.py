@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -19,7 +19,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_ta
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
-from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts
+from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts, power_off
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
@@ -193,12 +193,13 @@ class CpuCheck:
     candidate's own libvirt (_transfer.cpu_refusal) with the CPU read once from the running domain
     on ``src`` (_transfer.guest_cpu).
 
-    ``open_host(target)`` connects to a candidate (an open Hypervisor). One that cannot be
+    ``open_host(target)`` connects to a candidate (an open HypervisorDriver). One that cannot be
     reached, or whose comparison fails, is turned down with the reason, as Nova's conductor
     passes over a host whose pre-check fails. The connection to the host it accepts is kept
     (``accepted``) for the move itself."""
 
-    def __init__(self, src: Hypervisor, uuid: str, open_host: Callable[[Mapping[str, Any]], Hypervisor]) -> None:
+    def __init__(self, src: HypervisorDriver, uuid: str,
+                 open_host: Callable[[Mapping[str, Any]], HypervisorDriver]) -> None:
         live_xml = src.domain_xml(uuid)
         if live_xml is None:
             raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
@@ -206,7 +207,7 @@ class CpuCheck:
         # Read once: the move's plan takes it too.
         self.defined_xml = src.domain_xml(uuid, inactive=True)
         self.guest = _transfer.guest_cpu(live_xml, self.defined_xml)
-        self.accepted: Hypervisor | None = None
+        self.accepted: HypervisorDriver | None = None
 
     def __call__(self, target: Mapping[str, Any]) -> tuple[str | None, str | None]:
         if self.guest.not_compared:
@@ -228,8 +229,8 @@ class CpuCheck:
         return None, note or "its CPU can run the guest's"
 
 
-def live_cpu_check(args: Mapping[str, Any], settings: Settings, src: Hypervisor, instance: Mapping[str, Any],
-                   open_host: Callable[[Mapping[str, Any]], Hypervisor]) -> CpuCheck | None:
+def live_cpu_check(args: Mapping[str, Any], settings: Settings, src: HypervisorDriver, instance: Mapping[str, Any],
+                   open_host: Callable[[Mapping[str, Any]], HypervisorDriver]) -> CpuCheck | None:
     """The CPU check of a move that would go live, or None where it would not: a cold move (the
     destination starts the guest afresh, and libvirt checks its CPU as it starts it), a domain
     that does not run, a source that offers no live migration - or the operator's
@@ -257,8 +258,8 @@ class Move:
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, instance: Mapping[str, Any],
                  target: Mapping[str, Any], hooks: Hooks = NO_HOOKS, new_flavor: Flavor | None = None,
-                 rewrite: Callable[[str], str] | None = None, stop: Callable[[Hypervisor, str], Any] = Hypervisor.stop,
-                 before_start: Callable[[Hypervisor], None] | None = None) -> None:
+                 rewrite: Callable[[str], str] | None = None, stop: Callable[[HypervisorDriver, str], Any] = power_off,
+                 before_start: Callable[[HypervisorDriver], None] | None = None) -> None:
         self.args, self.settings, self.ledger, self.instance = args, settings, ledger, dict(instance)
         self.target, self.hooks = target, hooks
         self.new_flavor, self.rewrite, self.stop, self.before_start = new_flavor, rewrite, stop, before_start
@@ -271,7 +272,7 @@ class Move:
         self.disks: list[str] = []
         self.volumes: list[str] = []
 
-    def plan(self, src: Hypervisor, dst: Hypervisor, xml: str | None = None) -> None:
+    def plan(self, src: HypervisorDriver, dst: HypervisorDriver, xml: str | None = None) -> None:
         """Read the domain once (or take ``xml``, the caller's read) and find what moves with it;
         refuses, before anything is claimed, what the move cannot carry.
 
@@ -316,7 +317,7 @@ class Move:
                                                   self.settings.serial_log_dir, flavor=self.new_flavor)
         self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
 
-    def run(self, src: Hypervisor, dst: Hypervisor, address: str | None = None) -> dict[str, Any]:
+    def run(self, src: HypervisorDriver, dst: HypervisorDriver, address: str | None = None) -> dict[str, Any]:
         """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
         has it after, and ``warnings``."""
         instance, target, pool, step = self.instance, self.target, self.settings.storage_pool, self.step

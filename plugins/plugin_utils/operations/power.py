@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import (
     PAUSE,
@@ -35,11 +37,13 @@ MAX_PARALLEL = 16
 
 class Power:
     """Bring the instances ``rows`` (ledger rows of placed instances, each with its host's URI)
-    to ``wanted``. Every instance is planned before any is touched: one refusal changes nothing."""
+    to ``wanted``. Every instance is planned before any is touched: one refusal changes nothing.
+    Each hypervisor is opened once, through ``connect`` (libvirt's by default)."""
 
     def __init__(self, rows: Sequence[dict[str, Any]], wanted: str, ledger: Ledger, shutdown_timeout_s: int,
-                 timeout_s: float, check_mode: bool, uri_policy: UriPolicy) -> None:
+                 timeout_s: float, check_mode: bool, uri_policy: UriPolicy, connect: Connect = Hypervisor) -> None:
         self.rows, self.wanted, self.ledger, self.uri_policy = list(rows), wanted, ledger, uri_policy
+        self.connect = connect
         self.shutdown_timeout_s, self.timeout_s, self.check_mode = shutdown_timeout_s, timeout_s, check_mode
 
     def run(self) -> dict[str, Any]:
@@ -48,7 +52,8 @@ class Power:
         try:
             for row in rows:
                 if row["host"] not in sessions:
-                    sessions[row["host"]] = HostSession(row["host"], row["uri"], self.timeout_s, self.uri_policy)
+                    sessions[row["host"]] = HostSession(row["host"], row["uri"], self.timeout_s, self.uri_policy,
+                                                        self.connect)
             # Every instance is planned before any is touched: one refusal changes nothing.
             plans = [self._plan(row, self.wanted, sessions[row["host"]]) for row in rows]
             if self.check_mode:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE, Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import ephemeral_volume_name, swap_volume_name
@@ -48,12 +49,13 @@ _SIZES = tuple(limits.FLAVOR_SIZES)
 
 class Resize:
     """Resize the instance ``args["name"]`` to ``new`` (its flavor, resolved by the caller).
-    ``args`` are berth.fleet.resize's validated options."""
+    ``args`` are berth.fleet.resize's validated options; ``connect`` opens the hypervisors
+    (hypervisor_driver.Connect; libvirt's by default)."""
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, new: Flavor, ledger: Ledger, task_vars: Mapping[str, Any],
-                 check_mode: bool, hooks: Hooks = NO_HOOKS) -> None:
+                 check_mode: bool, hooks: Hooks = NO_HOOKS, connect: Connect = Hypervisor) -> None:
         self.args, self.settings, self.new, self.ledger, self.task_vars = args, settings, new, ledger, task_vars
-        self.check_mode, self.hooks = check_mode, hooks
+        self.check_mode, self.hooks, self.connect = check_mode, hooks, connect
 
     def run(self) -> dict[str, Any]:
         args, task_vars, ledger, new = self.args, self.task_vars, self.ledger, self.new
@@ -74,7 +76,7 @@ class Resize:
         if target["warnings"]:
             result["warnings"] = list(target["warnings"])
         pool = self.settings.storage_pool
-        with Hypervisor(source, instance["uri"], **connections(args, self.settings)) as src:
+        with self.connect(source, instance["uri"], **connections(args, self.settings)) as src:
             xml = src.domain_xml(uuid, inactive=True)
             if xml is None:
                 raise HypervisorError(source, f"domain {uuid} of {name} is not there, though the ledger says so")
@@ -92,7 +94,7 @@ class Resize:
             else:
                 move = Move(args, self.settings, ledger, instance, target, self.hooks, new_flavor=new,
                             rewrite=lambda moved_xml: resized_domain_xml(moved_xml, new))
-                with Hypervisor(target["host"], target["uri"], **connections(args, self.settings)) as dst:
+                with self.connect(target["host"], target["uri"], **connections(args, self.settings)) as dst:
                     move.plan(src, dst, xml)
                     if self.check_mode:
                         return {**result, "msg": f"would resize {plan}, moving it there cold"}
@@ -102,7 +104,7 @@ class Resize:
         result["msg"] = f"resized {plan}"
         return result
 
-    def _in_place(self, hv: Hypervisor, ledger: Ledger, instance: dict[str, Any], old: Flavor, new: Flavor,
+    def _in_place(self, hv: HypervisorDriver, ledger: Ledger, instance: dict[str, Any], old: Flavor, new: Flavor,
                   xml: str, root: str | None, args: dict[str, Any]) -> dict[str, Any]:
         """On its own host: the claim resized (re-checked under lock), the domain shut down,
         redefined with the new size, its root disk grown, started again if it ran. Any failure
@@ -144,7 +146,7 @@ class Resize:
         template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
         return recorded_definition(instance, template, pool_path, [], self.settings.serial_log_dir, flavor=flavor)
 
-    def _elsewhere(self, src: Hypervisor, dst: Hypervisor, move: Move, new: Flavor,
+    def _elsewhere(self, src: HypervisorDriver, dst: HypervisorDriver, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:
         """On another host: the one move path (operations/move.py), claimed there for the new
         flavor first, moved cold with its definition resized and its root disk grown on the way;
@@ -153,10 +155,10 @@ class Resize:
         uuid, pool = move.instance["uuid"], self.settings.storage_pool
         done: dict[str, Any] = {"shutdown": "off already"}
 
-        def stop(hv: Hypervisor, domain_uuid: str) -> None:
+        def stop(hv: HypervisorDriver, domain_uuid: str) -> None:
             done["shutdown"] = shut_down(hv, domain_uuid, self.args["shutdown_timeout"], move.step)
 
-        def before_start(hv: Hypervisor) -> None:
+        def before_start(hv: HypervisorDriver) -> None:
             grow_root(hv, pool, root, new, move.step)
             if has_local_disks(move.instance):
                 # A failure from here on removes every volume of the instance from the destination.
@@ -236,7 +238,8 @@ def root_volume(domain_xml: str, pool_path: str) -> str | None:
     return None
 
 
-def grow_root(hv: Hypervisor, pool: str, root: str | None, flavor: Flavor, step: Callable[..., None]) -> int | None:
+def grow_root(hv: HypervisorDriver, pool: str, root: str | None, flavor: Flavor,
+              step: Callable[..., None]) -> int | None:
     """Grow the root volume to the flavor's root_gb where it is smaller; returns its size
     before, in MB, or None if it was left as it was."""
     if root is None:
@@ -283,7 +286,7 @@ def with_local_disks(domain_xml: str, expected_xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def resize_local_disks(hv: Hypervisor, pool: str, uuid: str, old: Flavor, new: Flavor,
+def resize_local_disks(hv: HypervisorDriver, pool: str, uuid: str, old: Flavor, new: Flavor,
                        step: Callable[..., None]) -> dict[str, Any]:
     """The flavor's ephemeral and swap disks made as ``new`` says, as Nova's resize does: the
     ephemeral disk grown (made where ``old`` had none; a smaller one was refused before), the
@@ -310,7 +313,7 @@ def resize_local_disks(hv: Hypervisor, pool: str, uuid: str, old: Flavor, new: F
     return done
 
 
-def _undo_in_place(hv: Hypervisor, uuid: str, pool: str, xml: str, root: str | None, done: dict[str, Any],
+def _undo_in_place(hv: HypervisorDriver, uuid: str, pool: str, xml: str, root: str | None, done: dict[str, Any],
                    running: bool, old: Flavor) -> str:
     """Put back what a failed resize on the instance's own host changed, each step tried
     whatever the others did; returns what could not be put back, as text (empty if all)."""
@@ -340,7 +343,7 @@ def _undo_in_place(hv: Hypervisor, uuid: str, pool: str, xml: str, root: str | N
     return f" (but {'; '.join(problems)})" if problems else ""
 
 
-def _swap_again(hv: Hypervisor, pool: str, uuid: str, swap_mb: int) -> None:
+def _swap_again(hv: HypervisorDriver, pool: str, uuid: str, swap_mb: int) -> None:
     hv.delete_volume(pool, swap_volume_name(uuid))
     if swap_mb:
         hv.create_volume(pool, swap_volume_name(uuid), 0, capacity_mb=swap_mb)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import dns_label, instance_names
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import check_shutdown_timeout
@@ -27,12 +29,15 @@ class Server:
     state, timeouts), ``settings`` the operator's; ``ledger`` the opened ledger.
 
     The instances are ``args["name"]`` itself, or with ``args["count"]`` ``<name>-1`` ..
-    ``<name>-<count>`` as playbooks/launch.yml names them."""
+    ``<name>-<count>`` as playbooks/launch.yml names them. ``connect`` opens the hypervisors
+    (libvirt's by default)."""
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, task_vars: Mapping[str, Any],
-                 template_path: str, check_mode: bool, diff: bool, hooks: Hooks = NO_HOOKS) -> None:
+                 template_path: str, check_mode: bool, diff: bool, hooks: Hooks = NO_HOOKS,
+                 connect: Connect = Hypervisor) -> None:
         self.args, self.settings, self.ledger, self.task_vars = args, settings, ledger, task_vars
         self.template_path, self.check_mode, self.diff, self.hooks = template_path, check_mode, diff, hooks
+        self.connect = connect
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -71,7 +76,7 @@ class Server:
             return {"changed": False, "instances": [], "msg": f"{self.args['name']} is absent already"}
         placements = [{key: row[key] for key in ("name", "uuid", "host", "uri")} for row in rows]
         removed = Build(self.settings, self.ledger, self.template_path, self.check_mode, False, self.hooks,
-                        self.args["timeout"]).remove(placements)
+                        self.args["timeout"], self.connect).remove(placements)
         verb = "would delete" if self.check_mode else "deleted"
         result = {"changed": removed["changed"], "instances": [], "results": removed["results"],
                   "msg": removed.get("msg") or f"{verb} " + ", ".join(f"{row['name']} from {row['host']}" for row in rows)}
@@ -93,7 +98,8 @@ class Server:
             request = check_request(args, self.settings)
             launched = Launch(request, self.settings, names, args["name"], self.ledger, self.task_vars,
                               self.template_path, self.check_mode, self.diff, self.hooks,
-                              ignore_hosts=args.get("ignore_hosts") or (), timeout_s=args["timeout"]).run()
+                              ignore_hosts=args.get("ignore_hosts") or (), timeout_s=args["timeout"],
+                              connect=self.connect).run()
         # The schedule's answer (placements, existing, decision, summary, timing), the builds'
         # results, and the instances as the ledger has them now.
         result = {**launched["schedule"], "changed": launched["changed"],
@@ -118,7 +124,7 @@ class Server:
             if busy:
                 raise BerthError(f"{', '.join(busy)}: another run is building or moving it; run again once it is done")
             powered = Power(placed, wanted, self.ledger, args["shutdown_timeout"], args["timeout"],
-                            self.check_mode, UriPolicy.from_settings(self.settings.uri_policy)).run()
+                            self.check_mode, UriPolicy.from_settings(self.settings.uri_policy), self.connect).run()
             if powered.get("failed"):
                 result.update(failed=True, msg=powered["msg"])
             elif powered["changed"]:

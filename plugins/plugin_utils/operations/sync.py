@@ -7,9 +7,9 @@ answer within its deadline is marked down with the reason; its thread is given u
 takes its place, so it delays nobody else. Then it removes what dead builds left on the
 hypervisors (the ledger says which) and words the drift report.
 
-Ports: the ledger, a way to open a session on a hypervisor (``open_session(target,
-bounded_by_caller)``: a context manager giving a libvirt_host.Hypervisor), and hooks (none are
-called yet).
+Ports: the ledger, ``connect`` (module_utils/hypervisor_driver.Connect: how a hypervisor is
+opened, libvirt's Hypervisor by default; ``open_hypervisor`` gives it a target's settings), and
+hooks (none are called yet).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, host_state
 from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_from
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_recorded
@@ -40,8 +41,6 @@ FRESHNESS_WARNING_SHARE = 0.5
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
                  "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states",
                  "identity_conflicts")
-
-SessionOpener = Callable[["Target", bool], ContextManager[Hypervisor]]
 
 
 @dataclass(frozen=True)
@@ -80,14 +79,14 @@ class Target:
         return READ_DEADLINE_TIMEOUTS * self.timeout_s
 
 
-def open_hypervisor(target: Target, bounded_by_caller: bool) -> ContextManager[Hypervisor]:
-    """The production session port: a libvirt connection with the target's timeout and keepalive.
-    ``bounded_by_caller``: the caller gives the whole session up after the target's deadline, so
-    no call needs a timeout (and a thread) of its own."""
-    return Hypervisor(target.host, target.uri, target.timeout_s,
-                      keepalive_interval_s=target.keepalive["keepalive_interval"],
-                      keepalive_count=target.keepalive["keepalive_count"], bounded_by_caller=bounded_by_caller,
-                      uri_policy=target.uri_policy)
+def open_hypervisor(target: Target, bounded_by_caller: bool, connect: Connect = Hypervisor) -> HypervisorDriver:
+    """A connection to ``target`` (not opened yet: ``with``) with its timeout, keepalive and URI
+    policy. ``bounded_by_caller``: the caller gives the whole session up after the target's
+    deadline, so no call needs a timeout (and a thread) of its own."""
+    return connect(target.host, target.uri, target.timeout_s,
+                   keepalive_interval_s=target.keepalive["keepalive_interval"],
+                   keepalive_count=target.keepalive["keepalive_count"], bounded_by_caller=bounded_by_caller,
+                   uri_policy=target.uri_policy)
 
 
 @dataclass(frozen=True)
@@ -121,11 +120,11 @@ class SyncRequest:
 class Sync:
     """The tracker sync of one request (see the module's docstring); ``run()`` returns the result."""
 
-    def __init__(self, request: SyncRequest, ledger: Ledger, open_session: SessionOpener = open_hypervisor,
+    def __init__(self, request: SyncRequest, ledger: Ledger, connect: Connect = Hypervisor,
                  hooks: Any = None) -> None:
         self.request = request
         self.ledger = ledger
-        self.open_session = open_session
+        self.connect = connect
         self.hooks = hooks  # the lead wires hooks into every operation; the sync calls none yet
 
     def run(self) -> dict[str, Any]:
@@ -171,7 +170,7 @@ class Sync:
         gathered_at = time.time()
         try:
             # The reader gives this hypervisor up after its deadline (see _BoundedReader).
-            with self.open_session(target, True) as hv:
+            with open_hypervisor(target, True, self.connect) as hv:
                 outcome = fetch_from(hv, target.storage_pool, gathered_at)
         except HypervisorError as exc:
             return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
@@ -204,7 +203,7 @@ class Sync:
                 continue
             try:
                 # On the sync's own thread: each call under the hypervisor's timeout.
-                with self.open_session(targets[group["host"]], False) as hv:
+                with open_hypervisor(targets[group["host"]], False, self.connect) as hv:
                     removed, running = remove_recorded(hv, group["instance_uuid"], group["items"],
                                                        spare_running=True)
             except HypervisorError as exc:

@@ -7,16 +7,17 @@ import threading
 import time
 
 import pytest
+from fake_hypervisor import FakeHypervisor, connect_to, domain_xml
 from sqlalchemy import select
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts, hypervisors
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
     Sync,
     SyncRequest,
     Target,
-    open_hypervisor,
 )
 
 # The operator's policy of a fleet of test-driver node files (labs only).
@@ -73,6 +74,21 @@ def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_s
     assert len(written) == 3 and all(sql.startswith("UPDATE hypervisors SET synced_at=") for sql in written), written
 
 
+def test_a_sync_reads_each_hypervisor_through_the_driver_it_is_given(ledger):
+    hv = FakeHypervisor("hv1", vcpus_total=6)
+    hv.add_domain(domain_xml("handmade", "00000000-0000-4000-8000-00000000000a"))
+    uri = "qemu+ssh://192.0.2.1/system"
+    target = Target.from_hostvars("hv1", {"berth_libvirt_uri": uri, "berth_hypervisor": {**SETTINGS, "timeout": 5.0}})
+    result = Sync(SyncRequest(targets=(target,)), ledger, connect_to(hv)).run()
+    assert result["summary"]["down"] == 0 and result["findings"]["hv1"][0].startswith("hv1: ")
+    assert "orphans: handmade" in result["findings"]["hv1"][0]
+    [row] = ledger.hypervisors()
+    assert (row["host"], row["uri"], row["inventories"]["VCPU"]["total"]) == ("hv1", uri, 6)
+    # Opened once, with the target's settings, for the reader that bounds the whole session itself.
+    [opened] = hv.connections
+    assert (opened["uri"], opened["timeout_s"], opened["bounded_by_caller"]) == (uri, 5.0, True) and not hv.is_open
+
+
 def test_check_mode_works_it_out_and_writes_nothing(ledger, fleet):
     dry = Sync(SyncRequest(uri_policy=NODE_FILES, targets=fleet, dry_run=True), ledger).run()
     assert dry["changed"] and dry["summary"]["changed"] == 7
@@ -97,14 +113,14 @@ def test_a_hypervisor_that_does_not_answer_is_down_within_its_deadline_and_holds
     release = threading.Event()
     hung = Target(**{**fleet[0].__dict__, "timeout_s": 0.5})
 
-    def open_session(target, bounded_by_caller):
-        return Hung(release) if target.host == hung.host else open_hypervisor(target, bounded_by_caller)
+    def connect(host, uri, timeout_s, **connection):
+        return Hung(release) if host == hung.host else Hypervisor(host, uri, timeout_s, **connection)
 
     started = time.monotonic()
     try:
         # One worker: the hung hypervisor's thread is given up and another reads the rest.
         result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(hung, *fleet[1:]), workers=1, batch_size=2, service_down_time_s=2),
-                      ledger, open_session).run()
+                      ledger, connect).run()
     finally:
         release.set()
     took_s = time.monotonic() - started
@@ -153,7 +169,7 @@ def test_a_host_reporting_another_hosts_uuid_is_reported_as_an_identity_conflict
     # hv2 answers with hv1's UUID, as a copied SMBIOS would make it.
     copied = Target(**{**fleet[1].__dict__})
     impostor = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(copied,)), ledger,
-                    open_session=lambda target, bounded: _reporting(open_hypervisor(target, bounded), owner)).run()
+                    connect=lambda *args, **connection: _reporting(Hypervisor(*args, **connection), owner)).run()
     [line] = impostor["findings"]["hv2"]
     assert line.startswith(f"hv2: IDENTITY CONFLICT: identity conflict: hv2 reports host UUID {owner}")
     assert [(c["host"], c["owner"]) for c in impostor["report"]["identity_conflicts"]] == [("hv2", "hv1")]

@@ -1,6 +1,7 @@
-"""berth.fleet.console's operation against a fake ledger and hypervisor session, its options as the
-real action validates them, and Hypervisor.read_file_tail's bounded read against a fake libvirt
-connection (tests/integration/test_console.py reads a real guest's log on the lab fleet)."""
+"""berth.fleet.console's operation against a fake ledger and the fake hypervisor (fake_hypervisor.py)
+through a real HostSession, its options as the real action validates them, and
+Hypervisor.read_file_tail's bounded read against a fake libvirt connection
+(tests/integration/test_console.py reads a real guest's log on the lab fleet)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from unittest import mock
 
 import libvirt
 import pytest
+from fake_hypervisor import FakeHypervisor, connect_to
 from ansible.errors import AnsibleActionFail
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -16,6 +18,8 @@ from ansible_collections.berth.fleet.plugins.action.console import ActionModule
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import READER_POOL_PREFIX, Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import HostSession
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.console import (
     ConsoleOutput,
     check_directory,
@@ -38,38 +42,21 @@ class FakeLedger:
         return [row for row in self.rows if row["name"] in names]
 
 
-class FakeHypervisor:
-    """A hypervisor whose file ``content`` (None: none) is read as read_file_tail reads: the last
-    ``max_bytes`` at most."""
-
-    def __init__(self, content=None, error=None):
-        self.content, self.error, self.reads = content, error, []
-
-    def read_file_tail(self, directory, file_name, max_bytes):
-        self.reads.append((directory, file_name, max_bytes))
-        if self.error:
-            raise self.error
-        if self.content is None:
-            return None
-        return self.content[-max_bytes:], len(self.content)
-
-
-class FakeSession:
-    def __init__(self, hv):
-        self.hv, self.closed = hv, False
-
-    def close(self):
-        self.closed = True
-
-
-def run(content=None, lines=100, error=None):
-    session = FakeSession(FakeHypervisor(content, error))
-    return ConsoleOutput(ROW, LOGS + "/", lines, session).run(), session
+def run(content=None, lines=100, unreachable=None):
+    """The operation over a real HostSession of the fake hv1, whose log holds ``content`` (None:
+    no log) or which ``unreachable`` says why it cannot be reached."""
+    hv = FakeHypervisor("hv1")
+    if content is not None:
+        hv.files[f"{LOGS}/web-1.serial.log"] = content
+    hv.unreachable = unreachable
+    session = HostSession("hv1", ROW["uri"], 30, DEFAULT_POLICY, connect_to(hv))
+    return ConsoleOutput(ROW, LOGS + "/", lines, session).run(), hv
 
 
 def test_the_last_lines_of_the_instance_s_log_in_the_operator_s_directory():
-    result, session = run(b"SeaBIOS\r\nLinux version 6.1\r\nBERTH-GUEST-BOOTED instance=6f1c\r\n", lines=2)
-    assert session.hv.reads == [(LOGS, "web-1.serial.log", limits.CONSOLE_TAIL_BYTES)] and session.closed
+    result, hv = run(b"SeaBIOS\r\nLinux version 6.1\r\nBERTH-GUEST-BOOTED instance=6f1c\r\n", lines=2)
+    # One read through one connection to the instance's host, closed after.
+    assert hv.calls == ["read_file_tail"] and [c["uri"] for c in hv.connections] == [ROW["uri"]] and not hv.is_open
     assert result["output"] == ["Linux version 6.1", "BERTH-GUEST-BOOTED instance=6f1c"]
     assert result["changed"] is False and result["truncated"] is True
     assert result["log"] == f"{LOGS}/web-1.serial.log" and result["host"] == "hv1" and result["log_size_bytes"] == 62
@@ -95,7 +82,7 @@ def test_no_log_yet_says_where_it_looked():
 def test_a_hypervisor_that_cannot_be_reached_is_named_with_the_instance():
     with pytest.raises(BerthError, match="web-1's serial log could not be read on hv1, where the ledger places it: "
                                          "hv1: libvirt did not answer"):
-        run(error=HypervisorError("hv1", "libvirt did not answer openAuth within 30 s"))
+        run(unreachable="libvirt did not answer openAuth within 30 s")
 
 
 @pytest.mark.parametrize(("rows", "name", "error", "message"), [
