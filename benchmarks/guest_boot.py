@@ -28,7 +28,8 @@ sys.path[:0] = [str(REPO / "lab"), str(REPO / ".cache" / "collections")]
 import check  # noqa: E402  (lab/check.py)
 import fleet  # noqa: E402  (lab/fleet.py)
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DomainTemplate  # noqa: E402
-from ansible_collections.berth.fleet.plugins.module_utils._guest import guest_spec  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest  # noqa: E402
+from ansible_collections.berth.fleet.plugins.module_utils.request import Boot, Request  # noqa: E402
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor  # noqa: E402
 
 POOL = "/var/lib/libvirt/images"
@@ -36,14 +37,12 @@ POOL = "/var/lib/libvirt/images"
 
 def domain_xml(lab_dir: str, name: str, instance_uuid: str, firmware: str) -> str:
     template = DomainTemplate(str(REPO / "roles" / "instance" / "templates" / "domain.xml.j2"))
-    request = {"name": name, "uuid": instance_uuid, "metadata": {}, "networks": [],
-               "flavor": Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=0),
-               "boot": {"kernel": f"{lab_dir}/guest/vmlinuz", "initrd": f"{lab_dir}/guest/initrd.img",
-                        "cmdline": "console=ttyS0"},
-               "guest": guest_spec({"firmware": firmware})}
+    request = Request(flavor=Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=0),
+                      boot=Boot(f"{lab_dir}/guest/vmlinuz", f"{lab_dir}/guest/initrd.img", "console=ttyS0"),
+                      guest=Guest.from_options({"firmware": firmware}))
     made = {"disk": {"path": ""}, "seed": None,
             "nvram": {"path": f"{POOL}/berth-{instance_uuid}-nvram.fd"} if firmware == "uefi" else None}
-    xml = template.render(request, made, "qemu", fleet.QEMU_LOG_DIR)
+    xml = template.render(request, name, instance_uuid, made, "qemu", fleet.QEMU_LOG_DIR)
     # The timing is the firmware's and the kernel's: no root disk to make.
     start = xml.index("    <disk type='file' device='disk'>")
     return xml[:start] + xml[xml.index("</disk>", start) + len("</disk>\n"):]

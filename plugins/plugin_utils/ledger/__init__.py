@@ -344,8 +344,8 @@ class Ledger:
         unmanaged usage) and the group's hard policy against its members' hosts; if anything no
         longer fits, ClaimConflict is raised and nothing is written. Each claim carries ``owner``
         and a lease of ``lease_s`` seconds. Instances of these names in ERROR are replaced.
-        Each instance records ``request``, the request it was launched with
-        (_scheduling_options.launch_request), which its moves schedule with. With ``exact`` (the
+        Each instance records ``request``, the request it was launched with (its typed
+        Request's record, module_utils/request.py), which its moves schedule with. With ``exact`` (the
         request's NUMA cells, dedicated CPUs, pages and devices: assignment.of_spec), each claim
         fits it again on its locked host and records what it took as its ``assignment``.
         Returns the instances, each with ``claim_id``, ``generation_moved`` (the host changed
@@ -453,8 +453,9 @@ class Ledger:
         build recorded on that hypervisor is the instance's own from now on, and that
         hypervisor's failed builds are forgiven (a build succeeded there). Returns the
         instance as the ledger now has it. ClaimLost if a sync released its claim meanwhile.
-        ``built``: what the build defined the domain from (operations/build.build_record), kept
-        in the instance's request as ``build``: every move defines the domain again from it."""
+        ``built``: what the build made beside the request (request.Built's record: its seed,
+        local disks and guest CPU), kept in the instance's request as ``build``: every move
+        defines the domain again from the two."""
         with self._write() as db:
             return claims.mark_active(db, instance_uuid, built)
 

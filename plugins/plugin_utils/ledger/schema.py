@@ -233,7 +233,7 @@ instances = Table(
     # canonical as the engine read them (ImagePropertiesWeigher); NULL reads as none.
     Column("project_id", String(255), nullable=False, default=DEFAULT_PROJECT_ID),
     Column("image_properties", JSON, nullable=True),
-    # The request it was launched with (launch_request), which every move schedules with; NULL for
+    # The request it was launched with (request.Request.to_record), which every move schedules with; NULL for
     # instances from before schema 0006 and adopted ones.
     Column("request", JSON, nullable=True),
 )
