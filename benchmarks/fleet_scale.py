@@ -15,7 +15,7 @@ launch picks a lab host every time and the real run builds there; every syntheti
 read, filtered and weighed.
 
 Each launch runs as a user would run it on a large fleet: `ansible-playbook -i <controller
-inventory> playbooks/launch.yml -e name=... -e count=...`, where the controller inventory holds
+inventory> playbooks/launch.yml -e server_name=... -e count=...`, where the controller inventory holds
 only localhost and the berth_* variables (the lab's boot kernel...) and the ledger's URL comes
 from the environment (BERTH_LEDGER_URL, as an AWX credential gives it, which keeps a PostgreSQL
 password out of the inventory): no inventory of hypervisors is loaded and no hypervisor is
@@ -250,14 +250,14 @@ def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, le
         figures[f"{kind}{count}_timing"] = []
     inventory = ["-i", str(controller)]
     # Warm-up: the first run after a sync pays cold caches (and SQLite's first read of the file).
-    run([*inventory, "playbooks/launch.yml", "--check", "-e", "name=warm",
+    run([*inventory, "playbooks/launch.yml", "--check", "-e", "server_name=warm",
          "-e", json.dumps({"flavor": mode.flavor})])
     for round_ in range(runs):
         wall, _report = run(["-i", "localhost,", "benchmarks/playbooks/empty.yml"])
         figures["empty"].append(wall)
         for kind, count in mode.kinds:
             name = f"s{size}r{round_}{kind}{count}"
-            args = [*inventory, "playbooks/launch.yml", "-e", f"name={name}", "-e", f"count={count}",
+            args = [*inventory, "playbooks/launch.yml", "-e", f"server_name={name}", "-e", f"count={count}",
                     "-e", json.dumps({"flavor": mode.flavor})]
             if kind == "check":
                 args.append("--check")
@@ -273,7 +273,7 @@ def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, le
             figures[f"{kind}{count}_build"].append(launch["seconds"] - timing.get("total_s", 0.0))
             if kind == "real":
                 check_built(lab_dir, ledger, hosts, name, count, mode)
-                run([*inventory, "playbooks/delete.yml", "-e", f"name={name}"])
+                run([*inventory, "playbooks/delete.yml", "-e", f"server_name={name}"])
                 assert not ledger.claims(), f"claims left after deleting {name}: {ledger.claims()}"
     return figures
 
