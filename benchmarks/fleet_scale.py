@@ -30,6 +30,8 @@ schedule's read/decide/claim/record seconds, which the schedule times itself ins
 returns in the task's result (`timing`), and the build = the rest of that task's seconds from the
 timing callback (the task's worker, the action's import and argument checks, the request check,
 the ledger's open, and the libvirt build with the ledger marking ACTIVE; in check mode the plan).
+Each run's CPU seconds too (user + system of ansible-playbook and its workers), with the check
+launch less the empty play round by round, which other people's load disturbs less than wall time.
 Plus the peak memory of the read and decision measured in-process with tracemalloc. The load
 average (1, 5, 15 min) is recorded at the start of each size and ledger.
 
@@ -60,6 +62,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -148,17 +151,27 @@ def ansible_env() -> dict[str, str]:
 
 
 def run(args: list[str]) -> tuple[float, dict]:
-    """One whole ansible-playbook process: its wall seconds and the timing callback's JSON."""
-    started = time.perf_counter()
+    """One whole ansible-playbook process: its wall seconds and the timing callback's JSON, with the
+    process's CPU seconds (user + system, its workers' included) as ``cpu_s``."""
+    started, used = time.perf_counter(), _children_cpu_s()
     proc = subprocess.run([ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=ansible_env(), capture_output=True,
                           text=True, timeout=1800, check=False)
     wall = time.perf_counter() - started
+    cpu_s = _children_cpu_s() - used
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     report = json.loads(lines[-1]) if lines else {}
     if proc.returncode != 0 or report.get("failed"):
         raise RuntimeError(f"ansible-playbook {' '.join(args)} failed (rc {proc.returncode}): "
                            f"{report.get('failed')} {proc.stderr[-2000:]}")
+    report["cpu_s"] = cpu_s
     return wall, report
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children, theirs included (ansible-playbook waits
+    for its workers): on a machine that others load, a steadier measure than wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def lab_inventory(lab_dir: str, directory: Path) -> Path:
@@ -243,9 +256,10 @@ def check_built(lab_dir: str, ledger: Ledger, hosts: list[str], name: str, count
 
 
 def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, ledger: Ledger) -> dict:
-    figures: dict[str, list] = {"empty": [], "chosen": []}
+    figures: dict[str, list] = {"empty": [], "empty_cpu": [], "chosen": []}
     for kind, count in mode.kinds:
         figures[f"{kind}{count}"] = []
+        figures[f"{kind}{count}_cpu"] = []
         figures[f"{kind}{count}_build"] = []
         figures[f"{kind}{count}_timing"] = []
     inventory = ["-i", str(controller)]
@@ -253,8 +267,9 @@ def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, le
     run([*inventory, "playbooks/launch.yml", "--check", "-e", "server_name=warm",
          "-e", json.dumps({"flavor": mode.flavor})])
     for round_ in range(runs):
-        wall, _report = run(["-i", "localhost,", "benchmarks/playbooks/empty.yml"])
+        wall, report = run(["-i", "localhost,", "benchmarks/playbooks/empty.yml"])
         figures["empty"].append(wall)
+        figures["empty_cpu"].append(report["cpu_s"])
         for kind, count in mode.kinds:
             name = f"s{size}r{round_}{kind}{count}"
             args = [*inventory, "playbooks/launch.yml", "-e", f"server_name={name}", "-e", f"count={count}",
@@ -268,6 +283,7 @@ def measure(size: int, controller: Path, runs: int, mode: Mode, lab_dir: str, le
             assert all(not host.startswith("synth") for host in hosts), f"a synthetic host was chosen: {hosts}"
             timing = launch.get("timing") or {}
             figures[f"{kind}{count}"].append(wall)
+            figures[f"{kind}{count}_cpu"].append(report["cpu_s"])
             figures["chosen"] += hosts
             figures[f"{kind}{count}_timing"].append(timing)
             figures[f"{kind}{count}_build"].append(launch["seconds"] - timing.get("total_s", 0.0))
@@ -318,6 +334,26 @@ def write(path: str, results: list[dict], started: float, load_before: str, mode
             f"| {result['backend']} | {result['size']:,} | {result['load']} | {spread(figures['empty'])} | "
             + "".join(f"{spread(figures[run_])} | " for run_ in runs)
             + f"{spread(check_over)} | {spread(real_over)} | {spread(figures['real1_build'])} |")
+    lines += [
+        "",
+        "## CPU seconds of the same runs",
+        "",
+        "User + system CPU of each ansible-playbook process, its workers included (not libvirtd's or",
+        "QEMU's): what other people's load on the machine disturbs least. check 1 − empty is taken",
+        "round by round (each check launch less the empty play of its own round), wall and CPU.",
+        "",
+        "| ledger | hypervisors | empty play | " + "".join(f"{kind} {count} | " for kind, count in mode.kinds)
+        + "check 1 − empty, wall, by round | check 1 − empty, CPU, by round |",
+        "|---|---:|---:|" + "---:|" * (len(runs) + 2),
+    ]
+    for result in results:
+        figures = result["figures"]
+        by_round_wall = [check - empty for check, empty in zip(figures["check1"], figures["empty"])]
+        by_round_cpu = [check - empty for check, empty in zip(figures["check1_cpu"], figures["empty_cpu"])]
+        lines.append(
+            f"| {result['backend']} | {result['size']:,} | {spread(figures['empty_cpu'])} | "
+            + "".join(f"{spread(figures[f'{run_}_cpu'])} | " for run_ in runs)
+            + f"{spread(by_round_wall)} | {spread(by_round_cpu)} |")
     lines += [
         "",
         "## The schedule's own time (from the launch task's result), milliseconds",
