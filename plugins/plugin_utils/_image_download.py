@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import http.client
 import os
 import tempfile
-
-from ansible.module_utils.urls import ConnectionError as UrlConnectionError
-from ansible.module_utils.urls import open_url
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Image
@@ -64,6 +60,13 @@ def fetch_image(image: Image | None, settings: Settings) -> Image | None:
 
 def _download(image: Image, settings: Settings, algorithm: str, expected: str, cached: str) -> None:
     """Stream ``image.url`` into ``cached``, hashing as it comes, within the size limit."""
+    # Imported here, by the one launch in many that downloads: Ansible's urls (with http.client,
+    # email and cryptography's x509) costs every launch's controller about 25 ms otherwise.
+    import http.client
+
+    from ansible.module_utils.urls import ConnectionError as UrlConnectionError
+    from ansible.module_utils.urls import open_url
+
     url, limit_bytes = image.url, settings.image_max_mb * _BYTES_PER_MB
     where = f"image {image.name} from {url}"
     handle, partial = tempfile.mkstemp(prefix=".download-", dir=os.path.dirname(cached))
