@@ -297,7 +297,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     validate_aggregates,
     validate_hypervisors,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import POLICY_VARIABLE, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 
@@ -360,6 +359,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             "keepalive_count": self.get_option("keepalive_count"),
             "uri_policy": self._uri_policy,
         }
+        # libvirt is imported by a source that gathers facts only: Ansible loads every enabled
+        # inventory plugin in every run.
+        from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch
+
         return fetch_cached(self, path, cache, key, lambda: fetch(
             targets, self.get_option("storage_pool"), float(self.get_option("timeout")), connect))
 

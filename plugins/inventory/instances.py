@@ -159,19 +159,8 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils._requirements import MissingLibraryError
-from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
-
-try:
-    from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger, default_url, safe_url
-except MissingLibraryError as missing:
-    # Said by parse(), for a source of this plugin: Ansible loads every enabled inventory
-    # plugin, and a run that reads no instances source must not fail for the ledger's sake.
-    LEDGER_MISSING: MissingLibraryError | None = missing
-else:
-    LEDGER_MISSING = None
 
 ALL_GROUP = "berth_instances"
 # Each grouping: the group name's prefix and how the value is read from berth_instance.
@@ -202,8 +191,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
-        if LEDGER_MISSING is not None:
-            raise AnsibleError(f"{path}: {LEDGER_MISSING}") from LEDGER_MISSING
         self._read_config_data(path)
         try:
             self._check_options()
@@ -229,6 +216,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _fetch_cached(self, path, cache):
         """The ledger's instances and their guests' addresses, from the cache when it was made
         for the same ledger (its URL without a password), states and lookups."""
+        # The ledger (SQLAlchemy) and libvirt are imported by a source of this plugin only:
+        # Ansible loads every enabled inventory plugin in every run, and a run that reads no
+        # instances source neither pays for them nor fails for their sake (a MissingLibraryError
+        # is a BerthError, which parse reports naming the source).
+        from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import default_url, safe_url
+
         ledger_url = self.get_option("ledger_url")
         # The ledger's URIs are not the operator's: each passes the source's policy before it is
         # opened, and the credentials go only to the hosts the policy names.
@@ -244,6 +237,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _fetch(self, ledger_url):
         """{instances: ledger rows, guests: {uuid: what its hypervisor said}, unreachable: {host: why}}."""
+        from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+
         ledger = Ledger(ledger_url).open()
         try:
             rows = ledger.inventory_instances(self.get_option("states"))
@@ -283,6 +278,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """({uuid: interface_addresses(uuid) or None}, None), or ({}, why the host did not answer)."""
         if not uri:
             return {}, "the ledger has no URI for it: run playbooks/gather.yml to record one"
+        from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+
         sources = self.get_option("address_sources")
         try:
             with Hypervisor(host, uri, float(self.get_option("timeout")), username=self.get_option("username"),
