@@ -17,6 +17,7 @@ from ansible.template import Templar
 
 from ansible_collections.berth.fleet.plugins.inventory import instances as plugin_module
 from ansible_collections.berth.fleet.plugins.inventory.instances import InventoryModule, awaits_address, preferred_address
+from ansible_collections.berth.fleet.plugins.plugin_utils import ledger as ledger_package
 
 # What the fragments default to: ansible.builtin.constructed and inventory_cache, berth.fleet.ledger,
 # libvirt_auth and uri_policy.
@@ -313,7 +314,8 @@ def test_waiting_asks_again_only_for_guests_that_may_still_get_an_address(monkey
                    "uuid-web-2": guest(addresses=None if looks >= 3 else [])}
         return {uuid: answers[uuid] for uuid in uuids}, None
 
-    monkeypatch.setattr(plugin_module, "Ledger", FakeLedger)
+    # The plugin imports the ledger when a source of its reads it: the fake stands where it looks.
+    monkeypatch.setattr(ledger_package, "Ledger", FakeLedger)
     monkeypatch.setattr(plugin_module, "ADDRESS_POLL_S", 0.01)
     monkeypatch.setattr(InventoryModule, "_ask_hypervisor", ask)
     fetched = make_plugin(wait_for_addresses=30)._fetch(None)
