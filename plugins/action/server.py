@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement import DEVICE_OPTIONS
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE
@@ -16,10 +15,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server impo
 class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
-    # from_vars: a launch's extra vars by the option's name, then the operator's berth_* settings.
-    VARIABLE_PREFIXES = ("", "berth_")
-    TASK_ONLY = frozenset({"from_vars", "state", "template", "timeout", "shutdown_timeout"})
-    OPERATOR_ONLY = frozenset(DEVICE_OPTIONS)
+    # from_vars: a requester option from a launch's extra variable of its name (-e flavor=m1.small).
+    VARIABLE_PREFIX = ""
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         template_path = self._find_needle("templates", args["template"]) if args["template"] else DEFAULT_TEMPLATE
