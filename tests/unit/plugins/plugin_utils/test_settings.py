@@ -20,6 +20,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils import _argspec
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import (
     OPERATOR_SETTINGS,
     REQUESTER_OPTIONS,
+    SCHEDULER_SETTINGS,
     TASK_OPTIONS,
     Settings,
     variable_warning,
@@ -52,6 +53,15 @@ def test_every_name_of_the_lists_is_an_option_of_some_module():
     documented = {option for module in MODULES for option in options(module)}
     for kind, names in LISTS.items():
         assert set(names) - documented == set(), f"{kind} names no module documents"
+
+
+def test_the_scheduler_fragment_documents_the_scheduler_settings_for_every_module_that_schedules():
+    fragment = _argspec.fragment_documentation("berth.fleet.scheduler")["options"]
+    assert set(fragment) == set(SCHEDULER_SETTINGS) and set(SCHEDULER_SETTINGS) <= set(OPERATOR_SETTINGS)
+    for module in ("schedule", "server", "capacity", "migrate", "resize"):
+        doc = _argspec.module_documentation(str(REPO / "plugins" / "modules" / f"{module}.py"))
+        assert "berth.fleet.scheduler" in doc["extends_documentation_fragment"], module
+        assert {option: doc["options"][option] for option in fragment} == fragment, module
 
 
 def _plain(value):
