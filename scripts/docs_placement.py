@@ -4,8 +4,8 @@
 Nothing in it is written by hand, so it cannot drift from the code: the filters and weighers
 and their order come from the engine's registry (plugins/module_utils/scheduler/registry.py),
 what each one does from its class (docstring, defaults, multiplier, whether it runs once per
-request) and from berth.fleet.schedule's DOCUMENTATION (the items of ``enabled_filters`` and
-``weighers`` that name it, and the options they read, with their types and defaults).
+request) and from berth.fleet.schedule's DOCUMENTATION with its fragments (the items of
+``enabled_filters`` and ``weighers`` that name it, and the options they read, with their types and defaults).
 tests/unit/test_docs.py fails when the committed page differs from what this writes.
 
     .venv/bin/python scripts/docs_placement.py          # rewrite the page
@@ -32,8 +32,10 @@ MODULE = "berth.fleet.schedule"
 # first " - ": "C(RamFilter), C(CoreFilter), C(DiskFilter) - Nova's Newton formulas ...".
 _ITEM_HEAD = re.compile(r"^((?:C\([A-Za-z]+\)(?:, | and )?)+)(?: \([^)]*\))? - ")
 _NAMES = re.compile(r"C\(([A-Za-z]+)\)")
-# O(name) and O(name=value), plain option references of the module itself.
-_OPTION_REFERENCE = re.compile(r"O\(([a-z0-9_]+)(?:=[^)]*)?\)")
+# O(name) and O(name=value), option references of the module itself, plain or qualified (the
+# fragment berth.fleet.scheduler, which other modules extend too, names schedule's request options
+# as O(berth.fleet.schedule#module:name)).
+_OPTION_REFERENCE = re.compile(r"O\((?:berth\.fleet\.schedule#module:)?([a-z0-9_]+)(?:=[^)]*)?\)")
 
 
 def _import(name: str):
@@ -47,7 +49,9 @@ def _registry():
 
 
 def _documentation() -> dict:
-    return yaml.safe_load(_import("modules.schedule").DOCUMENTATION)
+    """berth.fleet.schedule's DOCUMENTATION with its fragments (the scheduler's settings are
+    berth.fleet.scheduler's), as ansible-doc shows it."""
+    return _import("plugin_utils._argspec").module_documentation(str(SCHEDULE))
 
 
 def _markup(text: str) -> str:

@@ -19,11 +19,10 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import OPERAT
 class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
-    # from_vars: the role's instance_<option> variables, then the operator's berth_* settings.
-    VARIABLE_PREFIXES = ("instance_", "berth_")
-    TASK_ONLY = frozenset({"from_vars", "state", "placements", "name", "uuid", "host", "uri", "flavor",
-                           "domain_types", "targets"})
-    OPERATOR_ONLY = frozenset(OPERATOR_SETTINGS)
+    # from_vars: a requester option from the role's variable instance_<option>.
+    VARIABLE_PREFIX = "instance_"
+    # The role's placements (or the deleted rows) carry each instance's name and flavor.
+    TASK_SET = frozenset({"name", "flavor"})
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         # The role's template (or the play's), found as Ansible finds templates.

@@ -16,10 +16,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import OPERAT
 class ActionModule(BerthAction):
     _supports_check_mode = True
     _supports_diff = True
-    # from_vars: a launch's extra vars by the option's name, then the operator's berth_* settings.
-    VARIABLE_PREFIXES = ("", "berth_")
-    TASK_ONLY = frozenset({"from_vars", "state", "template", "timeout", "shutdown_timeout"})
-    OPERATOR_ONLY = frozenset(OPERATOR_SETTINGS)
+    # from_vars: a requester option from a launch's extra variable of its name (-e flavor=m1.small).
+    VARIABLE_PREFIX = ""
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         template_path = self._find_needle("templates", args["template"]) if args["template"] else DEFAULT_TEMPLATE

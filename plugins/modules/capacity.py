@@ -61,11 +61,6 @@ options:
     description: The inventory group whose hosts carry C(berth_host_state) (O(source=inventory)).
     type: str
     default: hypervisors
-  enabled_filters:
-    description: Filters to count under; the same names, options and default as
-      M(berth.fleet.schedule)'s O(berth.fleet.schedule#module:enabled_filters).
-    type: list
-    elements: str
   ignore_hosts:
     description: Hosts to count as 0.
     type: list
@@ -74,10 +69,6 @@ options:
   availability_zone:
     description: As for M(berth.fleet.schedule).
     type: str
-  default_availability_zone:
-    description: As for M(berth.fleet.schedule).
-    type: str
-    default: nova
   image_id:
     description: As for M(berth.fleet.schedule).
     type: str
@@ -93,44 +84,10 @@ options:
     description: As for M(berth.fleet.schedule) (the dict form); anti-affinity limits each
       host to C(max_server_per_host) minus the members it holds.
     type: raw
-  max_instances_per_host:
-    description: As for M(berth.fleet.schedule).
-    type: int
-    default: 50
-  max_io_ops_per_host:
-    description: As for M(berth.fleet.schedule); every instance placed counts as one io op while it builds.
-    type: int
-    default: 8
-  isolated_hosts:
-    description: As for M(berth.fleet.schedule).
-    type: list
-    elements: str
-    default: []
-  isolated_images:
-    description: As for M(berth.fleet.schedule).
-    type: list
-    elements: str
-    default: []
-  restrict_isolated_hosts_to_isolated_images:
-    description: As for M(berth.fleet.schedule).
-    type: bool
-    default: true
   project_id:
     description: The project to count for, as for M(berth.fleet.schedule) (C(AggregateMultiTenancyIsolation)).
     type: str
     default: default
-  aggregate_image_properties_isolation_namespace:
-    description: As for M(berth.fleet.schedule) (C(AggregateImagePropertiesIsolation)).
-    type: str
-  aggregate_image_properties_isolation_separator:
-    description: As for M(berth.fleet.schedule).
-    type: str
-    default: "."
-  metrics_weight_setting:
-    description: The metrics C(MetricsFilter) requires, as M(berth.fleet.schedule)'s C(name=ratio) items.
-    type: list
-    elements: str
-    default: []
   ledger:
     description: Count against the ledger's usage. Off, the host states' own usage is used.
     type: bool
@@ -142,6 +99,7 @@ options:
         C(sqlite:///$XDG_STATE_HOME/berth/ledger.sqlite3).
     type: str
 extends_documentation_fragment:
+  - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.limits
 attributes:

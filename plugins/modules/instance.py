@@ -153,12 +153,18 @@ options:
     default: 30
   from_vars:
     description:
-      - Take each option this task does not set from the variable C(instance_<option>), else from
-        C(berth_<option>) (the operator's settings - C(berth_domain_type), C(berth_storage_pool),
-        C(berth_lease_seconds)...); O(boot) from C(berth_boot_kernel), C(berth_boot_initrd) and
-        C(berth_boot_cmdline). O(state), O(placements), O(name), O(uuid), O(host), O(uri), O(flavor),
-        O(domain_types) and O(targets) are never taken.
-      - How the role C(berth.fleet.instance) passes its variables through without naming each option.
+      - Take each requester option this task does not set (O(image), O(networks), O(metadata), O(user_data),
+        O(key_name), the guest's hardware...) from the variable C(instance_<option>), else from C(berth_<option>)
+        (the operator's fleet-wide default, C(berth_domain_type)). How the role C(berth.fleet.instance) passes
+        its variables through without naming each option.
+      - An operator setting (O(storage_pool), O(serial_log_dir), O(boot), O(key_pairs), O(image_source_dirs),
+        O(lease_seconds), O(max_attempts)...; C(docs/docsite/rst/settings.rst) lists them) is never taken from
+        C(instance_<option>). Such a variable is ignored, and the task's result warns, naming it and the
+        C(berth_<option>) variable to set instead.
+      - O(state), O(placements), O(name), O(uuid), O(host), O(uri), O(flavor), O(template), O(timeout),
+        O(domain_types) and O(targets) are the task's own, never taken.
+      - Whether or not this is set, an operator setting the task does not set comes from C(berth_<option>)
+        (O(boot) from C(berth_boot_kernel), C(berth_boot_initrd) and C(berth_boot_cmdline)).
     type: bool
     default: false
   ledger:

@@ -81,6 +81,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.limits

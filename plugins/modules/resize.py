@@ -68,6 +68,7 @@ options:
     type: int
     default: 3600
 extends_documentation_fragment:
+  - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.ledger

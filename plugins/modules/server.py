@@ -41,12 +41,20 @@ options:
     type: int
   from_vars:
     description:
-      - Take each option this task does not set from the play's variable of the same name, else from the
-        variable C(berth_<option>) (the operator's settings, set once in the inventory - C(berth_ledger_url),
-        C(berth_domain_type), C(berth_lease_seconds)...); O(boot) from C(berth_boot_kernel), C(berth_boot_initrd)
-        and C(berth_boot_cmdline). O(state), O(template), O(timeout) and O(shutdown_timeout) are never taken.
-      - This is how C(playbooks/launch.yml) passes its extra variables (C(-e flavor=m1.small -e firmware=uefi))
-        through without naming each option.
+      - Take each requester option this task does not set (O(flavor), O(image), O(networks), O(key_name),
+        O(availability_zone), O(server_group), O(scheduler_hints), the guest's hardware...) from the play's variable
+        of the same name, else from the variable C(berth_<option>) (the operator's fleet-wide default). This is how
+        C(playbooks/launch.yml) passes its extra variables (C(-e flavor=m1.small -e firmware=uefi)) through
+        without naming each option.
+      - An operator setting (O(image_source_dirs), O(uri_policy), O(enabled_filters), O(key_pairs), O(boot),
+        O(project_id), O(force_hosts), O(max_attempts)...; C(docs/docsite/rst/settings.rst) lists them) is never
+        taken from a play variable of its bare name - a launch's extra variables and an AWX survey's answers are
+        the requester's. Such a variable is ignored, and the task's result warns, naming it and the
+        C(berth_<option>) variable to set instead.
+      - O(state), O(template), O(timeout) and O(shutdown_timeout) are the task's own, never taken.
+      - Whether or not this is set, an operator setting the task does not set comes from C(berth_<option>)
+        (O(boot) from C(berth_boot_kernel), C(berth_boot_initrd) and C(berth_boot_cmdline)), set once in the
+        inventory, group vars or a job template.
     type: bool
     default: false
   state:
@@ -66,8 +74,12 @@ options:
     type: bool
     default: false
   project_id:
-    description: The project the instance is for (AggregateMultiTenancyIsolation), recorded on it; see M(berth.fleet.schedule).
+    description:
+      - The project the instance is for (AggregateMultiTenancyIsolation), recorded on it; see M(berth.fleet.schedule).
+      - An operator setting (C(berth_project_id)) - Nova takes the project from the caller's identity, never
+        from the request.
     type: str
+    default: default
   availability_zone:
     description: The availability zone to launch into; see M(berth.fleet.schedule).
     type: str
@@ -78,9 +90,12 @@ options:
     description: Nova's scheduler hints (C(different_host), C(same_host), C(query), C(build_near_host_ip)...); see M(berth.fleet.schedule).
     type: dict
   force_hosts:
-    description: Only these hypervisors, the filters skipped (never the claim's check); see M(berth.fleet.schedule).
+    description:
+      - Only these hypervisors, the filters skipped (never the claim's check); see M(berth.fleet.schedule).
+      - An operator setting (C(berth_force_hosts)) - forcing a host is an administrator's privilege in Nova.
     type: list
     elements: str
+    default: []
   ignore_hosts:
     description: Never these hypervisors.
     type: list
@@ -102,14 +117,6 @@ options:
     description: Lease of the claim while the instance builds; a sync releases an expired one whose domain is not there.
     type: int
     default: 3600
-  enabled_filters:
-    description: Nova's C(enabled_filters); default as M(berth.fleet.schedule).
-    type: list
-    elements: str
-  weighers:
-    description: Nova's C(weight_classes); default all, as M(berth.fleet.schedule).
-    type: list
-    elements: str
   storage_pool:
     description: Storage pool for the instance's volumes.
     type: str
@@ -130,6 +137,7 @@ options:
     type: float
     default: 30
 extends_documentation_fragment:
+  - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.launch

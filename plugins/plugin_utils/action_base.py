@@ -16,35 +16,40 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import (
     decode_json_options,
     module_argument_spec,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import (
+    OPERATOR_SETTINGS,
+    TASK_OPTIONS,
+    variable_warning,
+)
 
 
 class BerthAction(ActionBase):
     """Validate the arguments against ``ARGUMENT_SPEC`` (a dict or list option may come as a JSON
-    string, as an AWX survey gives it) and the size limits, run ``run_berth``, report failures."""
+    string, as an AWX survey gives it) and the size limits, run ``run_berth``, report failures.
+
+    Who sets what (plugin_utils/settings.py): an operator setting the task does not set comes
+    from the variable ``berth_<name>`` (the inventory's), in every action, so an ad-hoc
+    ``ansible -m`` task reads the settings a playbook does; with ``from_vars``, a requester
+    option comes from the play variable ``<VARIABLE_PREFIX><name>``, else ``berth_<name>``, and
+    a play variable ``<VARIABLE_PREFIX><name>`` named as an operator setting is ignored, with a
+    warning in the task's result."""
 
     TRANSFERS_FILES = False
     # Each action's own, derived from its module's DOCUMENTATION when the action is defined.
     ARGUMENT_SPEC: dict[str, Any] = {}
-    # With the task argument from_vars (actions that document it): the variable prefixes an
-    # option is looked up under, in order, and the options a task always sets itself.
-    VARIABLE_PREFIXES: tuple[str, ...] = ()
-    TASK_ONLY: frozenset[str] = frozenset({"from_vars"})
-    # Options that are the operator's configuration only (which host devices a guest may get):
-    # from_vars reads them from the berth_* settings, never from a variable a requester can set.
-    OPERATOR_ONLY: frozenset[str] = frozenset()
+    # The prefix of the play variables ``from_vars`` reads requester options from, for the
+    # actions that document from_vars ("" for a launch's extra variables, -e flavor=m1.small).
+    VARIABLE_PREFIX: str | None = None
+    # Requester options a task of this action always sets itself: from_vars never reads them.
+    TASK_SET: frozenset[str] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.ARGUMENT_SPEC = module_argument_spec(sys.modules[cls.__module__].__file__)
 
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
-        if self.VARIABLE_PREFIXES and self._task.args.get("from_vars"):
-            self._task.args = {**self._from_vars(task_vars or {}), **self._task.args}
-        if "ledger_url" in self.ARGUMENT_SPEC and self._task.args.get("ledger_url") is None \
-                and "berth_ledger_url" in (task_vars or {}):
-            # The inventory's ledger, as the playbooks pass it: an ad-hoc task
-            # (ansible -m berth.fleet.capacity) then reads the same ledger as a launch.
-            self._task.args = {**self._task.args, "ledger_url": self._templar.template(task_vars["berth_ledger_url"])}
+        task_vars = task_vars or {}
+        self._task.args, ignored = self._gather_arguments(task_vars)
         result = super().run(tmp, task_vars)
         try:
             # Before validation: Ansible would split a JSON list at its commas.
@@ -53,33 +58,62 @@ class BerthAction(ActionBase):
             limits.check_options(args)
             if "uri_policy" in self.ARGUMENT_SPEC:
                 # Resolved once, handed on as plain settings (operations pass options on as they are).
-                args["uri_policy"] = operator_uri_policy(args["uri_policy"], task_vars or {},
-                                                         self._templar).to_settings()
-            result.update(self.run_berth(args, task_vars or {}))
+                args["uri_policy"] = operator_uri_policy(args["uri_policy"], task_vars, self._templar).to_settings()
+            result.update(self.run_berth(args, task_vars))
         except InputError as exc:
             result.update(failed=True, msg=str(exc), field=exc.field)
         except BerthError as exc:
             result.update(failed=True, msg=str(exc))
+        if ignored:
+            result["warnings"] = ignored + list(result.get("warnings") or [])
         return result
 
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _from_vars(self, task_vars: dict[str, Any]) -> dict[str, Any]:
-        """Each option the task does not set, from the first variable of its name under
-        VARIABLE_PREFIXES (a launch's extra vars, -e flavor=m1.small; the operator's berth_*
-        settings, set once in the inventory). ``boot`` comes from berth_boot_kernel,
-        berth_boot_initrd and berth_boot_cmdline, the operator's settings of direct kernel boot."""
+    def _gather_arguments(self, task_vars: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The task's arguments, with the options it does not set taken from the variables as
+        the class's docstring says; and the warnings for the variables ignored."""
+        args, ignored = dict(self._task.args), []
+        if self.VARIABLE_PREFIX is not None and args.get("from_vars"):
+            found, ignored = self._from_vars(task_vars)
+            args = {**found, **args}
+        return {**args, **self._operator_settings(args, task_vars)}, ignored
+
+    def _from_vars(self, task_vars: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Each requester option the task does not set, from the play variable
+        ``<VARIABLE_PREFIX><option>`` (a launch's extra vars), else ``berth_<option>`` (the
+        operator's fleet-wide default); and the warnings for the play variables of that prefix
+        named as operator settings, which are ignored (_operator_settings reads those)."""
+        found, ignored = {}, []
+        for option in self.ARGUMENT_SPEC:
+            variable = f"{self.VARIABLE_PREFIX}{option}"
+            if option in OPERATOR_SETTINGS:
+                if variable in task_vars:
+                    ignored.append(variable_warning(variable, option))
+                continue
+            if option in TASK_OPTIONS or option in self.TASK_SET:
+                continue
+            for name in (variable, f"berth_{option}"):
+                if name in task_vars:
+                    found[option] = self._templar.template(task_vars[name])
+                    break
+        return found, ignored
+
+    def _operator_settings(self, given: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """Each operator setting this action takes and ``given`` does not set, from the variable
+        ``berth_<name>`` where it is defined; ``boot`` also from berth_boot_kernel,
+        berth_boot_initrd and berth_boot_cmdline, the operator's settings of direct kernel boot.
+        The task's own arguments win: the play's author is the operator. (``uri_policy`` is
+        left to operator_uri_policy, which names berth_uri_policy in its errors and falls back
+        to the environment.)"""
         found = {}
         for option in self.ARGUMENT_SPEC:
-            if option in self.TASK_ONLY:
-                continue
-            prefixes = ("berth_",) if option in self.OPERATOR_ONLY else self.VARIABLE_PREFIXES
-            for prefix in prefixes:
-                if f"{prefix}{option}" in task_vars:
-                    found[option] = self._templar.template(task_vars[f"{prefix}{option}"])
-                    break
-        if "boot" in self.ARGUMENT_SPEC and "boot" not in found and task_vars.get("berth_boot_kernel"):
+            if option in OPERATOR_SETTINGS and option != "uri_policy" and given.get(option) is None \
+                    and f"berth_{option}" in task_vars:
+                found[option] = self._templar.template(task_vars[f"berth_{option}"])
+        if "boot" in self.ARGUMENT_SPEC and given.get("boot") is None and "boot" not in found \
+                and task_vars.get("berth_boot_kernel"):
             found["boot"] = {part: self._templar.template(task_vars[f"berth_boot_{part}"])
                              for part in ("kernel", "initrd", "cmdline") if f"berth_boot_{part}" in task_vars}
         return found

@@ -13,6 +13,10 @@ group, hints, metadata, user data and guest hardware. Those options come from th
 ``from_vars`` from the play variable of their name (``-e flavor=m1.small``), else from
 ``berth_<name>``, the operator's fleet-wide default.
 
+The rest of a module's options are the task's own (TASK_OPTIONS): what one task acts on (a host,
+a state, a path), the answers of an earlier task it is given (placements, image properties), how
+long its calls may take. A task sets them itself; no variable does.
+
 ``Settings`` is the operator's side as the operations read it: built once from a task's
 validated arguments, every value with the default its modules document.
 """
@@ -24,7 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import GUEST_OPTION_NAMES
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import WEIGHER_MULTIPLIER_OPTIONS
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
+    DEFAULT_PROJECT_ID,
+    WEIGHER_MULTIPLIER_OPTIONS,
+)
 
 # Each operator setting, with what it decides (the documentation's table says the same).
 OPERATOR_SETTINGS: dict[str, str] = {
@@ -74,6 +81,9 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "migrate_max_retries": "how many destinations a live migration's CPU check tries",
     "skip_cpu_compare_on_dest": "whether a live migration skips its CPU check",
     "transfer_timeout": "how long a move's volume copy may take",
+    "keep_leftovers": "whether a sync keeps what dead builds left (volumes, domains) for inspection",
+    "decisions_max_age_days": "how long the ledger keeps scheduling decisions",
+    "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -100,11 +110,62 @@ REQUESTER_OPTIONS: dict[str, str] = {
 REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})
 
 
+# Each option that is neither: the task's own, with what it is.
+TASK_OPTIONS: dict[str, str] = {
+    "from_vars": "whether the task takes its other options from the play's variables",
+    "state": "what the task makes of its object",
+    "host": "the hypervisor the task acts on",
+    "uri": "that hypervisor's libvirt URI",
+    "uuid": "the instance the task acts on, by uuid",
+    "domain": "the libvirt domain the task adopts",
+    "placements": "the schedule's placements the task builds",
+    "targets": "the hosts the task may build on, with their URIs",
+    "domain_types": "the domain types the chosen host offers",
+    "hosts": "host states given by hand, or the hypervisors a sync reads",
+    "image_volume": "the image volume the hosts must hold, from the checked request",
+    "image_id": "the image's id, from the checked request",
+    "image_properties": "the image's properties, from the checked request",
+    "requested_networks": "the networks the hosts must define, from the checked request",
+    "retry_hosts": "the hosts a retried build already failed on",
+    "to_host": "the host a migration goes to",
+    "mode": "how an instance moves: live, cold or auto",
+    "carry_definition": "whether a move carries the source's domain definition as it is",
+    "template": "the domain template the task renders",
+    "timeout": "how long each libvirt call of the task may take",
+    "shutdown_timeout": "how long a guest has to shut down",
+    "reason": "why a hypervisor is disabled",
+    "policy": "the policy of a new server group",
+    "max_server_per_host": "how many members of a new server group a host may hold",
+    "what": "what a ledger query lists",
+    "instance": "the instance whose decisions a query lists",
+    "limit": "how many rows a query lists",
+    "lines": "how many lines of a serial log are shown",
+    "path": "where a report page is written",
+    "decisions": "how many decisions a report explains",
+    "workers": "how many hypervisors a sync reads at once",
+    "batch_size": "how many hypervisors a sync writes per transaction",
+    "mark_missing": "whether a sync marks the hypervisors no inventory lists",
+    "cpu_allocation_ratio": "a hypervisor's own ratio, as its inventory source gives it",
+    "ram_allocation_ratio": "a hypervisor's own ratio, as its inventory source gives it",
+    "disk_allocation_ratio": "a hypervisor's own ratio, as its inventory source gives it",
+    "reserved_host_memory_mb": "a hypervisor's reserved memory, as its inventory source gives it",
+    "reserved_host_disk_mb": "a hypervisor's reserved disk, as its inventory source gives it",
+    "aggregates": "a hypervisor's aggregates, as its inventory source gives it",
+}
+
+
+def operator_variables(setting: str) -> str:
+    """The variables an operator setting is read from."""
+    if setting == "boot":
+        return "berth_boot_kernel, berth_boot_initrd and berth_boot_cmdline (or berth_boot)"
+    return f"berth_{setting}"
+
+
 def variable_warning(variable: str, setting: str) -> str:
     """What a run says of a play variable named as an operator setting, which it ignores."""
     return (f"the play variable {variable} is ignored: {setting} is an operator setting, taken only from "
-            f"berth_{setting} (the inventory, group vars or a job template), never from a launch's extra "
-            f"variables or survey answers")
+            f"{operator_variables(setting)} (the inventory, group vars or a job template), never from a "
+            f"launch's extra variables or survey answers")
 
 
 @dataclass(frozen=True)
@@ -127,7 +188,7 @@ class Settings:
     flavors_file: str | None = None
     key_pairs: Mapping[str, Any] = field(default_factory=dict)
     boot: Mapping[str, Any] = field(default_factory=dict)
-    project_id: str | None = None
+    project_id: str = DEFAULT_PROJECT_ID
     image_source_dirs: tuple[str, ...] = ()
     image_cache_dir: str = "~/.cache/berth/images"
     image_max_mb: int = 8192

@@ -48,7 +48,7 @@ def test_custom_models_boot_with_their_topology_keep_them_when_moving_and_what_a
     assert qemu["modes"]["host-passthrough"] is False and qemu["modes"]["host-model"] is True
 
     try:
-        launched = play("launch.yml", "-e", json.dumps({"name": "cpuw", "flavor": DUAL, "force_hosts": ["hv1"]}))
+        launched = play("launch.yml", "-e", json.dumps({"name": "cpuw", "flavor": DUAL, "berth_force_hosts": ["hv1"]}))
         assert launched["rc"] == 0, failed_messages(launched)
         [row] = [r for r in rows(url, "instances") if r["name"] == "cpuw-1"]
         cpu = ET.fromstring(lab.virsh("hv1", "dumpxml", "cpuw-1")).find("cpu")
@@ -75,7 +75,7 @@ def test_custom_models_boot_with_their_topology_keep_them_when_moving_and_what_a
                 ("hv2", "cpupt", "hypervisors.hv2.cpu_mode host-passthrough cannot run on hv2 as a qemu domain"),
                 ("hv3", "cpuflag", "hv3 cannot run the guest CPU its settings give (Westmere +avx512f) as a qemu "
                                    "domain")):
-            refused = play("launch.yml", "-e", json.dumps({"name": name, "flavor": DUAL, "force_hosts": [host]}))
+            refused = play("launch.yml", "-e", json.dumps({"name": name, "flavor": DUAL, "berth_force_hosts": [host]}))
             assert refused["rc"] != 0
             message = " ".join(failed_messages(refused))
             assert expected in message, message

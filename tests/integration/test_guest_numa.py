@@ -140,7 +140,7 @@ NUMA_FILTERS = [*DEFAULT_FILTERS, "NUMATopologyFilter"]
 
 
 def launch_args(name: str) -> tuple[str, str]:
-    return "-e", json.dumps({"name": name, "flavor": PIN_FLAVOR, "enabled_filters": NUMA_FILTERS})
+    return "-e", json.dumps({"name": name, "flavor": PIN_FLAVOR, "berth_enabled_filters": NUMA_FILTERS})
 
 
 def claimed(lab) -> dict[str, tuple[str, dict]]:

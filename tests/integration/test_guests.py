@@ -94,7 +94,7 @@ def read_pty_until(path: str, text: str, timeout_s: float) -> str:
 
 
 def test_uefi_guest_boots_its_nvram_is_a_pool_volume_that_migrates_live_and_cold_and_is_deleted(lab):
-    extra = ("-e", json.dumps({"name": "efi", "firmware": "uefi", "force_hosts": ["hv1"]}))
+    extra = ("-e", json.dumps({"name": "efi", "firmware": "uefi", "berth_force_hosts": ["hv1"]}))
     dry = assert_triplet_then_idempotent(lab, extra)
     planned = ET.fromstring(task_result(dry, "Launch the instances")["diff"][0]["after"])
     assert planned.find("os").get("firmware") == "efi"
@@ -151,7 +151,7 @@ def test_uefi_guest_boots_its_nvram_is_a_pool_volume_that_migrates_live_and_cold
 def test_console_agent_channel_graphics_disk_bus_and_nic_model(lab):
     options = {"name": "hw", "disk_bus": "sata", "nic_model": "e1000", "networks": [{"type": "user"}],
                "user_data": "#cloud-config\nhostname: hw\n",
-               "graphics": {"type": "vnc", "listen": "127.0.0.2"}, "force_hosts": ["hv2"]}
+               "graphics": {"type": "vnc", "listen": "127.0.0.2"}, "berth_force_hosts": ["hv2"]}
     extra = ("-e", json.dumps(options))
     assert_triplet_then_idempotent(lab, extra)
     row = row_of(lab, "hw-1")
@@ -322,7 +322,7 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
 
     # A second launch on the same hosts: no download, no upload (the pool's copies are the same files).
     reused = lab.playbook("launch.yml", "-e", json.dumps({"name": "again", "count": 2, "image": image,
-                                                          "force_hosts": hosts}),
+                                                          "berth_force_hosts": hosts}),
                           "-e", f"berth_image_cache_dir={cache}")
     assert reused["rc"] == 0, failed_messages(reused)
     assert server.gets("cloud.qcow2") == 3
@@ -346,7 +346,7 @@ def test_a_pool_image_of_the_same_name_with_other_bytes_is_refused_not_reused(la
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(other), "32M"], check=True)
     lab.virsh("hv3", "pool-refresh", "default")
     try:
-        request = {"name": "clash", "force_hosts": ["hv3"],
+        request = {"name": "clash", "berth_force_hosts": ["hv3"],
                    "image": {"name": "clash.qcow2", "url": server.url("clash.qcow2"), "checksum": checksum}}
         result = lab.playbook("launch.yml", "-e", json.dumps(request), "-e", f"berth_image_cache_dir={tmp_path / 'c'}")
         assert result["rc"] != 0

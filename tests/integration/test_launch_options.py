@@ -204,7 +204,7 @@ def test_backing_files_must_stay_in_the_pool(lab, base_image, tmp_path):
         assert fleet_snapshot(lab) == before
 
         launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "chain", "image": "chain-top.qcow2",
-                                                                "force_hosts": ["hv2"]}))
+                                                                "berth_force_hosts": ["hv2"]}))
         assert launched["rc"] == 0, failed_messages(launched)
         [row] = [r for r in lab.ledger_rows("instances") if r["name"] == "chain-1"]
         overlay = ET.fromstring(lab.virsh("hv2", "vol-dumpxml", "--pool", "default", f"berth-{row['uuid']}-root.qcow2"))
@@ -244,7 +244,7 @@ def test_ignore_and_force_hosts_reach_the_scheduler(lab):
     ignored = lab.playbook("launch.yml", "-e", json.dumps(
         {"name": "ign", "count": 2, "ignore_hosts": ["hv1", "hv2"]}))
     assert ignored["rc"] == 0, failed_messages(ignored)
-    forced = lab.playbook("launch.yml", "-e", json.dumps({"name": "frc", "count": 2, "force_hosts": ["hv2"]}))
+    forced = lab.playbook("launch.yml", "-e", json.dumps({"name": "frc", "count": 2, "berth_force_hosts": ["hv2"]}))
     assert forced["rc"] == 0, failed_messages(forced)
 
     hosts = {r["name"]: r["host"] for r in lab.ledger_rows("instances")}

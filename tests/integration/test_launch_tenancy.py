@@ -25,7 +25,7 @@ def test_another_project_never_lands_on_a_tenants_hypervisor_and_instances_recor
     assert synced["rc"] == 0, failed_messages(synced)
 
     def launch(name: str, count: int, project: str) -> dict:
-        extra = {"name": name, "count": count, "flavor": TINY, "project_id": project,
+        extra = {"name": name, "count": count, "flavor": TINY, "berth_project_id": project,
                  "berth_enabled_filters": FILTERS}
         return lab.finish(lab.start_playbook("launch.yml", "-e", json.dumps(extra), inventory=inventory))
 
@@ -41,7 +41,7 @@ def test_another_project_never_lands_on_a_tenants_hypervisor_and_instances_recor
 
         # The tenant itself may use its hypervisor: with hv1 and hv3 ignored, team-a goes there.
         own = lab.finish(lab.start_playbook("launch.yml", "-e", json.dumps(
-            {"name": "ta", "flavor": TINY, "project_id": "team-a", "berth_enabled_filters": FILTERS,
+            {"name": "ta", "flavor": TINY, "berth_project_id": "team-a", "berth_enabled_filters": FILTERS,
              "ignore_hosts": ["hv1", "hv3"]}), inventory=inventory))
         assert own["rc"] == 0, failed_messages(own)
         [tenant] = [row for row in rows(url, "instances") if row["name"] == "ta-1"]

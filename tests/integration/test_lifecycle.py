@@ -314,7 +314,7 @@ def test_resize_on_its_own_host_then_onto_another_and_failures_leave_the_old_siz
 
 def _resizes(lab, shaped: Fleet, tmp_path) -> None:
     launched = shaped.run("launch.yml", "-e", json.dumps({"name": "rsz", "flavor": "m1.tiny",
-                                                          "force_hosts": ["hv1"]}))
+                                                          "berth_force_hosts": ["hv1"]}))
     row = assert_runs_as(shaped, "rsz-1", "m1.tiny", "hv1")
     assert booted(lab, "hv1", "rsz-1", row["uuid"]) and changed_count(launched) > 0
 

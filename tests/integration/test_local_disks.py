@@ -65,7 +65,7 @@ def guest_sees(flavor: dict) -> dict[str, int]:
 
 
 def test_ephemeral_and_swap_disks_are_built_moved_resized_and_deleted(lab):
-    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "eph", "flavor": FLAVOR, "force_hosts": ["hv1"]}))
+    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "eph", "flavor": FLAVOR, "berth_force_hosts": ["hv1"]}))
     assert launched["rc"] == 0, failed_messages(launched)
     row = instance_row(lab, "eph-1")
     uuid = row["uuid"]

@@ -101,7 +101,7 @@ def test_a_move_whose_source_daemon_stops_before_its_copy_is_removed_follows_the
     the source's libvirtd went away before Berth removed the source's copy. The move is done: the
     ledger follows the domain, and the next gather that reaches the source removes what it kept."""
     name = f"gone{mode}"
-    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": name, "count": 1, "force_hosts": ["hv1"]}))
+    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": name, "count": 1, "berth_force_hosts": ["hv1"]}))
     assert launched["rc"] == 0, failed_messages(launched)
     uuid = next(r["uuid"] for r in lab.ledger_rows("instances") if r["name"] == f"{name}-1")
     barrier = tmp_path / "barrier"

@@ -167,7 +167,7 @@ def test_a_host_that_failed_two_builds_is_weighed_down_until_one_succeeds_there(
     # One build fails there and lands on an alternate; a second, held to that host, fails too.
     lab4.launch("f1", env=fault)
     assert lab4.instance("f1-1")["host"] != preferred
-    lab4.launch("f2", env=fault, ok=False, force_hosts=[preferred])
+    lab4.launch("f2", env=fault, ok=False, berth_force_hosts=[preferred])
     assert lab4.instance("f2-1")["state"] == "ERROR"
     assert lab4.failed_builds()[preferred] == 2
 
@@ -175,7 +175,7 @@ def test_a_host_that_failed_two_builds_is_weighed_down_until_one_succeeds_there(
     assert lab4.launch("probe", check=True)["placements"][0]["host"] != preferred
 
     # A successful build there forgives it.
-    lab4.launch("ok", force_hosts=[preferred])
+    lab4.launch("ok", berth_force_hosts=[preferred])
     assert lab4.instance("ok-1")["host"] == preferred
     assert lab4.failed_builds()[preferred] == 0
     placement = between(lab4, preferred)

@@ -70,7 +70,7 @@ def test_a_key_pair_keys_and_a_static_address_reach_the_guest_through_its_seed(l
     prefix = lab_subnet_prefix(lab, "hv1")
     address = f"{prefix}.5"  # below the lab network's DHCP range (.10 - .250)
     request = {
-        "name": "seeded", "force_hosts": ["hv1"], "key_name": "lab-pair", "ssh_authorized_keys": [own_public],
+        "name": "seeded", "berth_force_hosts": ["hv1"], "key_name": "lab-pair", "ssh_authorized_keys": [own_public],
         # The lab's cloud kernel has no AHCI driver: its guests read their seed on IDE.
         "cdrom_bus": "ide",
         "networks": [{"type": "network", "name": fleet.NETWORK_NAME, "addresses": [f"{address}/24"],

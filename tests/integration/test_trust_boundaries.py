@@ -59,7 +59,7 @@ def test_a_ledger_uri_with_the_ext_transport_is_refused_everywhere_and_its_progr
     program, marker = marker_program(tmp_path)
     try:
         assert run(lab, "gather.yml", full)["rc"] == 0
-        launched = run(lab, "launch.yml", full, "-e", json.dumps({"name": "trusted", "force_hosts": ["hv1"]}))
+        launched = run(lab, "launch.yml", full, "-e", json.dumps({"name": "trusted", "berth_force_hosts": ["hv1"]}))
         assert launched["rc"] == 0, failed_messages(launched)
         handmade_domain(lab, "hv2", "handmade")
         # Someone with write access to the shared ledger points every hypervisor at a program.
@@ -110,7 +110,7 @@ def test_two_hypervisors_reporting_one_uuid_are_a_conflict_and_no_instance_is_fo
     hv2_uuid = fleet.host_uuid(lab.dir, "hv2")
     try:
         assert run(lab, "gather.yml", full)["rc"] == 0
-        launched = run(lab, "launch.yml", full, "-e", json.dumps({"name": "twin", "force_hosts": ["hv1"]}))
+        launched = run(lab, "launch.yml", full, "-e", json.dumps({"name": "twin", "berth_force_hosts": ["hv1"]}))
         assert launched["rc"] == 0, failed_messages(launched)
 
         fleet.impersonate(lab.dir, "hv2", hv1_uuid)

@@ -48,3 +48,19 @@ def test_every_guide_is_in_the_table_of_contents_under_its_label():
         labels = re.findall(r"^\.\. _([^:]+):$", (DOCSITE / "rst" / f"{name}.rst").read_text(),
                             flags=re.MULTILINE)
         assert labels[0] == f"ansible_collections.berth.fleet.docsite.{name}"
+
+
+def _table(page: str, heading: str) -> dict[str, str]:
+    """The rows (first cell's ``name``: second cell) of the list-table under ``heading``."""
+    section = page.split(f"\n{heading}\n{'-' * len(heading)}\n", 1)[1]
+    section = re.split(r"\n[^\n]+\n-+\n", section, maxsplit=1)[0]
+    return dict(re.findall(r"^   \* - ``([a-z_0-9]+)``\n     - (.+)$", section, flags=re.MULTILINE))
+
+
+def test_the_settings_page_lists_exactly_the_operator_settings_and_the_requester_options():
+    from ansible_collections.berth.fleet.plugins.plugin_utils import settings
+
+    page = (DOCSITE / "rst" / "settings.rst").read_text()
+    unescaped = {key: value.replace("\\*", "*") for key, value in _table(page, "Operator settings").items()}
+    assert unescaped == settings.OPERATOR_SETTINGS
+    assert _table(page, "Requester options") == settings.REQUESTER_OPTIONS

@@ -49,3 +49,17 @@ def test_awx_launch_survey_asks_for_launch_options_and_its_defaults_validate():
     assert "server_group" not in args and args["user_data"] == ""
     result = ArgumentSpecValidator(spec).validate(args)
     assert not result.error_messages, result.error_messages
+
+
+def test_the_awx_launch_survey_asks_for_requester_options_only():
+    """A survey's answers are a requester's: an operator setting there would be ignored with a
+    warning, and its question would mislead (docs/docsite/rst/awx.rst)."""
+    import json
+
+    from ansible_collections.berth.fleet.plugins.plugin_utils.settings import REQUESTER_OPTIONS
+
+    survey = json.loads((REPO / "examples" / "awx" / "launch-survey.json").read_text())
+    # launch.yml takes server_name as the instances' name.
+    variables = {"name" if question["variable"] == "server_name" else question["variable"]
+                 for question in survey["spec"]}
+    assert variables <= set(REQUESTER_OPTIONS), variables - set(REQUESTER_OPTIONS)

@@ -25,19 +25,26 @@ class _Templar:
         return value
 
 
+class _Task:
+    args = {"from_vars": True}
+
+
 def from_vars(task_vars):
+    """The options a launch (launch.yml's task) takes from ``task_vars``, and the warnings."""
     action = object.__new__(ServerAction)
-    action._templar = _Templar()
-    return action._from_vars(task_vars)
+    action._templar, action._task = _Templar(), _Task()
+    return action._gather_arguments(task_vars)
 
 
 def test_a_launch_takes_the_aliases_from_the_operator_settings_only():
-    found = from_vars({"pci_alias": HOSTILE, "enabled_mdev_types": ["x"], "berth_pci_alias": OPERATOR,
-                       "flavor": "m1.tiny"})
+    found, warnings = from_vars({"pci_alias": HOSTILE, "enabled_mdev_types": ["x"], "berth_pci_alias": OPERATOR,
+                                 "flavor": "m1.tiny"})
     assert found["pci_alias"] == OPERATOR and "enabled_mdev_types" not in found
+    assert [warning.split(":")[0] for warning in warnings] == [
+        "the play variable pci_alias is ignored", "the play variable enabled_mdev_types is ignored"]
     # Other options still come from the launch's own variables first.
     assert found["flavor"] == "m1.tiny"
-    assert "pci_alias" not in from_vars({"pci_alias": HOSTILE})
+    assert "pci_alias" not in from_vars({"pci_alias": HOSTILE})[0]
 
 
 def test_the_aliases_reach_the_request_but_not_the_instance_record():
