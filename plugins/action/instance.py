@@ -13,7 +13,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import PLACEMENT_FIELDS, Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
-from ansible_collections.berth.fleet.plugins.plugin_utils.settings import OPERATOR_SETTINGS, Settings
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):

@@ -10,7 +10,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import installed
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.server import Server
-from ansible_collections.berth.fleet.plugins.plugin_utils.settings import OPERATOR_SETTINGS, Settings
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 
 class ActionModule(BerthAction):

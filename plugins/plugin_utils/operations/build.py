@@ -200,7 +200,7 @@ class Build:
                 # refused there (an InputError naming the host's setting), tried on the next.
                 cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
                 result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
-                                     request, assignment, chosen_type, cpu, step)
+                                       request, assignment, chosen_type, cpu, step)
             except CleanupFailed as exc:
                 if ledger is None:
                     raise
@@ -248,8 +248,8 @@ class Build:
         raise BerthError(f"{name}: {reason}")
 
     def _on_host(self, session: HostSession, name: str, uuid: str, request: Request,
-               assignment: Mapping[str, Any] | None, chosen_type: str, cpu: Mapping[str, Any] | None,
-               step: Any) -> dict[str, Any]:
+                 assignment: Mapping[str, Any] | None, chosen_type: str, cpu: Mapping[str, Any] | None,
+                 step: Any) -> dict[str, Any]:
         host, pool = session.host, self.settings.storage_pool
         placed = uuid != PLANNED_UUID
         current = session.hv.find_domain(uuid) if placed else None
