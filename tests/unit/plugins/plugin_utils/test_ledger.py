@@ -408,6 +408,25 @@ def test_anti_affinity_with_max_server_per_host(ledger):
         ledger.claim([placement("db-3", HV1)], TINY, "a", server_group="db")
 
 
+def test_anti_affinity_claim_counts_every_member_of_one_request_on_a_host(ledger):
+    """The re-check counts each placement of the request, not each host once: two members of one
+    request on one host break the group as two requests would. (The scheduler spreads them
+    itself, but a forced host skips its filters: the claim has the last word.)"""
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity")
+    with pytest.raises(ClaimConflict, match="anti-affinity group db would have 2 members on it"):
+        ledger.claim([placement("db-1", HV1), placement("db-2", HV1)], TINY, "a", server_group="db")
+    assert ledger.instances() == [] and ledger.claims() == [] and ledger.server_groups("db")[0]["members"] == []
+    # At most two per host: two of one request on hv1 are taken, a third of the same request is not.
+    ledger.create_server_group("pairs", "anti-affinity", max_server_per_host=2)
+    with pytest.raises(ClaimConflict, match=r"anti-affinity group pairs would have 3 members on it \(at most 2\)"):
+        ledger.claim([placement(f"pair-{number}", HV1) for number in (1, 2, 3)], TINY, "a", server_group="pairs")
+    assert ledger.instances() == []
+    pairs = ledger.claim([placement("pair-1", HV1), placement("pair-2", HV1)], TINY, "a", server_group="pairs")
+    spread = ledger.claim([placement("db-1", HV1), placement("db-2", HV2)], TINY, "a", server_group="db")
+    assert [row["host"] for row in pairs] == ["hv1", "hv1"] and [row["host"] for row in spread] == ["hv1", "hv2"]
+
+
 def test_affinity_claim_refuses_a_second_host_even_within_one_request(ledger):
     ledger.sync_hypervisors([HV1, HV2])
     ledger.create_server_group("app", "affinity")
