@@ -455,7 +455,17 @@ def test_claim_into_an_unknown_group_is_bad_input(ledger):
 
 def test_two_concurrent_claims_seeding_an_empty_affinity_group_cannot_split_it(ledger_url):
     """Two ledgers (two connections) claim into the same empty group at the same moment, on two
-    different hosts: the group lock lets exactly one win."""
+    different hosts: the group lock lets exactly one win.
+
+    On PostgreSQL that lock is the group row's SELECT ... FOR UPDATE (server_groups.lock): without
+    it the two transactions lock different hypervisor rows, both read an empty group and both
+    insert, and this test fails (checked with the FOR UPDATE removed: it failed on PostgreSQL in
+    three runs out of three). SQLite cannot show it, by construction: SQLite has no row locks, so
+    SQLAlchemy's SQLite dialect compiles FOR UPDATE to nothing (the statement is the same text with
+    or without it), and the ledger begins every writing transaction with BEGIN IMMEDIATE
+    (ledger/database.py), which takes the database's single writer lock: the second claim's
+    transaction starts only once the first has committed, and reads its member. The SQLite case
+    runs to hold that serialisation to the same rule."""
     setup = Ledger(ledger_url).open(create=True)
     setup.sync_hypervisors([HV1, HV2])
     setup.create_server_group("app", "affinity")
