@@ -33,8 +33,8 @@ from typing import Callable
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-_TIME_FUNCTIONS = {f"{name}{suffix}" for name in ("time", "monotonic", "perf_counter", "process_time",
-                                                   "thread_time", "clock_gettime") for suffix in ("", "_ns")}
+_TIME_NAMES = ("time", "monotonic", "perf_counter", "process_time", "thread_time", "clock_gettime")
+_TIME_FUNCTIONS = {f"{name}{suffix}" for name in _TIME_NAMES for suffix in ("", "_ns")}
 _DATETIME_FUNCTIONS = {"now", "utcnow", "today"}
 # Calls whose result is still the timed value they were given (or a verdict on it).
 _PASS_THROUGH = {"abs", "round", "int", "float", "min", "max", "sum", "all", "any", "sorted", "list", "tuple", "set"}
@@ -133,8 +133,8 @@ def timing_decisions(source: str) -> list[int]:
     tree = ast.parse(source)
     bare = _bare_clocks(tree)
     found = []
-    for function in [tree, *(node for node in ast.walk(tree)
-                              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for function in [tree, *functions]:
         nodes = list(_own_nodes(function))
         parents = {child: node for node in [function, *nodes] for child in ast.iter_child_nodes(node)}
 
