@@ -208,6 +208,20 @@ def numa_lab():
         yield fleet_lab
 
 
+# A lab test's time limit (pytest-timeout; a unit test's is pyproject.toml's 60 s), so that a hang
+# fails that test with its stack: the slowest take about a minute in CI (test_lifecycle's resize
+# 64 s, its power verbs 58 s, test_local_disks 53 s, molecule 49 s), and the first test of a lab
+# fleet pays for bringing it up. A test that needs longer says so with its own timeout mark.
+LAB_TEST_TIMEOUT_S = 300
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(LAB_TEST_TIMEOUT_S))
+
+
 def _ledger_key(extra: tuple, env_extra: dict | None) -> tuple:
     """Which ledger a run uses: its -e berth_ledger_url, else BERTH_LEDGER_URL, else the lab's."""
     named = [arg for arg in extra if "berth_ledger_url" in arg]

@@ -105,7 +105,6 @@ def test_awx_inventory_sync_and_job_with_a_domain_named_like_a_template(lab, evi
     assert not any(uid_line in message or "uid=" in message for message in output)
 
 
-@pytest.mark.skipif(not GATHER.exists(), reason="playbooks/gather.yml (the ledger helper's, issue #5) has not landed")
 def test_awx_gather_job_runs_on_the_synced_inventory(lab, evil_domain, tmp_path):
     script = inventory_script(tmp_path, inventory_sync(lab, tmp_path))
     gathered = job(tmp_path, GATHER, script, "gather")

@@ -41,3 +41,23 @@ def test_anti_affinity_over_three_hosts_fails_with_ten_and_places_three(lab):
         deleted = lab.playbook("delete.yml", "-e", "name=spread")
         assert deleted["rc"] == 0, failed_messages(deleted)
         lab.server_group("spread", "absent")
+
+
+def test_a_forced_launch_of_two_members_onto_one_host_is_refused_by_the_claim(lab):
+    """A forced host skips the scheduler's filters (Nova's force_hosts, the operator's
+    berth_force_hosts), so nothing but the claim's re-check stands between two members of one
+    request and one host of an anti-affinity group: the claim must count both, refuse, and leave
+    nothing behind."""
+    lab.server_group("pair", "present")
+    try:
+        before = fleet_snapshot(lab)
+        forced = lab.playbook("launch.yml", "-e", json.dumps(
+            {"name": "pair", "count": 2, "flavor": "m1.tiny", "server_group": "pair", "berth_force_hosts": ["hv1"]}))
+        assert forced["rc"] != 0
+        message = " ".join(failed_messages(forced))
+        assert "anti-affinity group pair would have 2 members on it (at most 1)" in message, message
+        assert fleet_snapshot(lab) == before, "a refused claim must leave nothing behind"
+    finally:
+        deleted = lab.playbook("delete.yml", "-e", "name=pair")
+        assert deleted["rc"] == 0, failed_messages(deleted)
+        lab.server_group("pair", "absent")

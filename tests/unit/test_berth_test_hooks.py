@@ -58,15 +58,33 @@ def test_a_barrier_holds_each_run_until_every_party_has_arrived(tmp_path):
     assert len(os.listdir(tmp_path / "arrived")) == 2
 
 
+class FakeTime:
+    """A barrier's clock and sleep: time moves only by what it sleeps."""
+
+    def __init__(self) -> None:
+        self.now_s, self.slept = 0.0, []
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now_s += seconds
+
+
 def test_a_barrier_lets_a_run_go_on_release_or_at_its_timeout(tmp_path):
     (tmp_path / "release").touch()
-    started = time.monotonic()
-    test_hooks.Barrier(str(tmp_path), hooks.AFTER_MOVE, parties=99, timeout_s=60).wait()
-    assert time.monotonic() - started < 5
+    released = FakeTime()
+    test_hooks.Barrier(str(tmp_path), hooks.AFTER_MOVE, parties=99, timeout_s=60,
+                       clock=released.clock, sleep=released.sleep).wait()
+    assert released.slept == []  # released already: on at once, without waiting
     (tmp_path / "release").unlink()
-    started = time.monotonic()
-    test_hooks.Barrier(str(tmp_path), hooks.AFTER_MOVE, parties=99, timeout_s=0.3).wait()
-    assert 0.3 <= time.monotonic() - started < 5
+    waited = FakeTime()
+    test_hooks.Barrier(str(tmp_path), hooks.AFTER_MOVE, parties=99, timeout_s=0.3,
+                       clock=waited.clock, sleep=waited.sleep).wait()
+    # Polled until its timeout had passed on its clock, and not one poll longer.
+    assert set(waited.slept) == {test_hooks.POLL_S}
+    assert sum(waited.slept[:-1]) < 0.3 <= sum(waited.slept)
 
 
 def test_a_fault_fails_its_host_at_its_point_only():

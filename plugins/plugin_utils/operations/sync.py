@@ -8,7 +8,8 @@ takes its place, so it delays nobody else. Then it removes what dead builds left
 hypervisors (the ledger says which) and words the drift report.
 
 Ports: the ledger, ``connect`` (module_utils/hypervisor_driver.Connect: how a hypervisor is
-opened, libvirt's Hypervisor by default; ``open_hypervisor`` gives it a target's settings), and
+opened, libvirt's Hypervisor by default; ``open_hypervisor`` gives it a target's settings), the
+clock the deadlines and the sync's duration are counted on (``MonotonicClock`` by default), and
 hooks (none are called yet).
 """
 
@@ -79,6 +80,22 @@ class Target:
         return READ_DEADLINE_TIMEOUTS * self.timeout_s
 
 
+class MonotonicClock:
+    """The clock a sync counts its deadlines and its duration on: ``now()`` in seconds, and
+    ``wait(condition, timeout_s)``, a wait on the reader's condition (held) for at most
+    ``timeout_s`` of this clock's seconds (None: until notified). Unit tests give a sync a clock
+    they move by hand, so that a deadline passes when they say and not when a loaded machine does."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wait(self, condition: threading.Condition, timeout_s: float | None) -> None:
+        condition.wait(timeout_s)
+
+
+MONOTONIC_CLOCK = MonotonicClock()
+
+
 def open_hypervisor(target: Target, bounded_by_caller: bool, connect: Connect = Hypervisor) -> HypervisorDriver:
     """A connection to ``target`` (not opened yet: ``with``) with its timeout, keepalive and URI
     policy. ``bounded_by_caller``: the caller gives the whole session up after the target's
@@ -121,21 +138,22 @@ class Sync:
     """The tracker sync of one request (see the module's docstring); ``run()`` returns the result."""
 
     def __init__(self, request: SyncRequest, ledger: Ledger, connect: Connect = Hypervisor,
-                 hooks: Any = None) -> None:
+                 hooks: Any = None, clock: MonotonicClock = MONOTONIC_CLOCK) -> None:
         self.request = request
         self.ledger = ledger
         self.connect = connect
         self.hooks = hooks  # the lead wires hooks into every operation; the sync calls none yet
+        self.clock = clock
 
     def run(self) -> dict[str, Any]:
         """Sync every target. Returns {changed, report, drift, findings, summary, warnings}:
         ``findings`` is each host's lines (its ledger view, then each finding about it), ``drift``
         the play's summary (counts, then the lines of every host that is not in step)."""
-        started = time.monotonic()
+        started = self.clock.now()
         report: dict[str, Any] = {name: [] for name in _REPORT_LISTS}
         findings: dict[str, list[str]] = {}
         changed = False
-        reader = _BoundedReader(self._read, self.request.workers)
+        reader = _BoundedReader(self._read, self.request.workers, self.clock)
         for states in reader.batches(self.request.targets, self.request.batch_size):
             batch = self.ledger.tracker_sync(states, dry_run=self.request.dry_run, uri_policy=self.request.uri_policy)
             changed = batch.pop("changed") or changed
@@ -146,7 +164,7 @@ class Sync:
             rows = {row["uuid"]: row for row in self.ledger.hypervisors(uuids)} if uuids else {}
             for host, line in host_lines(states, batch, rows):
                 findings.setdefault(host, []).append(line)
-        duration_s = time.monotonic() - started
+        duration_s = self.clock.now() - started
         # In the inventory's order, not the order the hypervisors happened to answer in.
         order = {host: index for index, host in enumerate(self.request.names)}
         findings = dict(sorted(findings.items(), key=lambda item: order.get(item[0], len(order))))
@@ -251,12 +269,13 @@ class _BoundedReader:
     left to finish on its own (a libvirt call cannot be cancelled) and a new thread takes its
     place, so one hung hypervisor holds no one else up."""
 
-    def __init__(self, read: Callable[[Target], dict[str, Any]], workers: int) -> None:
+    def __init__(self, read: Callable[[Target], dict[str, Any]], workers: int, clock: MonotonicClock) -> None:
         self._read = read
         self._workers = workers
+        self._clock = clock
         self._changed = threading.Condition()
         self._pending: collections.deque[Target] = collections.deque()
-        self._running: dict[str, tuple[float, Target]] = {}  # host: (deadline on the monotonic clock, target)
+        self._running: dict[str, tuple[float, Target]] = {}  # host: (deadline on the clock, target)
         self._given_up: set[str] = set()
         self._done: list[dict[str, Any]] = []
         self._error: BaseException | None = None
@@ -276,7 +295,8 @@ class _BoundedReader:
                         if len(self._done) >= min(batch_size, len(targets) - handed):
                             break
                         deadlines = [deadline for deadline, _target in self._running.values()]
-                        self._changed.wait(max(0.0, min(deadlines) - time.monotonic()) if deadlines else None)
+                        self._clock.wait(self._changed,
+                                         max(0.0, min(deadlines) - self._clock.now()) if deadlines else None)
                     batch, self._done = self._done[:batch_size], self._done[batch_size:]
                 handed += len(batch)
                 yield batch
@@ -293,7 +313,7 @@ class _BoundedReader:
                 if not self._pending or self._error is not None:
                     return
                 target = self._pending.popleft()
-                self._running[target.host] = (time.monotonic() + target.deadline_s, target)
+                self._running[target.host] = (self._clock.now() + target.deadline_s, target)
             try:
                 state = self._read(target)
             except BaseException as exc:  # a bug, not a hypervisor's failure: the run stops with it
@@ -309,7 +329,7 @@ class _BoundedReader:
                 self._changed.notify_all()
 
     def _give_up_late(self) -> None:
-        now = time.monotonic()
+        now = self._clock.now()
         for host, (deadline, target) in list(self._running.items()):
             if deadline > now:
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
 from ansible.plugins.callback import CallbackBase
 
@@ -65,26 +65,29 @@ options:
     env: [{name: BERTH_TEST_HOOKS_UNSAFE_CLAIMS}]
 """
 
-_POLL_S = 0.05
+POLL_S = 0.05
 
 
 class Barrier:
-    """A rendezvous of runs (processes, or threads of one) at one of the hooks' points."""
+    """A rendezvous of runs (processes, or threads of one) at one of the hooks' points. ``clock``
+    and ``sleep`` are what its timeout is counted and waited on (its unit tests give it a fake)."""
 
-    def __init__(self, directory: str, point: str, parties: int = 1, timeout_s: float = 300) -> None:
+    def __init__(self, directory: str, point: str, parties: int = 1, timeout_s: float = 300,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep) -> None:
         self.directory, self.point, self.parties, self.timeout_s = directory, point, parties, timeout_s
+        self.clock, self.sleep = clock, sleep
 
     def wait(self) -> None:
-        deadline = time.monotonic() + self.timeout_s
+        deadline = self.clock() + self.timeout_s
         arrived = os.path.join(self.directory, "arrived")
         os.makedirs(arrived, exist_ok=True)
         # One arrival per waiting thread: a task builds its instances in threads of one worker.
         with open(os.path.join(arrived, f"{os.getpid()}-{threading.get_ident()}"), "w", encoding="utf-8"):
             pass
-        while time.monotonic() < deadline:
+        while self.clock() < deadline:
             if len(os.listdir(arrived)) >= self.parties or os.path.exists(os.path.join(self.directory, "release")):
                 return
-            time.sleep(_POLL_S)
+            self.sleep(POLL_S)
 
 
 class TestHooks(hooks.Hooks):

@@ -355,5 +355,9 @@ def test_modules_with_a_bounded_option_or_a_flavor_show_the_limits():
 
 def test_the_shipped_flavors_are_within_the_limits():
     flavors = yaml.safe_load((REPO / "playbooks" / "vars" / "flavors.yml").read_text())["berth_flavors"]
+    assert flavors
     for name, sizes in flavors.items():
-        Flavor.from_dict(sizes, name=name)
+        # The flavor a launch takes is the file's, size for size, and each size within its limit.
+        assert Flavor.from_dict(sizes, name=name).to_dict() == {"name": name, **sizes, "extra_specs": {}}
+        for key, size in sizes.items():
+            assert limits.FLAVOR_SIZES[key].minimum <= size <= limits.FLAVOR_SIZES[key].maximum, (name, key)

@@ -41,8 +41,10 @@ def test_the_settings_are_checked_again_unchanged_as_a_ledger_row_holds_them():
 
 
 def test_defaults_on_separate_interfaces_of_separate_families_pass():
-    network_specs([nic(addresses=["10.0.0.5/24"], gateway="10.0.0.1"),
-                   nic(addresses=["fd00::5/64"], gateway="fd00::1")])
+    specs = network_specs([nic(addresses=["10.0.0.5/24"], gateway="10.0.0.1"),
+                           nic(addresses=["fd00::5/64"], gateway="fd00::1")])
+    assert [(spec["addresses"], spec["gateway"]) for spec in specs] == [
+        (["10.0.0.5/24"], ["10.0.0.1"]), (["fd00::5/64"], ["fd00::1"])]
 
 
 BAD = [

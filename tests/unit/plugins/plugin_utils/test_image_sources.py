@@ -41,8 +41,11 @@ def refused(image, dirs, max_mb=8192) -> str:
     return str(caught.value)
 
 
-def test_a_file_in_an_allowed_directory_is_taken(allowed):
-    check_image_source(raw(allowed / "disk.raw"), [str(allowed)], 8192)
+def test_a_file_in_an_allowed_directory_is_taken(allowed, tmp_path):
+    assert check_image_source(raw(allowed / "disk.raw"), [str(allowed)], 8192) is None
+    # Taken because its directory is allowed: with another one allowed instead, it is refused.
+    (tmp_path / "other").mkdir()
+    refused(raw(allowed / "disk.raw"), [tmp_path / "other"])
 
 
 def test_etc_shadow_is_refused_naming_the_field_and_the_setting(allowed):
@@ -76,7 +79,11 @@ def test_a_path_that_leads_out_of_the_allowed_directories_is_refused(allowed, tm
 
 def test_a_link_inside_an_allowed_directory_to_a_file_inside_is_taken(allowed):
     _link(allowed / "current.raw", allowed / "disk.raw")
-    check_image_source(raw(allowed / "current.raw"), [str(allowed)], 8192)
+    assert check_image_source(raw(allowed / "current.raw"), [str(allowed)], 8192) is None
+    # What the link leads to is what is uploaded: the file inside.
+    with open_image_source(str(allowed / "current.raw"), [str(allowed)]) as handle:
+        assert os.path.realpath(f"/proc/self/fd/{handle.fileno()}") == str((allowed / "disk.raw").resolve())
+        assert handle.read() == RAW
 
 
 def test_a_fifo_or_device_is_refused_without_blocking(allowed):

@@ -408,6 +408,25 @@ def test_anti_affinity_with_max_server_per_host(ledger):
         ledger.claim([placement("db-3", HV1)], TINY, "a", server_group="db")
 
 
+def test_anti_affinity_claim_counts_every_member_of_one_request_on_a_host(ledger):
+    """The re-check counts each placement of the request, not each host once: two members of one
+    request on one host break the group as two requests would. (The scheduler spreads them
+    itself, but a forced host skips its filters: the claim has the last word.)"""
+    ledger.sync_hypervisors([HV1, HV2])
+    ledger.create_server_group("db", "anti-affinity")
+    with pytest.raises(ClaimConflict, match="anti-affinity group db would have 2 members on it"):
+        ledger.claim([placement("db-1", HV1), placement("db-2", HV1)], TINY, "a", server_group="db")
+    assert ledger.instances() == [] and ledger.claims() == [] and ledger.server_groups("db")[0]["members"] == []
+    # At most two per host: two of one request on hv1 are taken, a third of the same request is not.
+    ledger.create_server_group("pairs", "anti-affinity", max_server_per_host=2)
+    with pytest.raises(ClaimConflict, match=r"anti-affinity group pairs would have 3 members on it \(at most 2\)"):
+        ledger.claim([placement(f"pair-{number}", HV1) for number in (1, 2, 3)], TINY, "a", server_group="pairs")
+    assert ledger.instances() == []
+    pairs = ledger.claim([placement("pair-1", HV1), placement("pair-2", HV1)], TINY, "a", server_group="pairs")
+    spread = ledger.claim([placement("db-1", HV1), placement("db-2", HV2)], TINY, "a", server_group="db")
+    assert [row["host"] for row in pairs] == ["hv1", "hv1"] and [row["host"] for row in spread] == ["hv1", "hv2"]
+
+
 def test_affinity_claim_refuses_a_second_host_even_within_one_request(ledger):
     ledger.sync_hypervisors([HV1, HV2])
     ledger.create_server_group("app", "affinity")
@@ -436,7 +455,17 @@ def test_claim_into_an_unknown_group_is_bad_input(ledger):
 
 def test_two_concurrent_claims_seeding_an_empty_affinity_group_cannot_split_it(ledger_url):
     """Two ledgers (two connections) claim into the same empty group at the same moment, on two
-    different hosts: the group lock lets exactly one win."""
+    different hosts: the group lock lets exactly one win.
+
+    On PostgreSQL that lock is the group row's SELECT ... FOR UPDATE (server_groups.lock): without
+    it the two transactions lock different hypervisor rows, both read an empty group and both
+    insert, and this test fails (checked with the FOR UPDATE removed: it failed on PostgreSQL in
+    three runs out of three). SQLite cannot show it, by construction: SQLite has no row locks, so
+    SQLAlchemy's SQLite dialect compiles FOR UPDATE to nothing (the statement is the same text with
+    or without it), and the ledger begins every writing transaction with BEGIN IMMEDIATE
+    (ledger/database.py), which takes the database's single writer lock: the second claim's
+    transaction starts only once the first has committed, and reads its member. The SQLite case
+    runs to hold that serialisation to the same rule."""
     setup = Ledger(ledger_url).open(create=True)
     setup.sync_hypervisors([HV1, HV2])
     setup.create_server_group("app", "affinity")

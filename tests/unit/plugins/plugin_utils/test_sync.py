@@ -4,7 +4,6 @@ this process, into SQLite and PostgreSQL ledgers."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from fake_hypervisor import FakeHypervisor, connect_to, domain_xml
@@ -95,42 +94,88 @@ def test_check_mode_works_it_out_and_writes_nothing(ledger, fleet):
     assert ledger.hypervisors() == []
 
 
-class Hung:
-    """A session whose connection never answers until ``release`` is set."""
+class ManualClock:
+    """The sync's clock, moved only by the test (``advance``). A wait on it is a moment of real
+    time whatever its timeout, after which the reader looks at this clock again: a deadline
+    passes when the test moves the clock past it, never because the machine was slow."""
 
-    def __init__(self, release: threading.Event) -> None:
-        self.release = release
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def now(self) -> float:
+        return self.now_s
+
+    def wait(self, condition: threading.Condition, timeout_s: float | None) -> None:
+        condition.wait(0.005)
+
+    def advance(self, seconds: float) -> None:
+        self.now_s += seconds
+
+
+class Slow:
+    """A session that takes ``seconds`` of the sync's clock to open, then is ``inner``'s, or,
+    without one, never answers until ``release`` is set."""
+
+    def __init__(self, clock: ManualClock, seconds: float, inner=None, release: threading.Event | None = None) -> None:
+        self.clock, self.seconds, self.inner, self.release = clock, seconds, inner, release
 
     def __enter__(self):
-        self.release.wait(30)
+        self.clock.advance(self.seconds)
+        if self.inner is not None:
+            return self.inner.__enter__()
+        self.release.wait(60)
         raise AssertionError("a hung hypervisor's session was waited for")
 
-    def __exit__(self, *_exc):
-        return False
+    def __exit__(self, *exc):
+        return self.inner.__exit__(*exc) if self.inner is not None else False
 
 
-def test_a_hypervisor_that_does_not_answer_is_down_within_its_deadline_and_holds_up_no_one(ledger, fleet):
-    release = threading.Event()
-    hung = Target(**{**fleet[0].__dict__, "timeout_s": 0.5})
+def slow_first(fleet, clock, seconds, release=None):
+    """``fleet`` with hv1's timeout 0.5 s (its deadline 1 s), and a connect whose hv1 session
+    takes ``seconds`` of ``clock`` to open (and hangs, without ``release`` set); the others are
+    the test driver's. Also the (host, timeout_s, bounded_by_caller) of each connection."""
+    first = Target(**{**fleet[0].__dict__, "timeout_s": 0.5})
+    opened = []
 
     def connect(host, uri, timeout_s, **connection):
-        return Hung(release) if host == hung.host else Hypervisor(host, uri, timeout_s, **connection)
+        opened.append((host, timeout_s, connection["bounded_by_caller"]))
+        real = Hypervisor(host, uri, timeout_s, **connection)
+        return Slow(clock, seconds, None if release else real, release) if host == first.host else real
 
-    started = time.monotonic()
+    return (first, *fleet[1:]), connect, opened
+
+
+def test_a_hypervisor_that_does_not_answer_is_down_at_its_deadline_and_holds_up_no_one(ledger, fleet):
+    clock, release = ManualClock(), threading.Event()
+    targets, connect, opened = slow_first(fleet, clock, 1.0, release)
     try:
         # One worker: the hung hypervisor's thread is given up and another reads the rest.
-        result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=(hung, *fleet[1:]), workers=1, batch_size=2, service_down_time_s=2),
-                      ledger, connect).run()
+        result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=targets, workers=1, batch_size=2,
+                                  service_down_time_s=2), ledger, connect, clock=clock).run()
+        # The sync is over while hv1's session still hangs: nobody waited for it.
+        assert not release.is_set()
     finally:
         release.set()
-    took_s = time.monotonic() - started
-    assert took_s < hung.deadline_s + 2, took_s
     assert result["findings"]["hv1"] == ["hv1: did not answer (hv1: no answer within 1 s); its claims are kept"]
     assert result["summary"]["down"] == 1
     assert sorted(row["host"] for row in ledger.hypervisors()) == [f"hv{number}" for number in range(2, 8)]
-    # It took half of service_down_time: the sync says the fleet goes stale at this pace.
+    # Its connection was given its timeout, bounded by the sync (which gives it up at twice that).
+    assert opened[0] == ("hv1", 0.5, True)
+    # On the sync's clock it took exactly hv1's deadline, half of service_down_time: the sync
+    # says the fleet goes stale at this pace.
+    assert result["summary"]["duration_s"] == 1.0
     [warning] = result["warnings"]
-    assert "of service_down_time (2 s)" in warning
+    assert "this sync took 1 s, 50% of service_down_time (2 s)" in warning
+
+
+def test_a_hypervisor_that_answers_just_within_its_deadline_is_synced(ledger, fleet):
+    clock = ManualClock()
+    targets, connect, _opened = slow_first(fleet, clock, 0.99)
+    result = Sync(SyncRequest(uri_policy=NODE_FILES, targets=targets, workers=1, batch_size=2,
+                              service_down_time_s=600), ledger, connect, clock=clock).run()
+    assert result["summary"]["down"] == 0 and result["warnings"] == []
+    assert sorted(row["host"] for row in ledger.hypervisors()) == [f"hv{number}" for number in range(1, 8)]
+    assert result["summary"]["duration_s"] == 0.99
 
 
 def test_a_hypervisor_the_ledger_knows_is_marked_down_with_the_reason(ledger, fleet, tmp_path):

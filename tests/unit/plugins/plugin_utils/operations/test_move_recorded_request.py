@@ -218,3 +218,109 @@ def test_a_schema_1_record_moves_with_its_request_and_without_the_filters_it_rec
     # record's filters said.
     anywhere = Settings(service_down_time=600, scheduler={"enabled_filters": ["ComputeFilter", "RamFilter"]})
     assert "availability zone" not in destination(MOVE_ARGS, anywhere, {}, zoned, instance)["why"]
+
+
+# ---- destinations worked out by hand ------------------------------------------------------------
+# The cases above hold the move to the engine's own answer; these hold it to an answer reasoned out
+# here. Every host has 8 vCPUs, 200 GB of disk and nothing reserved, so that only its memory and
+# what the request recorded tell hosts apart. A launch spreads (Nova's default RAMWeigher: the most
+# free memory first); the move stacks (MOVE_SETTINGS: the least free memory first), so that where a
+# recorded constraint did not hold, the move would go to the host with the least memory.
+
+def by_hand(tmp_path, *hosts):
+    """A ledger over ``hosts``, each (name, memory_mb, zone)."""
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    states = []
+    for index, (name, memory_mb, zone) in enumerate(hosts, start=1):
+        state = hypervisor(index, random.Random(0))
+        state.update(host=name, nodename=name, uuid=f"hv-{index}", uri=f"qemu+ssh://{name}/system", vcpus_total=8,
+                     total_usable_ram_mb=memory_mb, reserved_host_memory_mb=0, availability_zone=zone)
+        states.append(state)
+    ledger.sync_hypervisors(states)
+    return ledger
+
+
+def launched(ledger, name, given, settings=None):
+    """``name``-1 launched with ``given`` (and the launching run's ``settings``): its ledger row."""
+    settings = settings or launch_settings(given)
+    request = check_request(given, settings)
+    [placed] = Schedule(request, settings, [f"{name}-1"], name, ledger, {}, False).run()["placements"]
+    ledger.mark_active(placed["uuid"], Built(seed=False).to_record())
+    [instance] = ledger.instances([f"{name}-1"])
+    return instance
+
+
+def moved_to(ledger, instance):
+    target = destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, instance)
+    assert target["warnings"] == []
+    return target["host"]
+
+
+def test_by_hand_without_constraints_the_move_weighs_with_its_own_settings(tmp_path):
+    ledger = by_hand(tmp_path, ("hv1", 16384, None), ("hv2", 4096, None), ("hv3", 8192, None))
+    try:
+        web = launched(ledger, "web", {"flavor": "m1.tiny"})
+        # The launch spreads: hv1 has the most free memory (16384 MB).
+        assert web["host"] == "hv1"
+        # The move stacks, its source left out: hv2 (4096 MB free) before hv3 (8192).
+        assert moved_to(ledger, web) == "hv2"
+    finally:
+        ledger.close()
+
+
+def test_by_hand_the_recorded_zone_keeps_the_move_in_it(tmp_path):
+    ledger = by_hand(tmp_path, ("hv1", 2048, "az1"), ("hv2", 16384, "az2"), ("hv3", 8192, "az2"), ("hv4", 4096, "az1"))
+    try:
+        web = launched(ledger, "web", {"flavor": "m1.tiny", "availability_zone": "az2"})
+        # In az2, the launch spreads onto hv2 (16384 MB free against hv3's 8192).
+        assert web["host"] == "hv2"
+        # Stacking alone would pick hv1 (2048 MB), then hv4: both in az1. Left in az2 without its
+        # source: hv3.
+        assert moved_to(ledger, web) == "hv3"
+    finally:
+        ledger.close()
+
+
+def test_by_hand_the_recorded_anti_affinity_group_keeps_its_members_apart(tmp_path):
+    ledger = by_hand(tmp_path, ("hv1", 16384, None), ("hv2", 2048, None), ("hv3", 8192, None), ("hv4", 12288, None))
+    try:
+        ledger.create_server_group("db", "anti-affinity")
+        # Each member where the operator forced it: db on hv1, its peer on hv2.
+        db = launched(ledger, "db", {"flavor": "m1.tiny", "server_group": "db"}, Settings(force_hosts=("hv1",)))
+        peer = launched(ledger, "peer", {"flavor": "m1.tiny", "server_group": "db"}, Settings(force_hosts=("hv2",)))
+        assert (db["host"], peer["host"]) == ("hv1", "hv2")
+        # Stacking alone would pick hv2 (2048 MB, 1536 free now), which holds the peer: the group
+        # turns it down, and the next least free is hv3 (8192 MB) before hv4 (12288).
+        assert moved_to(ledger, db) == "hv3"
+        # The peer's move: hv1 holds db, so hv3 again. (Its launch's forced host, an operator's
+        # setting, is not recorded: forced, the move would have had nowhere but its own host.)
+        assert moved_to(ledger, peer) == "hv3"
+    finally:
+        ledger.close()
+
+
+def test_by_hand_a_recorded_different_host_hint_keeps_the_move_off_that_host(tmp_path):
+    ledger = by_hand(tmp_path, ("hv1", 16384, None), ("hv2", 2048, None), ("hv3", 8192, None))
+    try:
+        other = launched(ledger, "other", {"flavor": "m1.tiny"}, Settings(force_hosts=("hv2",)))
+        web = launched(ledger, "web", {"flavor": "m1.tiny", "scheduler_hints": {"different_host": [other["uuid"]]}})
+        # The launch spreads onto hv1 (16384 MB), hv2 being other's.
+        assert (other["host"], web["host"]) == ("hv2", "hv1")
+        # Stacking alone would pick hv2 (the least free memory); the hint turns it down: hv3.
+        assert moved_to(ledger, web) == "hv3"
+    finally:
+        ledger.close()
+
+
+def test_by_hand_a_recorded_same_host_hint_leaves_a_move_nowhere_to_go(tmp_path):
+    ledger = by_hand(tmp_path, ("hv1", 16384, None), ("hv2", 2048, None), ("hv3", 8192, None))
+    try:
+        other = launched(ledger, "other", {"flavor": "m1.tiny"})
+        web = launched(ledger, "web", {"flavor": "m1.tiny", "scheduler_hints": {"same_host": [other["uuid"]]}})
+        # Both on hv1: the launch spreads onto it, and same_host keeps web with other.
+        assert (other["host"], web["host"]) == ("hv1", "hv1")
+        # The only host the hint allows is the source, which a move leaves out.
+        with pytest.raises(BerthError, match="cannot migrate web-1: no valid host"):
+            destination(MOVE_ARGS, MOVE_SETTINGS, {}, ledger, web)
+    finally:
+        ledger.close()
