@@ -14,6 +14,10 @@ options:
         ledger (a ledger row may have been written by another controller, or by anyone with
         write access to the ledger); a refused one is reported with the reason, and its host
         is treated as unreachable.
+      - A launch checks the URIs of the hosts it would build on before it claims anything. A
+        chosen host whose URI is refused fails the launch with the reason; a refused alternate
+        is not retried on. A refusal of this policy (or a login it withholds the credentials
+        from) is the controller's, never counted as the host's failed build.
       - "Allowed without it: C(qemu:///system) and C(qemu:///session) (also C(qemu+unix://)),
         C(qemu+ssh), C(qemu+libssh), C(qemu+libssh2), C(qemu+tls) (and C(qemu://HOST/...), which
         is TLS), C(test:///default); the parameters C(no_tty), C(mode) and C(proxy) with

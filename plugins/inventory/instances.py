@@ -50,6 +50,11 @@ description:
     C(arp)), C(none) when the hypervisor was asked and no source had an address, or C(unknown)
     when it was not asked (O(contact_hypervisors=false), the hypervisor did not answer, the
     instance is on none); C(berth_address_reason) says why in the last two cases.
+  - An instance named as a host the inventory has already (made by a source read before this one,
+    such as a hypervisor of a C(berth.fleet.hypervisors) source, or C(localhost)) is not listed,
+    and a warning names it. This source never adds to a host it did not make, so an instance's
+    address never becomes another host's C(ansible_host); list the hypervisors' source before
+    this one. A launch refuses the names of the fleet's hypervisors and C(localhost).
   - One hypervisor that does not answer never fails the inventory; its instances are listed
     without addresses, and a warning names it. Every libvirt call has O(timeout) seconds.
   - Every value is marked unsafe, so it is never templated. Credentials are never put in host
@@ -154,6 +159,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ansible import constants as C
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
@@ -297,8 +303,17 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for host, reason in sorted(fetched["unreachable"].items()):
             self.display.warning(f"berth.fleet.instances: hypervisor {host} did not answer; its instances "
                                  f"are listed without addresses: {reason}")
+        # The hosts other sources made (the hypervisors...), and Ansible's own localhost: an
+        # instance of one of their names is never added to them (its address would become theirs).
+        others = set(self.inventory.hosts) | set(C.LOCALHOST)
         for row in fetched["instances"]:
             name = row["name"]
+            if name in others:
+                whose = "the controller itself" if name in C.LOCALHOST else "from another source, such as a hypervisor"
+                self.display.warning(f"berth.fleet.instances: instance {name} is not listed: the inventory has a host "
+                                     f"of that name already ({whose}), and this source never adds to a host it "
+                                     f"did not make")
+                continue
             self.inventory.add_host(name, group=ALL_GROUP)
             for prefix, value_of in GROUPINGS:
                 value = value_of(row)

@@ -27,6 +27,13 @@ class HypervisorError(BerthError):
         self.host = host
 
 
+class ControllerRefusal(HypervisorError):
+    """The controller, not the host, stopped the step: its URI policy refuses the host's URI, it
+    withholds the libvirt credentials from that host, or it cannot read the image it was to upload
+    there. Never the host's failed build (BuildFailureWeigher counts only what failed on the host).
+    A HypervisorError still, so that whatever skips a host it cannot reach skips it the same way."""
+
+
 class NotSupported(HypervisorError):
     """The hypervisor's driver does not offer the call at all (libvirt's VIR_ERR_NO_SUPPORT): a
     check that needs it is skipped, and says so, where a failed call would refuse."""

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities, host_devices, limits
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, NotSupported
+from ansible_collections.berth.fleet.plugins.module_utils.errors import ControllerRefusal, HypervisorError, NotSupported
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 
 try:
@@ -178,14 +178,14 @@ class Hypervisor:
     def __enter__(self) -> Hypervisor:
         refusal = self.uri_policy.refusal(self.uri)
         if refusal:
-            raise HypervisorError(self.host, f"its URI is refused by Berth's URI policy: {refusal}")
+            raise ControllerRefusal(self.host, f"its URI is refused by Berth's URI policy: {refusal}")
         libvirt.registerErrorHandler(_silence, None)
         ensure_event_loop()
         try:
             self.conn = self._call(libvirt.openAuth, self.uri, self._auth(), 0)
         except HypervisorError as exc:
             if self._credentials_withheld:
-                raise HypervisorError(self.host, (
+                raise ControllerRefusal(self.host, (
                     f"it asked for a login, and the libvirt credentials are only sent to this machine or a host "
                     f"the operator's configuration names (an inventory source, uri_policy.credential_hosts); "
                     f"{urlsplit(self.uri).hostname} is not one: {exc}")) from exc

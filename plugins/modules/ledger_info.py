@@ -97,10 +97,10 @@ claims:
   elements: dict
 decisions:
   description:
-    - Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed, claim_conflict or
-      no_valid_host -, summary, choice, alternates, request - with the C(names) of the instances it placed -,
-      host_states, decision - each placement with its weighers' parts and its runners-up with theirs -, and
-      C(explanation)).
+    - Decisions, newest first (id, created_at, owner, name, ok, outcome - decided, claimed, claim_conflict,
+      no_valid_host or refused, where the run's own settings refused a chosen host and nothing was claimed -,
+      summary, choice, alternates, request - with the C(names) of the instances it placed -, host_states,
+      decision - each placement with its weighers' parts and its runners-up with theirs -, and C(explanation)).
     - C(explanation) is the same in lines of text - the request, the hosts each filter removed, each
       instance's host and weight by weigher beside the runners-up.
   returned: when what=decisions

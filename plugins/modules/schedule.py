@@ -35,7 +35,11 @@ description:
   - Runs on the controller; it needs no connection to the hypervisors.
 options:
   name:
-    description: Base name of the instances; each is C(<name>-<index>) and must be a DNS label.
+    description:
+      - Base name of the instances; each is C(<name>-<index>) and must be a DNS label.
+      - An instance named as a hypervisor of the fleet (the ledger's, or a host of the play's
+        O(hypervisor_group)), in any case, is refused before anything is claimed, since
+        C(berth.fleet.instances) lists instances as inventory hosts of their names.
     type: str
     required: true
   count:

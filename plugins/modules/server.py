@@ -29,7 +29,11 @@ description:
     O(from_vars=true).
 options:
   name:
-    description: The instance's name, a DNS label (it becomes the domain's name and the guest's hostname).
+    description:
+      - The instance's name, a DNS label (it becomes the domain's name and the guest's hostname).
+      - An instance to launch named as a hypervisor of the fleet (the ledger's, or a host of the play's
+        C(hypervisors) group), in any case, or C(localhost), is refused before anything is claimed, since
+        C(berth.fleet.instances) lists instances as inventory hosts of their names.
     type: str
     required: true
   count:

@@ -36,7 +36,7 @@ background:var(--muted);margin-right:4px}
 .s-up{background:var(--up)}.s-stale{background:var(--stale)}.s-down{background:var(--down)}
 .s-missing{background:var(--missing)}.s-disabled{background:var(--disabled)}
 .chip.s-up,.chip.s-stale,.chip.s-down,.chip.s-missing,.chip.s-disabled{color:#fff;border-color:transparent}
-.o-claimed{background:var(--up)}.o-no_valid_host{background:var(--down)}.o-claim_conflict{background:var(--stale)}
+.o-claimed{background:var(--up)}.o-no_valid_host{background:var(--down)}.o-claim_conflict{background:var(--stale)}.o-refused{background:var(--down)}
 .res{display:grid;grid-template-columns:44px 1fr 120px;align-items:center;gap:6px;font-size:12px}
 .lbl{color:var(--muted)}
 #most-full .res{grid-template-columns:1fr 120px}#most-full .lbl{display:none}

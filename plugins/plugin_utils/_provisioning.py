@@ -19,7 +19,8 @@ import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import local_disks_vendor_data
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import ControllerRefusal, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.pool_images import pool_image
@@ -101,6 +102,33 @@ def domain_type(requested: str, offered: list[str]) -> str:
     """The domain type to build: the one asked for, else kvm where the host offers it, else
     plain QEMU emulation."""
     return requested or ("kvm" if "kvm" in offered else "qemu")
+
+
+def attempt_targets(placement: Mapping[str, Any], max_attempts: int) -> list[dict[str, Any]]:
+    """The hosts a build of ``placement`` (as the schedule gives it) tries, in order: the placed
+    host, then its alternates that the ledger can reach (a URI and a host UUID), up to
+    ``max_attempts`` hosts; each {host, uri, hypervisor_uuid, domain_types, cpu}."""
+    targets = [{"host": placement["host"], "uri": placement.get("uri"), "hypervisor_uuid": None,
+                "domain_types": placement.get("domain_types") or [], "cpu": placement.get("cpu")}]
+    targets += [dict(target) for target in placement.get("targets") or []
+                if target.get("uri") and target.get("hypervisor_uuid")]
+    return targets[:max_attempts]
+
+
+def controller_refusal(target: Mapping[str, Any], request: Request, uri_policy: UriPolicy) -> str | None:
+    """Why this controller would refuse to build ``request`` on ``target`` (attempt_targets'),
+    found without contacting it: the operator's URI policy refuses its URI, or the guest CPU its
+    recorded settings give cannot be had as the domain type the request gets there. None if
+    neither; the host may still fail the build."""
+    refused = uri_policy.refusal(target.get("uri"))
+    if refused:
+        return f"its URI is refused by Berth's URI policy: {refused}"
+    try:
+        guest_cpu(target.get("cpu"), target["host"], domain_type(request.domain_type, target.get("domain_types") or []),
+                  request.topology)
+    except InputError as exc:
+        return str(exc)
+    return None
 
 
 class HostSession:
@@ -200,7 +228,10 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
             raise InputError("image", f"image {image.name} is not in storage pool {pool} on {host} "
                              f"and no image.source to upload it from (volumes there: {volumes})")
         if base is None:
-            size_mb = os.path.getsize(image.source) // (1024 * 1024)
+            try:
+                size_mb = os.path.getsize(image.source) // (1024 * 1024)
+            except OSError as exc:
+                raise ControllerRefusal(host, f"the controller cannot read image.source: {exc}") from exc
             base = {"path": os.path.join(pool_path, image.name), "format": image.format, "capacity_mb": size_mb}
             result["upload"] = image
         elif image.checksum:
@@ -307,5 +338,6 @@ def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], au
         except HypervisorError as cleanup:
             raise CleanupFailed(host, f"{exc}; cleanup failed too: {cleanup}") from exc
         if isinstance(exc, OSError):
-            raise HypervisorError(host, f"cannot read image.source: {exc}") from exc
+            # The controller's file, not the host's doing.
+            raise ControllerRefusal(host, f"the controller cannot read image.source: {exc}") from exc
         raise

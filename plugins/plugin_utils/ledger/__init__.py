@@ -248,6 +248,12 @@ class Ledger:
             return host_states.build_targets(db, uuids)
 
     @database_errors
+    def hypervisors_named(self, names: Iterable[str]) -> list[str]:
+        """The hypervisors' names (as recorded) that are one of ``names``, compared in any case."""
+        with self._read() as db:
+            return host_states.named(db, names)
+
+    @database_errors
     def hypervisors(self, uuids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every hypervisor (or those of ``uuids``) with its inventories, usage and unmanaged domains."""
         with self._read() as db:

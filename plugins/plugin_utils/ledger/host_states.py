@@ -388,6 +388,14 @@ def tracker_states(db: Connection, states: Sequence[Mapping[str, Any]],
     return views
 
 
+def named(db: Connection, names: Iterable[str]) -> list[str]:
+    """The hypervisors' names that are one of ``names``, in any case, sorted."""
+    wanted = sorted({name.lower() for name in names})
+    if not wanted:
+        return []
+    return sorted(db.execute(select(H.name).where(func.lower(H.name).in_(wanted))).scalars())
+
+
 def build_targets(db: Connection, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """What a build needs of each of these hypervisors: name, the URI of its last sync, the
     domain types its capabilities offer and what its guests' CPU is made of (``cpu``: its CPU

@@ -304,7 +304,7 @@ decisions = Table(
     Column("owner", String(255), nullable=False),
     Column("name", String(63), index=True, nullable=False),
     Column("ok", Boolean, nullable=False),
-    Column("outcome", String(32), nullable=False),  # claimed, no_valid_host, claim_conflict, planned
+    Column("outcome", String(32), nullable=False),  # claimed, no_valid_host, claim_conflict, refused, planned
     Column("summary", Text, nullable=False),
     Column("request", JSON, nullable=False),
     Column("host_states", JSON, nullable=False),

@@ -19,7 +19,12 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import (
+    BerthError,
+    ControllerRefusal,
+    HypervisorError,
+    InputError,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
@@ -38,6 +43,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import (
     PLANNED_UUID,
     CleanupFailed,
     HostSession,
+    attempt_targets,
     domain_type,
     local_disks,
     mac_address,
@@ -155,15 +161,6 @@ class Build:
                 return held["assignment"]
         return None
 
-    def _targets(self, placement: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The placed host, then its alternates as the schedule gave them (each with the URI of
-        its last sync and the domain types it offers), up to max_attempts hosts."""
-        targets = [{"host": placement["host"], "uri": placement["uri"], "hypervisor_uuid": None,
-                    "domain_types": placement.get("domain_types") or [], "cpu": placement.get("cpu")}]
-        targets += [target for target in placement.get("targets") or []
-                    if target.get("uri") and target.get("hypervisor_uuid")]
-        return targets[:self.settings.max_attempts]
-
     def _active(self, request: Request, placement: Mapping[str, Any], exact: Any) -> dict[str, Any]:
         name, uuid = placement["name"], placement["uuid"]
         if not uuid and not self.check_mode:
@@ -171,7 +168,7 @@ class Build:
         if self.settings.max_attempts < 1:
             raise InputError("max_attempts", f"max_attempts must be at least 1, got {self.settings.max_attempts}")
         ledger = self._ledger()
-        targets = self._targets(placement)
+        targets = attempt_targets(placement, self.settings.max_attempts)
         if ledger is None:
             # Without the ledger (and in check mode) there is no claim to move: no retry elsewhere.
             targets = targets[:1]
@@ -219,9 +216,8 @@ class Build:
                     step(f"failed, trying {targets[attempt + 1]['host']} next: {reasons[-1]}")
                 if ledger is None:
                     raise
-                if not isinstance(exc, InputError):
-                    # The host's failure, counted there as Nova's compute manager counts it (a
-                    # request that no host could build, such as a template error, is not).
+                if failed_on_host(exc):
+                    # The host's failure, counted there as Nova's compute manager counts it.
                     ledger.build_failed(uuid)
                 # Whatever was made there is gone (make() cleaned up); claim_alternate gives the
                 # claim back when it claims the next host, mark_error when none is left.
@@ -313,6 +309,16 @@ class Build:
             removed = bool(remove_recorded(session.hv, instance_uuid, items, spare_running=False)[0]) or removed
         forgotten = ledger.delete_instance(uuid, [item["id"] for item in recorded]) if ledger else False
         return {"changed": removed or forgotten or bool(recorded)}
+
+
+def failed_on_host(exc: BaseException) -> bool:
+    """Whether a failed build attempt is the host's own failure, which its ``failed_builds``
+    count (BuildFailureWeigher) takes: a libvirt call that failed or timed out there. Never what
+    the controller refused or could not do itself (ControllerRefusal: its URI policy, credentials
+    it withholds, an image it cannot read), a request that host cannot be given (InputError: a
+    template error, a CPU its settings cannot give, an image or network it lacks), nor a failure
+    of the ledger or of Berth's own code."""
+    return isinstance(exc, HypervisorError) and not isinstance(exc, ControllerRefusal)
 
 
 def _described_cpu(cpu: Mapping[str, Any] | None) -> str:

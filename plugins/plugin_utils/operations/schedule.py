@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
@@ -18,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NUMA_TOPOLOGY_FILTER, PCI_PASSTHROUGH_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet, read_fleet, recorded_states, without_gc
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
@@ -25,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import
     ledger_group,
     spec_options,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import attempt_targets, controller_refusal
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_CLAIM,
     BEFORE_CLAIM,
@@ -84,6 +87,7 @@ class Schedule:
         existing = {row["name"]: row for row in ledger.instances(names)} if ledger else {}
         # ACTIVE and BUILDING instances are there already: a second launch leaves them alone.
         missing = [name for name in names if name not in existing or existing[name]["state"] == ERROR]
+        refuse_host_names(missing, ledger, self.task_vars, settings.hypervisor_group)
         result: dict[str, Any] = {
             "changed": False, "flavor": flavor.to_dict(), "placements": [],
             "existing": [existing[name] for name in names if name not in missing],
@@ -129,6 +133,16 @@ class Schedule:
                 result.update(failed=True, msg=failure_message(decision))
                 return result
             placements = placement_rows(missing, decision, fleet, ledger, flavor.to_dict(), spec)
+            if ledger is not None:
+                # What this run's own settings refuse is found before anything is claimed, never
+                # on the hosts (where it would count as their failed builds).
+                refused, warnings = screen_targets(placements, request, settings)
+                if warnings:
+                    result["warnings"] = warnings
+                if refused:
+                    record("refused")
+                    result.update(failed=True, msg=refused)
+                    return result
             # Without the ledger nothing is claimed: a "what if" changes nothing.
             result["changed"] = ledger is not None
             if check_mode or ledger is None:
@@ -173,6 +187,56 @@ class Schedule:
             result["timing"]["total_s"] = _since(started)
             return result
         raise AssertionError("unreachable")
+
+
+def refuse_host_names(names: Sequence[str], ledger: Ledger | None, task_vars: Mapping[str, Any],
+                      hypervisor_group: str) -> None:
+    """InputError naming the first of ``names`` (instances about to be launched) that is a
+    hypervisor's name in the fleet (the ledger's hypervisors, and the play's hypervisor group),
+    or localhost, in any case: berth.fleet.instances lists each instance as an inventory host of
+    its name, and an inventory that also lists the hypervisors would take one for the other."""
+    wanted = {name.lower(): name for name in names}
+    if "localhost" in wanted:
+        raise InputError("name", f"instance name {wanted['localhost']} is refused: localhost is the controller "
+                                 f"itself in Ansible's inventory")
+    inventory = task_vars.get("groups", {}).get(hypervisor_group) or []
+    taken = [host for host in inventory if host.lower() in wanted]
+    if ledger is not None and not taken:
+        taken = ledger.hypervisors_named(list(wanted))
+    if taken:
+        instance = wanted[taken[0].lower()]
+        raise InputError("name", f"instance name {instance} is refused: {taken[0]} is a hypervisor of the fleet, "
+                                 f"and an inventory of both would take the instance for it; choose another name")
+
+
+def screen_targets(placements: Sequence[dict[str, Any]], request: Request,
+                   settings: Settings) -> tuple[str | None, list[str]]:
+    """Each placement's hosts (the placed one, then its alternates, as its build will try them)
+    checked against what this controller refuses (_provisioning.controller_refusal: the URI
+    policy, the guest CPU). Returns why the launch fails before its claim where a placed host is
+    refused (else None), and the warnings: a refused alternate is taken out of its placement
+    (never tried, so never its failed build), and a warning says so."""
+    policy = UriPolicy.from_settings(settings.uri_policy)
+    reasons: dict[str, str | None] = {}
+    failed, warnings = [], []
+    for placement in placements:
+        targets = attempt_targets(placement, settings.max_attempts)
+        for target in targets:
+            if target["host"] not in reasons:
+                reasons[target["host"]] = controller_refusal(target, request, policy)
+        placed = targets[0]["host"]
+        if reasons[placed]:
+            failed.append(f"{placement['name']} on {placed}: {reasons[placed]}")
+            continue
+        dropped = sorted({target["host"] for target in targets[1:] if reasons[target["host"]]})
+        if dropped:
+            placement["alternates"] = [host for host in placement["alternates"] if host not in dropped]
+            placement["targets"] = [target for target in placement["targets"] if target["host"] not in dropped]
+            warnings += [f"{placement['name']} is not to be retried on {host}: {reasons[host]}" for host in dropped]
+    if not failed:
+        return None, warnings
+    return ("nothing was claimed, and no host is charged a failed build: this controller refuses to build "
+            + "; ".join(failed)), warnings
 
 
 def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:

@@ -189,6 +189,32 @@ def test_an_unreachable_hypervisor_is_named_in_a_warning_and_its_instances_stay_
     assert host_vars(plugin, "web-1")["ansible_host"] == "192.168.122.10"
 
 
+def test_an_instance_named_as_a_host_of_another_source_never_adds_to_it():
+    """Beside a berth.fleet.hypervisors source (read first), an instance hv-1 in the ledger never
+    gives the hypervisor hv-1 its guest's address or variables, and Ansible's localhost is never
+    made an instance (issue 34, item 3); the others are listed as ever."""
+    plugin = make_plugin()
+    plugin.inventory.add_group("hypervisors")
+    plugin.inventory.add_host("hv-1", group="hypervisors")
+    plugin.inventory.set_variable("hv-1", "berth_libvirt_uri", "qemu+ssh://hv-1.example/system")
+    hypervisor_vars = dict(host_vars(plugin, "hv-1"))
+    fetched = copy.deepcopy(FLEET)
+    fetched["instances"] += [row("hv-1", host="hv2"), row("localhost", host="hv2")]
+    fetched["guests"].update({"uuid-hv-1": guest(mac="52:54:00:00:00:04"), "uuid-localhost": guest()})
+    plugin._populate(fetched)
+    assert host_vars(plugin, "hv-1") == hypervisor_vars and "ansible_host" not in hypervisor_vars
+    assert "localhost" not in plugin.inventory.hosts
+    grouped = members(plugin)
+    assert grouped["berth_instances"] == ["db-1", "lost-1", "web-1", "web-2"]
+    assert grouped["hypervisors"] == ["hv-1"] and "hv-1" not in grouped["hypervisor_hv2"]
+    assert plugin.display.warnings == [
+        "berth.fleet.instances: instance hv-1 is not listed: the inventory has a host of that name already (from "
+        "another source, such as a hypervisor), and this source never adds to a host it did not make",
+        "berth.fleet.instances: instance localhost is not listed: the inventory has a host of that name already "
+        "(the controller itself), and this source never adds to a host it did not make",
+    ]
+
+
 def test_without_contacting_hypervisors_the_ledger_row_is_all_there_is():
     fetched = {"instances": [row("web-1")], "guests": {}, "unreachable": {}}
     variables = host_vars(populated(fetched, contact_hypervisors=False), "web-1")
