@@ -195,6 +195,8 @@ def refuse_host_names(names: Sequence[str], ledger: Ledger | None, task_vars: Ma
     hypervisor's name in the fleet (the ledger's hypervisors, and the play's hypervisor group),
     or localhost, in any case: berth.fleet.instances lists each instance as an inventory host of
     its name, and an inventory that also lists the hypervisors would take one for the other."""
+    if not names:
+        return
     wanted = {name.lower(): name for name in names}
     if "localhost" in wanted:
         raise InputError("name", f"instance name {wanted['localhost']} is refused: localhost is the controller "
