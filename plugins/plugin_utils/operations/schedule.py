@@ -100,12 +100,19 @@ class Schedule:
         owner = run_owner()
         timing = {"read_s": 0.0, "decide_s": 0.0, "claim_s": 0.0, "record_s": 0.0}
         result["timing"] = timing
+        # Hosts this controller refuses to build on (screen_targets), with why: decided again
+        # without them, as a host that cannot take the instance.
+        refused: dict[str, str] = {}
+        before_claim = True
         for attempt in range(1, CLAIM_ATTEMPTS + 1):
             # The ledger's group, read again on every later attempt: a lost race may have been to
             # this very group.
             current = None if group is None else server_group_from_dict(
                 group if attempt == 1 else ledger.scheduler_group(group["name"]))
-            options = spec_options(request, settings, len(missing), current, **self.run_options)
+            run = dict(self.run_options)
+            if refused:
+                run["ignore_hosts"] = [*(run.get("ignore_hosts") or []), *refused]
+            options = spec_options(request, settings, len(missing), current, **run)
             spec = RequestSpec(**options)
             self.exact = of_spec(spec)
             mark = time.perf_counter()
@@ -131,17 +138,22 @@ class Schedule:
             if not decision.ok:
                 record("no_valid_host")
                 result.update(failed=True, msg=failure_message(decision))
+                if refused:
+                    result["msg"] = f"{refused_message(refused)}; and without those hosts, {result['msg']}"
                 return result
             placements = placement_rows(missing, decision, fleet, ledger, flavor.to_dict(), spec)
             if ledger is not None:
                 # What this run's own settings refuse is found before anything is claimed, never
                 # on the hosts (where it would count as their failed builds).
-                refused, warnings = screen_targets(placements, request, settings)
+                placed_refused, warnings = screen_targets(placements, request, settings)
                 if warnings:
-                    result["warnings"] = warnings
-                if refused:
+                    result.setdefault("warnings", []).extend(warnings)
+                if placed_refused:
                     record("refused")
-                    result.update(failed=True, msg=refused)
+                    refused.update(placed_refused)
+                    if attempt < CLAIM_ATTEMPTS:
+                        continue
+                    result.update(failed=True, msg=refused_message(refused))
                     return result
             # Without the ledger nothing is claimed: a "what if" changes nothing.
             result["changed"] = ledger is not None
@@ -152,8 +164,9 @@ class Schedule:
                                         for p, placed in zip(placements, decision.placements)]
                 result["timing"]["total_s"] = _since(started)
                 return result
-            if attempt == 1:
+            if before_claim:
                 self.hooks.reached(BEFORE_CLAIM)
+                before_claim = False
             mark = time.perf_counter()
             try:
                 rows = ledger.claim(placements, flavor, owner, settings.lease_seconds,
@@ -212,15 +225,16 @@ def refuse_host_names(names: Sequence[str], ledger: Ledger | None, task_vars: Ma
 
 
 def screen_targets(placements: Sequence[dict[str, Any]], request: Request,
-                   settings: Settings) -> tuple[str | None, list[str]]:
+                   settings: Settings) -> tuple[dict[str, str], list[str]]:
     """Each placement's hosts (the placed one, then its alternates, as its build will try them)
     checked against what this controller refuses (_provisioning.controller_refusal: the URI
-    policy, the guest CPU). Returns why the launch fails before its claim where a placed host is
-    refused (else None), and the warnings: a refused alternate is taken out of its placement
-    (never tried, so never its failed build), and a warning says so."""
+    policy, the guest CPU). Returns the placed hosts it refuses, each with the instance and why
+    (the schedule decides again without them), and the warnings: a refused alternate is taken out of its
+    placement (never tried, so never its failed build), and a warning says so."""
     policy = UriPolicy.from_settings(settings.uri_policy)
     reasons: dict[str, str | None] = {}
-    failed, warnings = [], []
+    placed_refused: dict[str, str] = {}
+    warnings = []
     for placement in placements:
         targets = attempt_targets(placement, settings.max_attempts)
         for target in targets:
@@ -228,17 +242,20 @@ def screen_targets(placements: Sequence[dict[str, Any]], request: Request,
                 reasons[target["host"]] = controller_refusal(target, request, policy)
         placed = targets[0]["host"]
         if reasons[placed]:
-            failed.append(f"{placement['name']} on {placed}: {reasons[placed]}")
+            placed_refused[placed] = f"{placement['name']} on {placed}: {reasons[placed]}"
             continue
         dropped = sorted({target["host"] for target in targets[1:] if reasons[target["host"]]})
         if dropped:
             placement["alternates"] = [host for host in placement["alternates"] if host not in dropped]
             placement["targets"] = [target for target in placement["targets"] if target["host"] not in dropped]
             warnings += [f"{placement['name']} is not to be retried on {host}: {reasons[host]}" for host in dropped]
-    if not failed:
-        return None, warnings
+    return placed_refused, warnings
+
+
+def refused_message(refused: Mapping[str, str]) -> str:
+    """Why a launch fails that this controller refused to build where it was placed."""
     return ("nothing was claimed, and no host is charged a failed build: this controller refuses to build "
-            + "; ".join(failed)), warnings
+            + "; ".join(why for _host, why in sorted(refused.items())))
 
 
 def unfiltered_exact(spec: RequestSpec) -> dict[str, str]:

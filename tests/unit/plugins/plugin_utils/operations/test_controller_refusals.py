@@ -76,7 +76,9 @@ def test_uris_the_policy_refuses_fail_the_launch_once_before_anything_is_claimed
     assert ledger.instances() == [] and ledger.claims() == []
     assert failed_builds(ledger) == {"hv1": 0, "hv2": 0, "hv3": 0}
     assert all(hv.connections == [] for hv in hypervisors.values())
-    assert [decision["outcome"] for decision in ledger.decisions("web")] == ["refused"]
+    # Each host it was placed on refused, it decided again without it, until none was left.
+    assert sorted(decision["outcome"] for decision in ledger.decisions("web")) == [
+        "no_valid_host", "refused", "refused", "refused"]
 
     # The operator's policy that allows them: the same launch builds, so the policy was the cause.
     built = launch(ledger, hypervisors, settings=SOCKETS_ALLOWED)
@@ -151,6 +153,21 @@ def test_a_guest_cpu_the_request_cannot_have_fails_the_launch_before_the_claim(f
     assert ledger.instances() == [] and ledger.claims() == []
     assert failed_builds(ledger) == {"hv1": 0, "hv2": 0}
     assert all(hv.connections == [] for hv in hypervisors.values())
+
+
+def test_a_host_whose_cpu_the_request_cannot_have_is_passed_over_before_the_claim(fleet):
+    # hv1 (more memory: the RAM weigher's choice) asks for host-passthrough, which plain QEMU
+    # emulation cannot give; hv2 takes QEMU's default model. The launch goes to hv2, and hv1 is
+    # neither connected to nor charged.
+    passthrough = {"guest": {"settings": {"cpu_mode": "host-passthrough"},
+                             "domain_capabilities": {"qemu": {"modes": {"host-passthrough": False}}}}}
+    ledger, hypervisors = fleet(host("hv1", memory_mb=16384, cpu_info=passthrough), host("hv2", memory_mb=4096))
+    result = launch(ledger, hypervisors)
+    assert not result.get("failed"), result["msg"]
+    assert [(row["host"], row["state"]) for row in ledger.instances(["web-1"])] == [("hv2", "ACTIVE")]
+    assert failed_builds(ledger) == {"hv1": 0, "hv2": 0}
+    assert hypervisors["hv1"].connections == []
+    assert sorted(decision["outcome"] for decision in ledger.decisions("web")) == ["claimed", "refused"]
 
 
 @pytest.mark.parametrize(("error", "expected"), [
