@@ -163,15 +163,27 @@ def _numa(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> dict[str, Any]
     }
 
 
+def shared_cpuset(value: Any) -> str | None:
+    """A host's recorded ``cpu_shared_set`` (the ledger's, not trusted) as range text, None where
+    it has none; InputError naming ``cpu_shared_set`` for anything that is not a list of CPU ids."""
+    if value is None:
+        return None
+    cpus = _integers("cpu_shared_set", value, 0, MAX_CPU_ID)
+    return format_cpu_set(cpus) if cpus else None
+
+
 def assignment_context(assignment: Any, vcpus: int, memory_mb: int,
-                       mdev_uuids: Sequence[str] = ()) -> dict[str, Any]:
+                       mdev_uuids: Sequence[str] = (), shared_cpus: Any = None) -> dict[str, Any]:
     """The domain template's ``assignment`` from an instance's assignment (None: none) for a flavor
     of ``vcpus`` and ``memory_mb``: ``numa`` (None without guest cells: cells, vcpupins,
-    emulator_cpuset, nodeset, memnodes, pages), ``pci`` (source addresses) and ``mdevs`` (one
-    {uuid} per mediated device, from ``mdev_uuids``, one per assignment mdev). Every CPU set is
-    range text ("0-3,6"). InputError naming the assignment's field for anything it cannot be."""
+    emulator_cpuset, nodeset, memnodes, pages), ``pci`` (source addresses), ``mdevs`` (one
+    {uuid} per mediated device, from ``mdev_uuids``, one per assignment mdev) and
+    ``vcpu_cpuset``: for a guest without guest cells on a host with a ``cpu_shared_set``
+    (``shared_cpus``), those CPUs, as Nova's libvirt driver keeps its vCPUs (and so, libvirt's
+    default, its emulator threads) off the dedicated ones; else None. Every CPU set is range
+    text ("0-3,6"). InputError naming the assignment's field for anything it cannot be."""
     if assignment is None:
-        return {"numa": None, "pci": [], "mdevs": []}
+        return {"numa": None, "pci": [], "mdevs": [], "vcpu_cpuset": shared_cpuset(shared_cpus)}
     assignment = _mapping("assignment", assignment)
     numa = assignment.get("numa")
     pci = [pci_source_address(f"assignment.pci[{index}].address",
@@ -188,4 +200,6 @@ def assignment_context(assignment: Any, vcpus: int, memory_mb: int,
         "numa": _numa(_mapping("assignment.numa", numa), vcpus, memory_mb) if numa is not None else None,
         "pci": pci,
         "mdevs": [{"uuid": str(uuid.UUID(value))} for value in mdev_uuids],
+        # A guest with cells has each vCPU pinned or floating over its cell's CPUs already.
+        "vcpu_cpuset": shared_cpuset(shared_cpus) if numa is None else None,
     }

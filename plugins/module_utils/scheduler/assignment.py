@@ -23,10 +23,12 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class ExactRequest:
     """What one instance asks beyond vCPUs, memory and disk: NUMA placement (``numa``), devices
-    (``pci``), or both."""
+    (``pci``), or both; ``pci_alias``, the operator's aliases (checked), whose free devices order
+    a host's NUMA cells as Nova's PCI pools do."""
 
     numa: Any = None
     pci: Any = None
+    pci_alias: Tuple[Mapping[str, Any], ...] = ()
 
 
 def exact_request(flavor: Flavor, image_properties: Mapping[str, Any],
@@ -35,18 +37,18 @@ def exact_request(flavor: Flavor, image_properties: Mapping[str, Any],
     """The exact request of ``flavor`` and the image's properties, None when they ask for
     nothing exact (most instances); bad specs raise SchedulerInputError naming the spec."""
     numa_part = numa.numa_request(flavor, image_properties)
-    pci_part = pci.pci_request(flavor, image_properties, pci.check_aliases(list(pci_alias)),
-                               list(enabled_mdev_types))
+    aliases = pci.request_aliases(list(pci_alias), flavor.extra_specs)
+    pci_part = pci.pci_request(flavor, image_properties, aliases, list(enabled_mdev_types))
     if numa_part is None and pci_part is None:
         return None
-    return ExactRequest(numa=numa_part, pci=pci_part)
+    return ExactRequest(numa=numa_part, pci=pci_part, pci_alias=tuple(aliases))
 
 
 def of_spec(spec: Any) -> ExactRequest | None:
     """The exact request a RequestSpec computed when it was made (its ``numa`` and ``pci``)."""
     if spec.numa is None and spec.pci is None:
         return None
-    return ExactRequest(numa=spec.numa, pci=spec.pci)
+    return ExactRequest(numa=spec.numa, pci=spec.pci, pci_alias=tuple(spec.pci_alias))
 
 
 def fit(host_state: HostState, request: ExactRequest) -> Fit:
@@ -60,27 +62,50 @@ def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[s
               pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
               cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float],
               read: Optional[List[numa.NUMACellState]] = None,
-              device_fits: Optional[Dict[Tuple[Any, ...], Fit]] = None) -> Fit:
+              device_fits: Optional[Dict[Tuple[Any, ...], Any]] = None) -> Fit:
     """fit, from a host's facts and assignments rather than its host state (the vectorised
     filters read them as columns). Where many hosts share facts: ``read``, numa.read_cells of
     ``numa_topology``; ``device_fits``, a dict that keeps each device fit by what it depends on
-    (the devices, the assignments that hold some, the cells), for the hosts that come after."""
+    (the devices, the assignments that hold some, the cells, the topology where the socket
+    policy reads it), for the hosts that come after; also the free devices per NUMA node that
+    order the cells."""
     if request.numa is None:
         return pci.fit(pci_devices, assignments, request.pci)
     holdings: List[Sequence[Any]] = []
+    wants_sockets = request.pci is not None and any(
+        device_request.numa_policy == pci.POLICY_SOCKET for device_request in request.pci.devices)
 
-    def devices(cells: Tuple[int, ...]) -> Fit:
-        if device_fits is None:
-            return pci.fit(pci_devices, assignments, request.pci, cells)
+    def held() -> Sequence[Any]:
+        # Only the assignments that hold devices: hosts pinning different CPUs share device fits.
         if not holdings:
             holdings.append(pci.device_holdings([assignments])[0])
-        key = (id(pci_devices), tuple(map(id, holdings[0])), cells)
+        return holdings[0]
+
+    sockets_read: List[Dict[int, Optional[int]]] = []
+
+    def devices(cells: Tuple[int, ...]) -> Fit:
+        if wants_sockets and not sockets_read:
+            sockets_read.append(numa.cell_sockets(numa_topology, read))
+        sockets = sockets_read[0] if sockets_read else None
+        if device_fits is None:
+            return pci.fit(pci_devices, assignments, request.pci, cells, sockets)
+        key = (id(pci_devices), tuple(map(id, held())), cells, id(numa_topology) if wants_sockets else None)
         if key not in device_fits:
-            device_fits[key] = pci.fit(pci_devices, holdings[0], request.pci, cells)
+            device_fits[key] = pci.fit(pci_devices, held(), request.pci, cells, sockets)
+        return device_fits[key]
+
+    def free_devices() -> Mapping[Any, int]:
+        if device_fits is None:
+            return pci.free_alias_devices_by_node(pci_devices, assignments, request.pci_alias)
+        key = ("free", id(pci_devices), tuple(map(id, held())))
+        if key not in device_fits:
+            device_fits[key] = pci.free_alias_devices_by_node(pci_devices, held(), request.pci_alias)
         return device_fits[key]
 
     return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
-                    cpu_allocation_ratio, ram_allocation_ratio, read)
+                    cpu_allocation_ratio, ram_allocation_ratio, read,
+                    free_devices=free_devices if request.pci_alias and pci_devices else None,
+                    devices_asked=request.pci is not None and bool(request.pci.devices))
 
 
 def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], facts: Sequence[Sequence[Any]],
