@@ -96,9 +96,8 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
         cell = _mapping(field, raw)
         if _integer(f"{field}.id", cell.get("id"), 0, len(cells) - 1) != index:
             raise InputError(f"{field}.id", f"{field}.id must be {index}: guest cells are listed in id order")
+        # A cell may hold memory and no vCPU (hw:numa_cpus.N of none, as Nova allows).
         cell_vcpus = _integers(f"{field}.vcpus", cell.get("vcpus"), 0, vcpus - 1)
-        if not cell_vcpus:
-            raise InputError(f"{field}.vcpus", f"{field}.vcpus lists no vCPU")
         page_size_kb = cell.get("page_size_kb")
         if page_size_kb is not None:
             _integer(f"{field}.page_size_kb", page_size_kb, SMALL_PAGE_KB, MAX_PAGE_KB)
@@ -118,7 +117,7 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
         if floating and not cpuset:
             raise InputError(f"{field}.cpuset", f"{field} pins no host CPU for vCPU(s) {floating} and gives no "
                                                 f"cpuset for them to float over")
-        memory = _integer(f"{field}.memory_mb", cell.get("memory_mb"), 1, MAX_CELL_MEMORY_MB)
+        memory = _integer(f"{field}.memory_mb", cell.get("memory_mb"), 0, MAX_CELL_MEMORY_MB)
         total_mb += memory
         seen_vcpus += cell_vcpus
         host_cell = _integer(f"{field}.host_cell", cell.get("host_cell"), 0, MAX_HOST_CELL)

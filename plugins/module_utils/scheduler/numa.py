@@ -294,9 +294,9 @@ def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, dedicated: set) -> T
             raise SchedulerInputError(cpu_field, f"{cpu_field} names vCPU {twice[0]}, already in another guest cell")
         seen.update(vcpus)
         memory_text = specs.value(mem_keys[node]) or ""
-        if not memory_text.isdigit() or int(memory_text) < 1:
-            raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB above 0, "
-                                                 f"got {memory_text!r}")
+        # 0 too, as Nova takes it: a cell of vCPUs and no memory of its own.
+        if not memory_text.isdigit():
+            raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB, got {memory_text!r}")
         total_mb += int(memory_text)
         cells.append(_cell(node, vcpus, int(memory_text), dedicated))
     unassigned = sorted(set(range(flavor.vcpus)) - seen)
@@ -626,8 +626,8 @@ def _fit_cell(host_cell: NUMACellState, guest_cell: GuestCell, request: NUMARequ
         return _Shortfall(f"{guest_cell.memory_mb} MiB free",
                           f"has {host_cell.memory_used_mb} of {host_cell.memory_mb} x {ram_ratio:g} MiB used")
     emulator_count = 1 if first and request.emulator_threads_isolated else 0
-    # A mixed guest's cell 0 may have no dedicated vCPU and still hold the emulator's CPU (Nova's
-    # packing finds no pinning there and refuses such a guest everywhere).
+    # A cell without dedicated vCPUs is not packed (Nova packs it anyway, so that require and
+    # isolate ask free sibling cores of it): it may hold the emulator's CPU only.
     if guest_cell.dedicated_vcpus or emulator_count:
         packed = _pack(host_cell, guest_cell.dedicated_vcpus, request.cpu_thread_policy, emulator_count)
         if isinstance(packed, _Shortfall):
@@ -705,10 +705,14 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
     # Each core's free threads, in core order (Nova's free_siblings).
     free_cores = [[cpu for cpu in core if cpu in free] for core in host_cell.siblings]
     free_cores = [core for core in free_cores if core]
+    if thread_policy == "isolate" and threads_per_core > 1 and not host_cell.legacy:
+        return _Shortfall("cores without SMT siblings (hw:cpu_thread_policy=isolate)",
+                          f"has {threads_per_core} threads per core")
+    if not vcpus:
+        # Guest cell 0 without dedicated vCPUs holds the emulator's CPU only: no thread policy
+        # has a vCPU to place (Nova's packing finds no pinning to go after and refuses).
+        return {}, [cpu for core in free_cores for cpu in core][:emulator_count]
     if thread_policy == "isolate" and threads_per_core > 1:
-        if not host_cell.legacy:
-            return _Shortfall("cores without SMT siblings (hw:cpu_thread_policy=isolate)",
-                              f"has {threads_per_core} threads per core")
         whole = [core for core in free_cores if len(core) == threads_per_core]
         chosen = _pinning_and_emulator(vcpus, [core[:1] for core in whole], free_cores, emulator_count, isolate=True)
         if chosen is not None:

@@ -439,8 +439,9 @@ def device_holdings(assignments: Sequence[Sequence[Any]]) -> List[Sequence[Any]]
 
 def free_alias_devices(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
                        aliases: Sequence[Mapping[str, Any]]) -> int:
-    """How many of a host's devices some alias matches and no instance holds (PCIWeigher's
-    count, Nova's free devices of its pools)."""
+    """How many of a host's devices no instance holds, of those whose vendor and product ids some
+    alias names (PCIWeigher's count): Nova's free devices of its pools, with the aliases' ids
+    as its [pci] device_spec, which names ids and not types (a PF and its VFs of one id both)."""
     return sum(free_alias_devices_by_node(pci_devices, assignments, aliases).values())
 
 
@@ -449,19 +450,14 @@ def free_alias_devices_by_node(pci_devices: Sequence[Mapping[str, Any]], assignm
     """free_alias_devices per NUMA node (None: devices that report none), as Nova sums its pools
     by node to order a host's cells. Called for every candidate of every request that has
     aliases configured, so the match is one lookup by ids rather than a walk of the aliases."""
-    kinds_by_ids: Dict[Tuple[Any, Any], set] = {}
-    for alias in aliases:
-        kinds_by_ids.setdefault((alias["vendor_id"], alias["product_id"]), set()).add(alias["device_type"])
+    named = {(alias["vendor_id"], alias["product_id"]) for alias in aliases}
     usage = _Usage(assignments)
     free: Dict[Any, int] = {}
     for device in pci_devices:  # HostState checked each is a mapping
-        kinds = kinds_by_ids.get((device.get("vendor_id"), device.get("product_id")))
-        if kinds is None:
+        ids = (device.get("vendor_id"), device.get("product_id"))
+        if not (isinstance(ids[0], str) and isinstance(ids[1], str)) or ids not in named:  # the ledger's: maybe not text
             continue
-        kind = device.get("dev_type")
-        # As DeviceRequest.matches: an alias without a type takes anything but a PF.
-        if (kind in kinds or (None in kinds and kind != TYPE_PF)) \
-                and isinstance(device.get("address"), str) and usage.free(device):
+        if isinstance(device.get("address"), str) and usage.free(device):
             node = device.get("numa_node")
             node = node if isinstance(node, int) else None  # a ledger row's, not trusted
             free[node] = free.get(node, 0) + 1

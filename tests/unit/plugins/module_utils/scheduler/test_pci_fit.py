@@ -405,7 +405,8 @@ def test_without_aliases_the_weigher_reads_nothing_and_weighs_nothing():
 
 
 def test_free_alias_devices_counts_what_some_alias_matches():
-    # Both VFs, the QAT device and the GPUs; the PF only by the alias that asks for PFs.
+    # Both VFs, the QAT device and the GPUs; the PF only while an alias names its ids (as a Nova
+    # [pci] device_spec of the aliases' ids would: ids, whatever the type).
     assert free_alias_devices(DEVICES, [], ALIASES) == 6
     assert free_alias_devices(DEVICES, holding("0000:3b:02.0"), ALIASES) == 4  # a VF held: its PF too
     assert free_alias_devices(DEVICES, [], [entry for entry in ALIASES if entry["name"] != "pf"]) == 5
