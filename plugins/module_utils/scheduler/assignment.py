@@ -71,41 +71,57 @@ def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[s
     order the cells."""
     if request.numa is None:
         return pci.fit(pci_devices, assignments, request.pci)
-    holdings: List[Sequence[Any]] = []
-    wants_sockets = request.pci is not None and any(
-        device_request.numa_policy == pci.POLICY_SOCKET for device_request in request.pci.devices)
-
-    def held() -> Sequence[Any]:
-        # Only the assignments that hold devices: hosts pinning different CPUs share device fits.
-        if not holdings:
-            holdings.append(pci.device_holdings([assignments])[0])
-        return holdings[0]
-
-    sockets_read: List[Dict[int, Optional[int]]] = []
-
-    def devices(cells: Tuple[int, ...]) -> Fit:
-        if wants_sockets and not sockets_read:
-            sockets_read.append(numa.cell_sockets(numa_topology, read))
-        sockets = sockets_read[0] if sockets_read else None
-        if device_fits is None:
-            return pci.fit(pci_devices, assignments, request.pci, cells, sockets)
-        key = (id(pci_devices), tuple(map(id, held())), cells, id(numa_topology) if wants_sockets else None)
-        if key not in device_fits:
-            device_fits[key] = pci.fit(pci_devices, held(), request.pci, cells, sockets)
-        return device_fits[key]
-
-    def free_devices() -> Mapping[Any, int]:
-        if device_fits is None:
-            return pci.free_alias_devices_by_node(pci_devices, assignments, request.pci_alias)
-        key = ("free", id(pci_devices), tuple(map(id, held())))
-        if key not in device_fits:
-            device_fits[key] = pci.free_alias_devices_by_node(pci_devices, held(), request.pci_alias)
-        return device_fits[key]
-
-    return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
+    devices = _HostDevices(assignments, numa_topology, pci_devices, request, read, device_fits)
+    return numa.fit(numa_topology, assignments, request.numa, devices.fit if request.pci is not None else None,
                     cpu_allocation_ratio, ram_allocation_ratio, read,
-                    free_devices=free_devices if request.pci_alias and pci_devices else None,
+                    free_devices=devices.free if request.pci_alias and pci_devices else None,
                     devices_asked=request.pci is not None and bool(request.pci.devices))
+
+
+class _HostDevices:
+    """One host's devices as a NUMA fit asks about them: which the request gets on some host
+    cells (``fit``), and how many are free per NUMA node (``free``), each kept in
+    ``device_fits`` (where given) by what it depends on: the devices, the assignments that hold
+    some (hosts pinning different CPUs share them), the cells, the topology where the socket
+    policy reads it."""
+
+    __slots__ = ("assignments", "numa_topology", "pci_devices", "request", "read", "device_fits", "held", "key")
+
+    def __init__(self, assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[str, Any],
+                 pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
+                 read: Optional[List[numa.NUMACellState]], device_fits: Optional[Dict[Tuple[Any, ...], Any]]) -> None:
+        self.assignments, self.numa_topology, self.pci_devices = assignments, numa_topology, pci_devices
+        self.request, self.read, self.device_fits = request, read, device_fits
+        # Only the assignments that hold devices count: what the fits below depend on.
+        self.held: Sequence[Any] = assignments
+        self.key: Tuple[Any, ...] = ()
+        if device_fits is not None:
+            self.held = pci.device_holdings([assignments])[0]
+            self.key = (id(pci_devices), tuple(map(id, self.held)))
+
+    def fit(self, cells: Tuple[int, ...]) -> Fit:
+        request = self.request.pci
+        sockets = numa.cell_sockets(self.numa_topology, self.read) if request.wants_sockets else None
+        if self.device_fits is None:
+            return pci.fit(self.pci_devices, self.held, request, cells, sockets)
+        key = (*self.key, cells, id(self.numa_topology) if sockets is not None else None)
+        if key not in self.device_fits:
+            self.device_fits[key] = pci.fit(self.pci_devices, self.held, request, cells, sockets)
+        return self.device_fits[key]
+
+    def free(self) -> Optional[Mapping[Any, int]]:
+        if self.device_fits is None:
+            return pci.free_alias_devices_by_node(self.pci_devices, self.held, self.request.pci_alias)
+        key = ("free", *self.key, id(self.numa_topology))
+        if key not in self.device_fits:
+            by_node = pci.free_alias_devices_by_node(self.pci_devices, self.held, self.request.pci_alias)
+            # None where every cell has as many (most hosts: one device of a kind per cell, or
+            # none): they would not reorder the cells, and each host would sort them for nothing.
+            cell_ids = [cell.id for cell in self.read] if self.read is not None else None
+            if cell_ids is not None and len({by_node.get(cell_id, 0) for cell_id in cell_ids}) <= 1:
+                by_node = None
+            self.device_fits[key] = by_node
+        return self.device_fits[key]
 
 
 def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], facts: Sequence[Sequence[Any]],

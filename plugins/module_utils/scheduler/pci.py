@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.host_devices import (
@@ -165,6 +166,11 @@ class PCIRequest:
     devices: Tuple[DeviceRequest, ...] = ()
     vgpus: int = 0
     mdev_types: Tuple[str, ...] = ()
+
+    @cached_property
+    def wants_sockets(self) -> bool:
+        """Whether a device request has the socket policy (which reads each host cell's socket)."""
+        return any(device.numa_policy == POLICY_SOCKET for device in self.devices)
 
     def describe(self) -> str:
         """'2 x alias nic (8086:154d type-VF), 1 x vGPU': the request in one line."""
