@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 
@@ -459,7 +459,7 @@ def _pack(host: HostCell, cell: InstanceCell, reserved: int) -> Optional[tuple[d
             found = reserved_of(singles, pinning)
     if pinning is None or (reserved and not found):
         return None
-    return {vcpu: cpu for vcpu, cpu in pinning}, found
+    return dict(pinning), found
 
 
 # ---- PCI: PciDeviceStats ----------------------------------------------------------------------
