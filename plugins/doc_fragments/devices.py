@@ -12,8 +12,11 @@ options:
         as Nova's C([pci] alias) - a list of mappings (or of Nova's JSON strings), each with
         C(name), C(vendor_id) and C(product_id) (four hex digits, C(8086)), and optionally
         C(device_type) (C(type-PCI), C(type-PF), C(type-VF)) and C(numa_policy) (C(required),
-        C(legacy), the default, or C(preferred)). Entries sharing a name make one alias that
-        matches any of them; they must agree on C(device_type) and C(numa_policy).
+        C(legacy), the default, C(preferred) or C(socket)). Entries sharing a name make one alias
+        that matches any of them; they must agree on C(numa_policy) and each give the same
+        C(device_type), as Nova requires.
+      - As in Nova, aliases that do not check refuse only the requests that ask for an alias
+        (C(pci_passthrough:alias)); the others go on without them.
       - A device no alias matches is never given to a guest - the aliases are the operator's list
         of assignable devices (Nova's C([pci] device_spec) and C(alias) in one).
       - Operator configuration, never a requester's - set it once as C(berth_pci_alias) in the

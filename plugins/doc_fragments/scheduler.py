@@ -120,8 +120,8 @@ options:
       - C(ImagePropertiesWeigher) - how many of the host's instances were built from images
         sharing O(berth.fleet.schedule#module:image_properties) (the host's C(instance_image_properties)),
         O(image_props_weight_setting); O(image_props_weight_multiplier), off by default.
-      - C(PCIWeigher) - fewer free PCI devices weigh more (100 - the host's free devices that an
-        alias of O(pci_alias) matches, at most 99 counted, as Nova), so that instances without
+      - C(PCIWeigher) - fewer free PCI devices weigh more (100 - the host's free devices whose ids
+        an alias of O(pci_alias) matches, at most 99 counted, as Nova), so that instances without
         devices keep off the hosts with them; O(pci_weight_multiplier). Without aliases it
         weighs nothing.
       - Not provided - Nova's C(CrossCellWeigher) (it weighs Nova's cells, which Berth has no

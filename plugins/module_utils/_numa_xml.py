@@ -96,9 +96,8 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
         cell = _mapping(field, raw)
         if _integer(f"{field}.id", cell.get("id"), 0, len(cells) - 1) != index:
             raise InputError(f"{field}.id", f"{field}.id must be {index}: guest cells are listed in id order")
+        # A cell may hold memory and no vCPU (hw:numa_cpus.N of none, as Nova allows).
         cell_vcpus = _integers(f"{field}.vcpus", cell.get("vcpus"), 0, vcpus - 1)
-        if not cell_vcpus:
-            raise InputError(f"{field}.vcpus", f"{field}.vcpus lists no vCPU")
         page_size_kb = cell.get("page_size_kb")
         if page_size_kb is not None:
             _integer(f"{field}.page_size_kb", page_size_kb, SMALL_PAGE_KB, MAX_PAGE_KB)
@@ -118,7 +117,7 @@ def _cells(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> list[dict[str
         if floating and not cpuset:
             raise InputError(f"{field}.cpuset", f"{field} pins no host CPU for vCPU(s) {floating} and gives no "
                                                 f"cpuset for them to float over")
-        memory = _integer(f"{field}.memory_mb", cell.get("memory_mb"), 1, MAX_CELL_MEMORY_MB)
+        memory = _integer(f"{field}.memory_mb", cell.get("memory_mb"), 0, MAX_CELL_MEMORY_MB)
         total_mb += memory
         seen_vcpus += cell_vcpus
         host_cell = _integer(f"{field}.host_cell", cell.get("host_cell"), 0, MAX_HOST_CELL)
@@ -163,15 +162,27 @@ def _numa(numa: Mapping[str, Any], vcpus: int, memory_mb: int) -> dict[str, Any]
     }
 
 
+def shared_cpuset(value: Any) -> str | None:
+    """A host's recorded ``cpu_shared_set`` (the ledger's, not trusted) as range text, None where
+    it has none; InputError naming ``cpu_shared_set`` for anything that is not a list of CPU ids."""
+    if value is None:
+        return None
+    cpus = _integers("cpu_shared_set", value, 0, MAX_CPU_ID)
+    return format_cpu_set(cpus) if cpus else None
+
+
 def assignment_context(assignment: Any, vcpus: int, memory_mb: int,
-                       mdev_uuids: Sequence[str] = ()) -> dict[str, Any]:
+                       mdev_uuids: Sequence[str] = (), shared_cpus: Any = None) -> dict[str, Any]:
     """The domain template's ``assignment`` from an instance's assignment (None: none) for a flavor
     of ``vcpus`` and ``memory_mb``: ``numa`` (None without guest cells: cells, vcpupins,
-    emulator_cpuset, nodeset, memnodes, pages), ``pci`` (source addresses) and ``mdevs`` (one
-    {uuid} per mediated device, from ``mdev_uuids``, one per assignment mdev). Every CPU set is
-    range text ("0-3,6"). InputError naming the assignment's field for anything it cannot be."""
+    emulator_cpuset, nodeset, memnodes, pages), ``pci`` (source addresses), ``mdevs`` (one
+    {uuid} per mediated device, from ``mdev_uuids``, one per assignment mdev) and
+    ``vcpu_cpuset``: for a guest without guest cells on a host with a ``cpu_shared_set``
+    (``shared_cpus``), those CPUs, as Nova's libvirt driver keeps its vCPUs (and so, libvirt's
+    default, its emulator threads) off the dedicated ones; else None. Every CPU set is range
+    text ("0-3,6"). InputError naming the assignment's field for anything it cannot be."""
     if assignment is None:
-        return {"numa": None, "pci": [], "mdevs": []}
+        return {"numa": None, "pci": [], "mdevs": [], "vcpu_cpuset": shared_cpuset(shared_cpus)}
     assignment = _mapping("assignment", assignment)
     numa = assignment.get("numa")
     pci = [pci_source_address(f"assignment.pci[{index}].address",
@@ -188,4 +199,6 @@ def assignment_context(assignment: Any, vcpus: int, memory_mb: int,
         "numa": _numa(_mapping("assignment.numa", numa), vcpus, memory_mb) if numa is not None else None,
         "pci": pci,
         "mdevs": [{"uuid": str(uuid.UUID(value))} for value in mdev_uuids],
+        # A guest with cells has each vCPU pinned or floating over its cell's CPUs already.
+        "vcpu_cpuset": shared_cpuset(shared_cpus) if numa is None else None,
     }

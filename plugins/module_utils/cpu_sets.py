@@ -21,9 +21,12 @@ _ITEM = re.compile(r"^(\^)?(\d{1,5})(?:-(\d{1,5}))?$")
 MAX_CPU_ID = 8191
 
 
-def parse_cpu_set(field: str, text: Any) -> List[int]:
+def parse_cpu_set(field: str, text: Any, empty: bool = False) -> List[int]:
     """The CPU ids ``text`` names, sorted; InputError naming ``field`` for anything else. The
-    exclusions apply after every inclusion, wherever they stand (as Nova's parse_cpu_spec)."""
+    exclusions apply after every inclusion, wherever they stand (as Nova's parse_cpu_spec).
+    ``empty``: a set of no CPU ("", "0,^0") is one too, as Nova reads a guest cell's vCPUs."""
+    if empty and isinstance(text, str) and not text.strip():
+        return []
     if not isinstance(text, str) or not text.strip():
         raise InputError(field, f"{field} must be a CPU set such as \"0-3,^2,8\", got {text!r}")
     included, excluded = set(), set()
@@ -40,7 +43,7 @@ def parse_cpu_set(field: str, text: Any) -> List[int]:
             raise InputError(field, f"{field}: CPU {last} is beyond the largest id Linux has, {MAX_CPU_ID}")
         (excluded if match.group(1) else included).update(range(first, last + 1))
     cpus = sorted(included - excluded)
-    if not cpus:
+    if not cpus and not empty:
         raise InputError(field, f"{field}: {text!r} leaves no CPU")
     return cpus
 
@@ -58,6 +61,12 @@ def format_cpu_set(cpus: Iterable[int]) -> str:
             start = cpu
         previous = cpu
     return ",".join(parts)
+
+
+def shared_cpu_set(numa_topology: Any) -> Any:
+    """The ``cpu_shared_set`` of a host's recorded ``numa_topology`` (the CPUs its guests without
+    pinning float over), None where it has none; as recorded, checked where it is rendered."""
+    return numa_topology.get("cpu_shared_set") if isinstance(numa_topology, Mapping) else None
 
 
 def check_cpu_sets(field: str, settings: Mapping[str, Any]) -> dict:

@@ -55,7 +55,8 @@ options:
   placements:
     description:
       - Several instances at once, each a dict with C(name), C(uuid), C(host), C(uri), C(flavor)
-        C(domain_types), C(cpu) (the host's recorded guest CPU settings and domain capabilities)
+        C(domain_types), C(cpu) (the host's recorded guest CPU settings and domain capabilities),
+        C(cpu_shared_set) (the host CPUs a guest without NUMA cells floats over there)
         and C(targets) (the C(placements) of M(berth.fleet.schedule), or ledger rows to remove,
         which carry their hypervisor's C(uri)), and C(assignment), what the instance's claim holds
         on C(host) (pinned CPUs, NUMA cells, huge pages, devices), which its domain carries; a
@@ -112,8 +113,9 @@ options:
     default: []
   targets:
     description:
-      - The hosts to retry on, best first, each a dict with C(host), C(hypervisor_uuid), C(uri)
-        and C(domain_types) (a placement's C(targets) from M(berth.fleet.schedule)).
+      - The hosts to retry on, best first, each a dict with C(host), C(hypervisor_uuid), C(uri),
+        C(domain_types), C(cpu) and C(cpu_shared_set) (a placement's C(targets) from
+        M(berth.fleet.schedule)).
       - After a failed build on a host, everything made there is removed and the claim released;
         the next one is claimed through the ledger (re-checked for room) and tried.
     type: list

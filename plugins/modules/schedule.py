@@ -295,9 +295,17 @@ placements:
         - Its guests' CPU as its last sync recorded it (the host state's C(cpu_info.guest)), C(settings)
           and C(domain_capabilities); null where not recorded. The build makes each guest's CPU of it.
       type: dict
+    cpu_shared_set:
+      description:
+        - Its C(cpu_shared_set) as its last sync recorded it (null where it has none), the host CPUs a
+          guest without NUMA cells floats over there (the build's C(<vcpu cpuset>)).
+      type: list
+      elements: int
     alternates: {description: Next-best hosts for a retry., type: list, elements: str}
     targets:
-      description: The alternates, each with C(host), C(hypervisor_uuid), C(uri), C(domain_types) and C(cpu), for the build's retries.
+      description:
+        - The alternates, each with C(host), C(hypervisor_uuid), C(uri), C(domain_types), C(cpu) and
+          C(cpu_shared_set), for the build's retries.
       type: list
       elements: dict
     generation: {description: The chosen hypervisor's generation the decision was made on., type: int}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import shared_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import (
     AUTO_FULL_EXPLAIN_HOSTS,
@@ -89,13 +90,19 @@ def read_fleet(settings: Settings, task_vars: Mapping[str, Any], spec: RequestSp
     return Fleet(table, [state.get("generation") for state in states], uris)
 
 
+def inventory_target(state: HostState, uri: str | None) -> dict[str, Any]:
+    """What a build needs of a host read from the inventory (source=inventory), as the ledger's
+    build_targets gives it: {host, hypervisor_uuid, uri, domain_types, cpu, cpu_shared_set}."""
+    offered = sorted({triple[1] for triple in state.supported_instances if len(triple) > 1})
+    return {"host": state.host, "hypervisor_uuid": state.uuid, "uri": uri, "domain_types": offered,
+            "cpu": guest_cpu_record(state.cpu_info), "cpu_shared_set": shared_cpu_set(state.numa_topology)}
+
+
 def build_target(fleet: Fleet, ledger: Any, state: HostState) -> dict[str, Any]:
-    """How to reach a chosen host: {host, hypervisor_uuid, uri, domain_types}, from the
-    inventory's URIs (source=inventory) or the ledger's last sync."""
+    """How to reach a chosen host: {host, hypervisor_uuid, uri, domain_types, cpu,
+    cpu_shared_set}, from the inventory's URIs (source=inventory) or the ledger's last sync."""
     if fleet.uris:
-        offered = sorted({triple[1] for triple in state.supported_instances if len(triple) > 1})
-        target = {"host": state.host, "hypervisor_uuid": state.uuid, "uri": fleet.uris.get(state.host),
-                  "domain_types": offered, "cpu": guest_cpu_record(state.cpu_info)}
+        target = inventory_target(state, fleet.uris.get(state.host))
     else:
         target = ledger.build_targets([state.uuid])[state.uuid]
     if not target.get("uri"):

@@ -107,9 +107,10 @@ def domain_type(requested: str, offered: list[str]) -> str:
 def attempt_targets(placement: Mapping[str, Any], max_attempts: int) -> list[dict[str, Any]]:
     """The hosts a build of ``placement`` (as the schedule gives it) tries, in order: the placed
     host, then its alternates that the ledger can reach (a URI and a host UUID), up to
-    ``max_attempts`` hosts; each {host, uri, hypervisor_uuid, domain_types, cpu}."""
+    ``max_attempts`` hosts; each {host, uri, hypervisor_uuid, domain_types, cpu, cpu_shared_set}."""
     targets = [{"host": placement["host"], "uri": placement.get("uri"), "hypervisor_uuid": None,
-                "domain_types": placement.get("domain_types") or [], "cpu": placement.get("cpu")}]
+                "domain_types": placement.get("domain_types") or [], "cpu": placement.get("cpu"),
+                "cpu_shared_set": placement.get("cpu_shared_set")}]
     targets += [dict(target) for target in placement.get("targets") or []
                 if target.get("uri") and target.get("hypervisor_uuid")]
     return targets[:max_attempts]

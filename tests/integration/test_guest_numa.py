@@ -7,8 +7,8 @@ mdev hostdev passes the QEMU driver's checks on define, and a lab guest with a p
 hw:cpu_policy=dedicated and hw:mem_page_size=2MB claims a host's dedicated CPU and pages and the
 running guest has exactly what the ledger claimed; a second launch goes to the other host, a
 third fails with the reason, a delete gives them back; a live migration fits the guest anew on
-the other host; and eight launches racing for the two hosts' dedicated CPUs never pin one CPU
-twice."""
+the other host; eight launches racing for the two hosts' dedicated CPUs never pin one CPU
+twice; and an ordinary guest beside a pinned one floats over the shared CPU only (issue 38)."""
 
 from __future__ import annotations
 
@@ -139,8 +139,14 @@ PIN_FLAVOR = {"name": "numa.pin", "vcpus": 1, "memory_mb": 128, "root_gb": 1,
 NUMA_FILTERS = [*DEFAULT_FILTERS, "NUMATopologyFilter"]
 
 
-def launch_args(name: str) -> tuple[str, str]:
-    return "-e", json.dumps({"name": name, "flavor": PIN_FLAVOR, "berth_enabled_filters": NUMA_FILTERS})
+# An ordinary guest: no pinning, no cells, no pages.
+PLAIN_FLAVOR = {"name": "numa.plain", "vcpus": 1, "memory_mb": 128, "root_gb": 1}
+
+
+def launch_args(name: str, flavor: dict | None = None, **more) -> tuple[str, str]:
+    # The filters are the operator's setting (berth_enabled_filters), never a requester's.
+    return "-e", json.dumps({"name": name, "flavor": flavor or PIN_FLAVOR, "berth_enabled_filters": NUMA_FILTERS,
+                             **more})
 
 
 def claimed(lab) -> dict[str, tuple[str, dict]]:
@@ -155,6 +161,12 @@ def claimed(lab) -> dict[str, tuple[str, dict]]:
 def vcpu_pins(lab, host: str, name: str) -> dict[int, set[int]]:
     return {int(vcpu): cpu_ids(cpus) for vcpu, cpus in
             re.findall(r"^\s*(\d+)\s+([\d,-]+)\s*$", lab.virsh(host, "vcpupin", name), re.M)}
+
+
+def emulator_pin(lab, host: str, name: str) -> set[int]:
+    found = re.search(r"^\s*\*:\s*([\d,-]+)", lab.virsh(host, "emulatorpin", name), re.M)
+    assert found, lab.virsh(host, "emulatorpin", name)
+    return cpu_ids(found.group(1))
 
 
 def delete(lab, *names: str) -> None:
@@ -256,3 +268,30 @@ def test_eight_launches_racing_for_dedicated_cpus_never_pin_one_twice(numa_lab):
                 int(vcpu): {cpu} for cell in assignment["numa"]["cells"] for vcpu, cpu in cell["pinning"].items()}
     finally:
         delete(numa_lab, *names)
+
+
+def test_an_ordinary_guest_floats_over_the_shared_cpu_beside_a_pinned_one(numa_lab):
+    """Issue 38: with cpu_dedicated_set 1 and cpu_shared_set 0, a guest that asks no pinning has
+    its vCPUs and its emulator threads on CPU 0 only (<vcpu cpuset='0'>, as Nova's libvirt driver
+    keeps ordinary guests off the dedicated CPUs), and the pinned guest beside it keeps CPU 1 to
+    itself."""
+    pinned_launch = numa_lab.playbook("launch.yml", *launch_args("pin-s"))
+    assert pinned_launch["rc"] == 0, failed_messages(pinned_launch)
+    try:
+        host, assignment = claimed(numa_lab)["pin-s-1"]
+        # Onto the pinned guest's host (forcing a host is the operator's: berth_force_hosts).
+        plain_launch = numa_lab.playbook("launch.yml", *launch_args("float", PLAIN_FLAVOR, berth_force_hosts=[host]))
+        assert plain_launch["rc"] == 0, failed_messages(plain_launch)
+        instances = {row["name"]: row["host"] for row in rows(f"sqlite:///{numa_lab.ledger_path}", "instances")}
+        assert instances["float-1"] == host
+        assert "float-1" not in claimed(numa_lab)  # it holds no CPU of its own
+        live = ET.fromstring(numa_lab.virsh(host, "dumpxml", "float-1"))
+        assert live.find("vcpu").get("cpuset") == "0"
+        assert vcpu_pins(numa_lab, host, "float-1") == {0: {0}}
+        assert emulator_pin(numa_lab, host, "float-1") == {0}
+        # The pinned guest still has its own CPU, and nothing else runs there.
+        [cell] = assignment["numa"]["cells"]
+        assert vcpu_pins(numa_lab, host, "pin-s-1") == {0: {cell["pinning"]["0"]}} == {0: {1}}
+        assert emulator_pin(numa_lab, host, "pin-s-1") == set(assignment["numa"]["emulator_cpus"]) == {1}
+    finally:
+        delete(numa_lab, "pin-s", "float")

@@ -23,10 +23,12 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class ExactRequest:
     """What one instance asks beyond vCPUs, memory and disk: NUMA placement (``numa``), devices
-    (``pci``), or both."""
+    (``pci``), or both; ``pci_alias``, the operator's aliases (checked), whose free devices order
+    a host's NUMA cells as Nova's PCI pools do."""
 
     numa: Any = None
     pci: Any = None
+    pci_alias: Tuple[Mapping[str, Any], ...] = ()
 
 
 def exact_request(flavor: Flavor, image_properties: Mapping[str, Any],
@@ -35,18 +37,18 @@ def exact_request(flavor: Flavor, image_properties: Mapping[str, Any],
     """The exact request of ``flavor`` and the image's properties, None when they ask for
     nothing exact (most instances); bad specs raise SchedulerInputError naming the spec."""
     numa_part = numa.numa_request(flavor, image_properties)
-    pci_part = pci.pci_request(flavor, image_properties, pci.check_aliases(list(pci_alias)),
-                               list(enabled_mdev_types))
+    aliases = pci.request_aliases(list(pci_alias), flavor.extra_specs)
+    pci_part = pci.pci_request(flavor, image_properties, aliases, list(enabled_mdev_types))
     if numa_part is None and pci_part is None:
         return None
-    return ExactRequest(numa=numa_part, pci=pci_part)
+    return ExactRequest(numa=numa_part, pci=pci_part, pci_alias=tuple(aliases))
 
 
 def of_spec(spec: Any) -> ExactRequest | None:
     """The exact request a RequestSpec computed when it was made (its ``numa`` and ``pci``)."""
     if spec.numa is None and spec.pci is None:
         return None
-    return ExactRequest(numa=spec.numa, pci=spec.pci)
+    return ExactRequest(numa=spec.numa, pci=spec.pci, pci_alias=tuple(spec.pci_alias))
 
 
 def fit(host_state: HostState, request: ExactRequest) -> Fit:
@@ -60,27 +62,66 @@ def fit_facts(assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[s
               pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
               cpu_allocation_ratio: Optional[float], ram_allocation_ratio: Optional[float],
               read: Optional[List[numa.NUMACellState]] = None,
-              device_fits: Optional[Dict[Tuple[Any, ...], Fit]] = None) -> Fit:
+              device_fits: Optional[Dict[Tuple[Any, ...], Any]] = None) -> Fit:
     """fit, from a host's facts and assignments rather than its host state (the vectorised
     filters read them as columns). Where many hosts share facts: ``read``, numa.read_cells of
     ``numa_topology``; ``device_fits``, a dict that keeps each device fit by what it depends on
-    (the devices, the assignments that hold some, the cells), for the hosts that come after."""
+    (the devices, the assignments that hold some, the cells, the topology where the socket
+    policy reads it), for the hosts that come after; also the free devices per NUMA node that
+    order the cells."""
     if request.numa is None:
         return pci.fit(pci_devices, assignments, request.pci)
-    holdings: List[Sequence[Any]] = []
+    devices = _HostDevices(assignments, numa_topology, pci_devices, request, read, device_fits)
+    return numa.fit(numa_topology, assignments, request.numa, devices.fit if request.pci is not None else None,
+                    cpu_allocation_ratio, ram_allocation_ratio, read,
+                    free_devices=devices.free if request.pci_alias and pci_devices else None,
+                    devices_asked=request.pci is not None and bool(request.pci.devices))
 
-    def devices(cells: Tuple[int, ...]) -> Fit:
-        if device_fits is None:
-            return pci.fit(pci_devices, assignments, request.pci, cells)
-        if not holdings:
-            holdings.append(pci.device_holdings([assignments])[0])
-        key = (id(pci_devices), tuple(map(id, holdings[0])), cells)
-        if key not in device_fits:
-            device_fits[key] = pci.fit(pci_devices, holdings[0], request.pci, cells)
-        return device_fits[key]
 
-    return numa.fit(numa_topology, assignments, request.numa, devices if request.pci is not None else None,
-                    cpu_allocation_ratio, ram_allocation_ratio, read)
+class _HostDevices:
+    """One host's devices as a NUMA fit asks about them: which the request gets on some host
+    cells (``fit``), and how many are free per NUMA node (``free``), each kept in
+    ``device_fits`` (where given) by what it depends on: the devices, the assignments that hold
+    some (hosts pinning different CPUs share them), the cells, the topology where the socket
+    policy reads it."""
+
+    __slots__ = ("assignments", "numa_topology", "pci_devices", "request", "read", "device_fits", "held", "key")
+
+    def __init__(self, assignments: Sequence[Mapping[str, Any]], numa_topology: Mapping[str, Any],
+                 pci_devices: Sequence[Mapping[str, Any]], request: ExactRequest,
+                 read: Optional[List[numa.NUMACellState]], device_fits: Optional[Dict[Tuple[Any, ...], Any]]) -> None:
+        self.assignments, self.numa_topology, self.pci_devices = assignments, numa_topology, pci_devices
+        self.request, self.read, self.device_fits = request, read, device_fits
+        # Only the assignments that hold devices count: what the fits below depend on.
+        self.held: Sequence[Any] = assignments
+        self.key: Tuple[Any, ...] = ()
+        if device_fits is not None:
+            self.held = pci.device_holdings([assignments])[0]
+            self.key = (id(pci_devices), tuple(map(id, self.held)))
+
+    def fit(self, cells: Tuple[int, ...]) -> Fit:
+        request = self.request.pci
+        sockets = numa.cell_sockets(self.numa_topology, self.read) if request.wants_sockets else None
+        if self.device_fits is None:
+            return pci.fit(self.pci_devices, self.held, request, cells, sockets)
+        key = (*self.key, cells, id(self.numa_topology) if sockets is not None else None)
+        if key not in self.device_fits:
+            self.device_fits[key] = pci.fit(self.pci_devices, self.held, request, cells, sockets)
+        return self.device_fits[key]
+
+    def free(self) -> Optional[Mapping[Any, int]]:
+        if self.device_fits is None:
+            return pci.free_alias_devices_by_node(self.pci_devices, self.held, self.request.pci_alias)
+        key = ("free", *self.key, id(self.numa_topology))
+        if key not in self.device_fits:
+            by_node = pci.free_alias_devices_by_node(self.pci_devices, self.held, self.request.pci_alias)
+            # None where every cell has as many (most hosts: one device of a kind per cell, or
+            # none): they would not reorder the cells, and each host would sort them for nothing.
+            cell_ids = [cell.id for cell in self.read] if self.read is not None else None
+            if cell_ids is not None and len({by_node.get(cell_id, 0) for cell_id in cell_ids}) <= 1:
+                by_node = None
+            self.device_fits[key] = by_node
+        return self.device_fits[key]
 
 
 def per_state(function: Callable[..., T], assignments: Sequence[Sequence[Any]], facts: Sequence[Sequence[Any]],

@@ -11,10 +11,9 @@ Python 3.9: modules ship module_utils to hypervisors.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import page_size_kb
@@ -34,7 +33,6 @@ NUMA_NODES_MAX = 128
 # host whose facts claim hundreds of cells.
 PERMUTATIONS_TRIED_MAX = 100000
 _KIB_PER_MIB = 1024
-_CELL_KEY = re.compile(r"^(hw[:_]numa_(?:cpus|mem))\.(\d+)$")
 
 # What devices() gives back: the devices' part of an assignment, or why none fits.
 DevicesFit = Callable[[Tuple[int, ...]], Tuple[Optional[Dict[str, Any]], Optional[str]]]
@@ -103,10 +101,10 @@ def numa_request(flavor: Flavor, image_properties: Mapping[str, Any]) -> Optiona
     if cpu_policy == "mixed" and mask is None:
         field_name = specs.field("hw:cpu_dedicated_mask")
         raise SchedulerInputError(field_name, f"hw:cpu_policy=mixed needs {field_name}: which vCPUs are dedicated")
-    nodes = _numa_nodes(specs, flavor.vcpus)
+    nodes = _numa_nodes(specs)
     page_size = _page_size(specs)
     if not nodes and page_size is None and cpu_policy not in ("dedicated", "mixed"):
-        _refuse_cell_specs_without_nodes(specs)
+        # As Nova's numa_get_constraints: hw:numa_cpus.N and hw:numa_mem.N alone ask nothing.
         return None
     if cpu_policy == "dedicated":
         dedicated = set(range(flavor.vcpus))
@@ -114,7 +112,7 @@ def numa_request(flavor: Flavor, image_properties: Mapping[str, Any]) -> Optiona
         dedicated = _dedicated_mask(specs, str(mask), flavor.vcpus)
     else:
         dedicated = set()
-    cells = _guest_cells(specs, flavor, nodes or 1, bool(nodes), dedicated)
+    cells = _guest_cells(specs, flavor, nodes or 1, dedicated)
     return NUMARequest(cells=cells, cpu_policy=cpu_policy or "shared", cpu_thread_policy=thread_policy,
                        mem_page_size=page_size, emulator_threads_policy=emulator_policy)
 
@@ -146,15 +144,15 @@ class _Specs:
                                                        f"got {value!r}")
         return value
 
-    def cell_keys(self) -> Dict[str, Dict[int, str]]:
-        """hw:numa_cpus.N, hw:numa_mem.N (flavor) and hw_numa_cpus.N, hw_numa_mem.N (image)."""
-        found: Dict[str, Dict[int, str]] = {}
-        for source in (self.extra_specs, self.image_properties):
-            for key in source:
-                match = _CELL_KEY.match(key)
-                if match:
-                    found.setdefault(match.group(1), {})[int(match.group(2))] = key
-        return found
+    def cell_keys(self, prefix: str) -> List[str]:
+        """The keys ``prefix``.0, .1, ... present without a gap (hw:numa_cpus.N of the flavor,
+        hw_numa_mem.N of the image...), as Nova reads them: from cell 0 up to the first one
+        missing; a key after a gap is not read."""
+        source = self.extra_specs if ":" in prefix else self.image_properties
+        keys: List[str] = []
+        while f"{prefix}.{len(keys)}" in source and len(keys) < NUMA_NODES_MAX:
+            keys.append(f"{prefix}.{len(keys)}")
+        return keys
 
 
 def _text(value: Any) -> Optional[str]:
@@ -190,7 +188,7 @@ def _thread_policy(specs: _Specs) -> Optional[str]:
     return flavor_policy
 
 
-def _numa_nodes(specs: _Specs, vcpus: int) -> Optional[int]:
+def _numa_nodes(specs: _Specs) -> Optional[int]:
     flavor_nodes, image_nodes = specs.flavor("hw:numa_nodes"), specs.image("hw_numa_nodes")
     if flavor_nodes is not None and image_nodes is not None:
         raise SchedulerInputError("image_properties.hw_numa_nodes",
@@ -203,9 +201,8 @@ def _numa_nodes(specs: _Specs, vcpus: int) -> Optional[int]:
     if not text.isdigit() or not 1 <= int(text) <= NUMA_NODES_MAX:
         raise SchedulerInputError(specs.field(key), f"{specs.field(key)} must be an integer from 1 to "
                                                     f"{NUMA_NODES_MAX}, got {text!r}")
-    if int(text) > vcpus:
-        raise SchedulerInputError(specs.field(key), f"{specs.field(key)}={text} asks more guest cells than the "
-                                                    f"flavor's {vcpus} vCPUs: each cell needs one")
+    # More cells than vCPUs is no error of itself (Nova's neither): an even split refuses it,
+    # and hw:numa_cpus.N may give a cell memory and no vCPU.
     return int(text)
 
 
@@ -247,32 +244,25 @@ def _dedicated_mask(specs: _Specs, mask: str, vcpus: int) -> set:
     return dedicated
 
 
-def _cpu_list(field_name: str, text: str) -> List[int]:
-    return parse_cpu_set(field_name, text)  # refuses naming field_name
+def _cpu_list(field_name: str, text: str, empty: bool = False) -> List[int]:
+    """``text``'s vCPUs; with ``empty``, none at all too (Nova's parse_cpu_spec of "" or "0,^0")."""
+    return parse_cpu_set(field_name, text, empty=empty)  # refuses naming field_name
 
 
-def _refuse_cell_specs_without_nodes(specs: _Specs) -> None:
-    for keys in specs.cell_keys().values():
-        key = keys[min(keys)]
-        raise SchedulerInputError(specs.field(key), f"{specs.field(key)} needs hw:numa_nodes (or hw_numa_nodes on "
-                                                    f"the image)")
-
-
-def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, nodes_asked: bool, dedicated: set) -> Tuple[GuestCell, ...]:
+def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, dedicated: set) -> Tuple[GuestCell, ...]:
     """Nova's _get_numa_topology_auto (even split) or _get_numa_topology_manual (numa_cpus and
-    numa_mem per cell, from the flavor or else the image, never both)."""
-    keys = specs.cell_keys()
-    if not nodes_asked and keys:
-        _refuse_cell_specs_without_nodes(specs)
-    flavor_cpus, image_cpus = keys.get("hw:numa_cpus"), keys.get("hw_numa_cpus")
-    flavor_mem, image_mem = keys.get("hw:numa_mem"), keys.get("hw_numa_mem")
-    for flavor_keys, image_keys in ((flavor_cpus, image_cpus), (flavor_mem, image_mem)):
-        if flavor_keys and image_keys:
-            key = image_keys[min(image_keys)]
+    numa_mem per cell, from the flavor or else the image, never both). Without hw:numa_nodes (a
+    page size or pinning asked) there is one cell, and the per-cell specs must describe it."""
+    lists = {prefix: specs.cell_keys(prefix) for prefix in ("hw:numa_cpus", "hw_numa_cpus", "hw:numa_mem",
+                                                            "hw_numa_mem")}
+    for flavor_prefix, image_prefix in (("hw:numa_cpus", "hw_numa_cpus"), ("hw:numa_mem", "hw_numa_mem")):
+        if lists[flavor_prefix] and lists[image_prefix]:
+            key = lists[image_prefix][0]
             raise SchedulerInputError(specs.field(key), f"{specs.field(key)} may not be set where the flavor sets "
-                                                        f"{flavor_keys[min(flavor_keys)]} (Nova forbids an image to "
+                                                        f"{lists[flavor_prefix][0]} (Nova forbids an image to "
                                                         f"override it)")
-    cpu_keys, mem_keys = flavor_cpus or image_cpus, flavor_mem or image_mem
+    cpu_keys = lists["hw:numa_cpus"] or lists["hw_numa_cpus"]
+    mem_keys = lists["hw:numa_mem"] or lists["hw_numa_mem"]
     if not cpu_keys and not mem_keys:
         if flavor.vcpus % nodes or flavor.memory_mb % nodes:
             field_name = specs.field("hw:numa_nodes" if specs.flavor("hw:numa_nodes") else "hw_numa_nodes")
@@ -282,21 +272,19 @@ def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, nodes_asked: bool, d
         per_cell = flavor.vcpus // nodes
         return tuple(_cell(node, range(node * per_cell, (node + 1) * per_cell), flavor.memory_mb // nodes, dedicated)
                      for node in range(nodes))
-    if not cpu_keys or not mem_keys:
-        some = cpu_keys or mem_keys or {}
-        key = some[min(some)]
-        raise SchedulerInputError(specs.field(key), f"{specs.field(key)}: hw:numa_cpus.N and hw:numa_mem.N go "
-                                                    f"together, one of each per guest cell")
-    for found in (cpu_keys, mem_keys):
-        if sorted(found) != list(range(nodes)):
-            key = found[max(found)]
+    from_flavor = ":" in (cpu_keys or mem_keys)[0]
+    for kind, found in (("numa_cpus", cpu_keys), ("numa_mem", mem_keys)):
+        if len(found) != nodes:
+            prefix = found[0].rsplit(".", 1)[0] if found else (f"hw:{kind}" if from_flavor else f"hw_{kind}")
+            key = f"{prefix}.{min(len(found), nodes)}"
             raise SchedulerInputError(specs.field(key), f"{specs.field(key)}: hw:numa_cpus.N and hw:numa_mem.N must be "
-                                                        f"set for each guest cell 0 to {nodes - 1} and no other, got "
-                                                        f"cells {format_cpu_set(found)}")
+                                                        f"set for each guest cell 0 to {nodes - 1} ({nodes} from "
+                                                        f"hw:numa_nodes, 1 without it), read from cell 0 up to the "
+                                                        f"first one missing; got {len(found)}")
     cells, seen, total_mb = [], set(), 0
     for node in range(nodes):
         cpu_field, mem_field = specs.field(cpu_keys[node]), specs.field(mem_keys[node])
-        vcpus = _cpu_list(cpu_field, specs.value(cpu_keys[node]) or "")
+        vcpus = _cpu_list(cpu_field, specs.value(cpu_keys[node]) or "", empty=True)
         beyond = [vcpu for vcpu in vcpus if vcpu >= flavor.vcpus]
         if beyond:
             raise SchedulerInputError(cpu_field, f"{cpu_field} names vCPU {beyond[0]}, beyond the flavor's "
@@ -306,9 +294,9 @@ def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, nodes_asked: bool, d
             raise SchedulerInputError(cpu_field, f"{cpu_field} names vCPU {twice[0]}, already in another guest cell")
         seen.update(vcpus)
         memory_text = specs.value(mem_keys[node]) or ""
-        if not memory_text.isdigit() or int(memory_text) < 1:
-            raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB above 0, "
-                                                 f"got {memory_text!r}")
+        # 0 too, as Nova takes it: a cell of vCPUs and no memory of its own.
+        if not memory_text.isdigit():
+            raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB, got {memory_text!r}")
         total_mb += int(memory_text)
         cells.append(_cell(node, vcpus, int(memory_text), dedicated))
     unassigned = sorted(set(range(flavor.vcpus)) - seen)
@@ -343,6 +331,9 @@ class NUMACellState:
     siblings: List[List[int]]  # thread sibling sets, restricted to the CPUs instances may use
     pages_total: Dict[int, int]  # size_kb -> pages
     pages_reserved: Dict[int, int]  # size_kb -> pages the operator keeps (reserved_huge_pages)
+    # The socket of every CPU of the cell, None where they are on several or unknown (Nova's
+    # NUMACell.socket, which the PCI ``socket`` affinity policy reads).
+    socket: Optional[int] = None
     used_cpus: set = field(default_factory=set)  # pinned and isolated emulator CPUs
     memory_used_mb: int = 0
     shared_vcpus_used: int = 0
@@ -363,7 +354,13 @@ class NUMACellState:
         """This cell as the topology gives it, with nothing used (its facts shared, not copied:
         nothing changes them)."""
         return NUMACellState(self.id, self.memory_mb, self.shared_cpus, self.dedicated_cpus, self.siblings,
-                             self.pages_total, self.pages_reserved)
+                             self.pages_total, self.pages_reserved, self.socket)
+
+    @property
+    def legacy(self) -> bool:
+        """Nova's legacy configuration (neither CPU set): every CPU serves shared and dedicated
+        vCPUs alike (its cpuset equals its pcpuset)."""
+        return self.shared_cpus == self.dedicated_cpus
 
     def to_dict(self) -> Dict[str, Any]:
         """For explanations: what is left of this cell."""
@@ -426,7 +423,9 @@ def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
         # each (not at all where every listed CPU is usable), not once per thread: this runs for
         # every host of a fleet.
         listed: Dict[tuple, None] = {}
+        sockets = set()
         for item in cell.get("cpu_topology") or ():
+            sockets.add(item.get("socket_id"))
             if item["id"] in usable:
                 listed[tuple(item.get("siblings") or (item["id"],))] = None
         if usable.issuperset(chain.from_iterable(listed)):
@@ -442,19 +441,35 @@ def _read_cells(topology: Mapping[str, Any]) -> List[NUMACellState]:
             # A size of 0 would divide by zero below; libvirt never reports one.
             pages_total={int(page["size_kb"]): int(page.get("total") or 0) for page in cell.get("pages") or []
                          if int(page["size_kb"]) > 0},
-            pages_reserved={int(size): int(count) for size, count in cell_reserved.items()}))
+            pages_reserved={int(size): int(count) for size, count in cell_reserved.items()},
+            # As Nova's libvirt driver: a cell's socket is known where all its CPUs share one.
+            socket=next(iter(sockets)) if len(sockets) == 1 and isinstance(next(iter(sockets)), int) else None))
     return cells
+
+
+def cell_sockets(topology: Mapping[str, Any], read: Optional[List[NUMACellState]] = None) -> Dict[int, Optional[int]]:
+    """Each host cell's socket (None where unknown), for the PCI ``socket`` affinity policy;
+    ``read``: as numa_cells. Empty where the topology does not read."""
+    try:
+        return {cell.id: cell.socket for cell in (read_cells(topology) if read is None else read)}
+    except SchedulerInputError:
+        return {}
 
 
 def _count_assignment(by_id: Dict[int, NUMACellState], assignment: Mapping[str, Any]) -> None:
     """Take one instance's assignment off its host cells."""
     numa = assignment.get("numa") or {}
+    # hw:cpu_thread_policy=isolate holds the thread siblings of what it pins (Nova's
+    # pin_cpus_with_siblings): in Nova's legacy mode they are cores of several threads.
+    isolate = numa.get("cpu_thread_policy") == "isolate"
     for guest_cell in numa.get("cells") or []:
         cell = by_id.get(guest_cell.get("host_cell"))
         if cell is None:
             continue  # a cell this host no longer reports: nothing left to count it against
         pinning = guest_cell.get("pinning") or {}
         cell.used_cpus.update(map(int, pinning.values()))
+        if isolate:
+            cell.used_cpus.update(_with_siblings(cell, map(int, pinning.values())))
         memory_mb = int(guest_cell.get("memory_mb") or 0)
         cell.memory_used_mb += memory_mb
         cell.shared_vcpus_used += len(guest_cell.get("vcpus") or []) - len(pinning)
@@ -464,7 +479,14 @@ def _count_assignment(by_id: Dict[int, NUMACellState], assignment: Mapping[str, 
     if numa.get("emulator_isolated"):
         emulator_cpus = {int(cpu) for cpu in numa.get("emulator_cpus") or []}
         for cell in by_id.values():
-            cell.used_cpus.update(emulator_cpus & set(cell.dedicated_cpus))
+            held = emulator_cpus & set(cell.dedicated_cpus)
+            cell.used_cpus.update(_with_siblings(cell, held) if isolate else held)
+
+
+def _with_siblings(cell: NUMACellState, cpus: Iterable[int]) -> set:
+    """``cpus`` and their thread siblings in ``cell`` (only the CPUs instances may use)."""
+    cpus = set(cpus)
+    return cpus.union(*(core for core in cell.siblings if cpus.intersection(core)))
 
 
 # ---- fitting -------------------------------------------------------------------------------
@@ -480,7 +502,8 @@ class _Shortfall:
 
 def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], request: NUMARequest,
         devices: Optional[DevicesFit] = None, cpu_allocation_ratio: Optional[float] = None,
-        ram_allocation_ratio: Optional[float] = None, read: Optional[List[NUMACellState]] = None
+        ram_allocation_ratio: Optional[float] = None, read: Optional[List[NUMACellState]] = None,
+        free_devices: Optional[Callable[[], Mapping[Any, int]]] = None, devices_asked: bool = False
         ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """Fit ``request`` onto the host's cells (``topology``: its numa_topology fact) beside what
     ``assignments`` hold, as Nova's numa_fit_instance_to_host does: (assignment, None), the
@@ -492,6 +515,9 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
     also finds its devices; their part of the assignment joins it. The ratios, as NUMATopologyFilter
     passes Nova's limits, cap shared vCPUs and memory per cell; without them only the cell's
     own size does (no instance overcommits a cell against itself). ``read``: as numa_cells.
+    ``free_devices``: the host's free assignable PCI devices per NUMA node (asked only where the
+    cells are sorted), which order the cells as Nova's pci_stats pools do: the cells with the
+    most first where the request asks for PCI devices (``devices_asked``), the fewest otherwise.
     """
     try:
         cells = numa_cells(topology, assignments, read)
@@ -502,7 +528,7 @@ def fit(topology: Mapping[str, Any], assignments: Sequence[Mapping[str, Any]], r
     wanted = len(request.cells)
     if wanted > len(cells):
         return None, f"the guest asks {wanted} NUMA cells, the host has {len(cells)}"
-    ordered = _spread_order(cells, request) if len(cells) > wanted else cells
+    ordered = _spread_order(cells, request, free_devices, devices_asked) if len(cells) > wanted else cells
     fits: Dict[Tuple[int, int], Any] = {}
 
     def cell_fit(host_cell: NUMACellState, guest_cell: GuestCell) -> Any:
@@ -556,13 +582,23 @@ def _fitting_permutations(ordered: List[NUMACellState], guest_cells: Sequence[Gu
         yield from _fitting_permutations(ordered, guest_cells, cell_fit, budget, prefix + (host_cell,))
 
 
-def _spread_order(cells: List[NUMACellState], request: NUMARequest) -> List[NUMACellState]:
+def _spread_order(cells: List[NUMACellState], request: NUMARequest,
+                  free_devices: Optional[Callable[[], Mapping[Any, int]]], devices_asked: bool
+                  ) -> List[NUMACellState]:
     """Nova's default (packing_host_numa_cells_allocation_strategy false): most free memory
-    first, then most free dedicated CPUs (pinned guests) or fewest shared vCPUs (the others)."""
+    first, then most free dedicated CPUs (pinned guests) or fewest shared vCPUs (the others),
+    then, where the host has free PCI devices, the cells with the most of them first for a
+    request that asks for devices and last for one that does not (to keep them free). Each sort
+    is stable: the one before breaks its ties."""
     ordered = sorted(cells, key=lambda cell: cell.memory_mb - cell.memory_used_mb, reverse=True)
     if request.cpu_policy == "shared":
-        return sorted(ordered, key=lambda cell: cell.shared_vcpus_used)
-    return sorted(ordered, key=lambda cell: len(cell.free_dedicated_cpus), reverse=True)
+        ordered = sorted(ordered, key=lambda cell: cell.shared_vcpus_used)
+    else:
+        ordered = sorted(ordered, key=lambda cell: len(cell.free_dedicated_cpus), reverse=True)
+    by_node = free_devices() if free_devices is not None else None
+    if by_node:
+        ordered = sorted(ordered, key=lambda cell: by_node.get(cell.id, 0), reverse=devices_asked)
+    return ordered
 
 
 def _fit_cell(host_cell: NUMACellState, guest_cell: GuestCell, request: NUMARequest, first: bool,
@@ -575,21 +611,23 @@ def _fit_cell(host_cell: NUMACellState, guest_cell: GuestCell, request: NUMARequ
         return page_size
     placement: Dict[str, Any] = {"page_size_kb": page_size, "pinning": {}, "cpuset": [], "emulator_cpus": []}
     shared = guest_cell.shared_vcpus
+    if len(shared) > len(host_cell.shared_cpus):
+        return _Shortfall(f"{len(shared)} shared CPUs", f"has {len(host_cell.shared_cpus)}")
+    # As Nova's limits: for a shared or mixed guest even a cell without shared vCPUs, on a host
+    # cell already floating more than its CPUs times the ratio.
+    if cpu_ratio is not None and request.cpu_policy != "dedicated" and (
+            host_cell.shared_vcpus_used + len(shared) > len(host_cell.shared_cpus) * cpu_ratio):
+        return _Shortfall(f"room for {len(shared)} shared vCPUs",
+                          f"has {host_cell.shared_vcpus_used} of {len(host_cell.shared_cpus)} x {cpu_ratio:g}")
     if shared:
-        if len(shared) > len(host_cell.shared_cpus):
-            return _Shortfall(f"{len(shared)} shared CPUs", f"has {len(host_cell.shared_cpus)}")
-        if cpu_ratio is not None and (host_cell.shared_vcpus_used + len(shared)
-                                      > len(host_cell.shared_cpus) * cpu_ratio):
-            return _Shortfall(f"room for {len(shared)} shared vCPUs",
-                              f"has {host_cell.shared_vcpus_used} of {len(host_cell.shared_cpus)} x {cpu_ratio:g}")
         placement["cpuset"] = list(host_cell.shared_cpus)
     if ram_ratio is not None and request.cpu_policy != "dedicated" and (
             host_cell.memory_used_mb + guest_cell.memory_mb > host_cell.memory_mb * ram_ratio):
         return _Shortfall(f"{guest_cell.memory_mb} MiB free",
                           f"has {host_cell.memory_used_mb} of {host_cell.memory_mb} x {ram_ratio:g} MiB used")
     emulator_count = 1 if first and request.emulator_threads_isolated else 0
-    # A mixed guest's cell 0 may have no dedicated vCPU and still hold the emulator's CPU (Nova's
-    # packing finds no pinning there and refuses such a guest everywhere).
+    # A cell without dedicated vCPUs is not packed (Nova packs it anyway, so that require and
+    # isolate ask free sibling cores of it): it may hold the emulator's CPU only.
     if guest_cell.dedicated_vcpus or emulator_count:
         packed = _pack(host_cell, guest_cell.dedicated_vcpus, request.cpu_thread_policy, emulator_count)
         if isinstance(packed, _Shortfall):
@@ -649,11 +687,14 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
           emulator_count: int) -> Any:
     """Pin ``vcpus`` to free dedicated CPUs of the cell, with ``emulator_count`` more for isolated
     emulator threads, as Nova's _pack_instance_onto_cores: siblings of one core first (prefer,
-    require), the cores with the most free threads first, then any free CPU (prefer only).
+    require), the cores with the most free threads first, then any free CPU (prefer only); the
+    emulator's CPU is the next free one in core order after those pinned (usually the sibling
+    of the last one), so that the other cores stay whole.
 
-    isolate takes cores whose other threads no guest can use, so it needs a cell without SMT
-    siblings among the CPUs instances may use: with cpu_dedicated_set, Nova's placement keeps
-    such guests off hosts that have them (the HW_CPU_HYPERTHREADING trait) the same way.
+    isolate takes one thread of each wholly free core and holds its siblings (the assignment
+    says so, and the usage counts them) where the host has SMT siblings only in Nova's legacy
+    mode (neither CPU set); with cpu_dedicated_set, Nova's placement keeps such guests off hosts
+    with SMT (the HW_CPU_HYPERTHREADING trait), and so does this.
     """
     needed = len(vcpus) + emulator_count
     free = set(host_cell.dedicated_cpus) - host_cell.used_cpus
@@ -661,38 +702,62 @@ def _pack(host_cell: NUMACellState, vcpus: Tuple[int, ...], thread_policy: Optio
     if needed > len(free):
         return _Shortfall(f"{needed} {label}", f"has {len(free)}")
     threads_per_core = max(map(len, host_cell.siblings)) if host_cell.siblings else 1
-    if thread_policy == "isolate" and threads_per_core > 1:
-        return _Shortfall("cores without SMT siblings (hw:cpu_thread_policy=isolate)",
-                          f"has {threads_per_core} threads per core")
-    if thread_policy == "require" and threads_per_core <= 1:
-        return _Shortfall("SMT siblings (hw:cpu_thread_policy=require)", "has one thread per core")
+    # Each core's free threads, in core order (Nova's free_siblings).
     free_cores = [[cpu for cpu in core if cpu in free] for core in host_cell.siblings]
     free_cores = [core for core in free_cores if core]
+    if thread_policy == "isolate" and threads_per_core > 1 and not host_cell.legacy:
+        return _Shortfall("cores without SMT siblings (hw:cpu_thread_policy=isolate)",
+                          f"has {threads_per_core} threads per core")
+    if not vcpus:
+        # Guest cell 0 without dedicated vCPUs holds the emulator's CPU only: no thread policy
+        # has a vCPU to place (Nova's packing finds no pinning to go after and refuses).
+        return {}, [cpu for core in free_cores for cpu in core][:emulator_count]
+    if thread_policy == "isolate" and threads_per_core > 1:
+        whole = [core for core in free_cores if len(core) == threads_per_core]
+        chosen = _pinning_and_emulator(vcpus, [core[:1] for core in whole], free_cores, emulator_count, isolate=True)
+        if chosen is not None:
+            return chosen
+        if len(whole) >= len(vcpus):
+            return _Shortfall("a free CPU off the isolated cores for the emulator threads",
+                              f"has {len(whole)} wholly free cores and nothing else")
+        return _Shortfall(f"{len(vcpus)} wholly free cores of {threads_per_core} threads "
+                          f"(hw:cpu_thread_policy=isolate)", f"has {len(whole)}")
+    if thread_policy == "require" and threads_per_core <= 1:
+        return _Shortfall("SMT siblings (hw:cpu_thread_policy=require)", "has one thread per core")
     # The most free threads a core has down to one: at each count, the first that many free
     # threads of every core that has them.
     lowest = 2 if thread_policy == "require" else 1
     for threads in range(max(map(len, free_cores), default=0), lowest - 1, -1):
         usable = [core[:threads] for core in free_cores if len(core) >= threads]
-        chosen = _pinning_and_emulator(vcpus, usable, free, emulator_count)
+        chosen = _pinning_and_emulator(vcpus, usable, free_cores, emulator_count)
         if chosen is not None:
             return chosen
     if thread_policy != "require":
-        chosen = _pinning_and_emulator(vcpus, [[cpu] for core in free_cores for cpu in core], free, emulator_count)
+        chosen = _pinning_and_emulator(vcpus, [[cpu] for core in free_cores for cpu in core], free_cores,
+                                       emulator_count)
         if chosen is not None:
             return chosen
     return _Shortfall(f"{len(vcpus)} free dedicated CPUs on sibling threads (hw:cpu_thread_policy=require)",
                       f"has at most {max((len(core) for core in free_cores), default=0)} free threads on a core")
 
 
-def _pinning_and_emulator(vcpus: Tuple[int, ...], usable: List[List[int]], free: set,
-                          emulator_count: int) -> Optional[Tuple[Dict[str, int], List[int]]]:
+def _pinning_and_emulator(vcpus: Tuple[int, ...], usable: List[List[int]], free_cores: List[List[int]],
+                          emulator_count: int, isolate: bool = False
+                          ) -> Optional[Tuple[Dict[str, int], List[int]]]:
+    """The vCPUs pinned in order onto ``usable`` and the emulator's CPUs after them, Nova's
+    _get_pinning and _get_reserved: the first free CPUs in core order that are not pinned
+    (isolate: on no core with a pinned thread). None where either is short."""
     cpus = list(chain.from_iterable(usable))
     if len(cpus) < len(vcpus):
         return None
     pinning = dict(zip(sorted(vcpus), cpus))
     if not emulator_count:
         return {str(vcpu): cpu for vcpu, cpu in pinning.items()}, []
-    left = sorted(free - set(pinning.values()))
+    taken = set(pinning.values())
+    if isolate:
+        left = [cpu for core in free_cores if taken.isdisjoint(core) for cpu in core]
+    else:
+        left = [cpu for core in free_cores for cpu in core if cpu not in taken]
     if len(left) < emulator_count:
         return None
     return {str(vcpu): cpu for vcpu, cpu in pinning.items()}, left[:emulator_count]
@@ -718,8 +783,11 @@ def _assignment(request: NUMARequest, host_cell_ids: List[int], placed: List[Dic
         emulator_cpus = sorted(topology["cpu_shared_set"])
     else:
         emulator_cpus = sorted(pinned_and_floating)
-    return {"cpu_policy": request.cpu_policy, "cells": cells, "emulator_cpus": emulator_cpus,
+    numa = {"cpu_policy": request.cpu_policy, "cells": cells, "emulator_cpus": emulator_cpus,
             "emulator_isolated": bool(emulator_isolated)}
+    if request.cpu_thread_policy == "isolate":
+        numa["cpu_thread_policy"] = "isolate"  # its CPUs' thread siblings are held too (numa_cells)
+    return numa
 
 
 def _reason(cells: List[NUMACellState], request: NUMARequest, fits: Dict[Tuple[int, int], Any],

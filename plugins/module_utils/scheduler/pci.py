@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.berth.fleet.plugins.module_utils.host_devices import (
@@ -27,12 +28,12 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors impor
     SchedulerInputError,
 )
 
-# Nova's PCINUMAAffinityPolicy, less ``socket`` (it needs each host cell's socket, which the
-# assignment of a cell does not carry): refused with that reason rather than half-done.
+# Nova's PCINUMAAffinityPolicy.
 POLICY_REQUIRED = "required"
 POLICY_LEGACY = "legacy"
 POLICY_PREFERRED = "preferred"
-NUMA_POLICIES = (POLICY_REQUIRED, POLICY_LEGACY, POLICY_PREFERRED)
+POLICY_SOCKET = "socket"
+NUMA_POLICIES = (POLICY_REQUIRED, POLICY_LEGACY, POLICY_PREFERRED, POLICY_SOCKET)
 DEVICE_TYPES = (TYPE_PCI, TYPE_PF, TYPE_VF)
 
 ALIAS_SPEC = "pci_passthrough:alias"
@@ -55,9 +56,11 @@ def check_aliases(value: Any) -> List[Dict[str, Any]]:
     """The operator's PCI aliases (Nova's ``[pci] alias``): a list of mappings, or of Nova's JSON
     strings, each with ``name``, ``vendor_id`` and ``product_id`` (four hex digits), and
     optionally ``device_type`` (type-PCI, type-PF, type-VF) and ``numa_policy`` (required,
-    legacy, the default, or preferred). Entries sharing a name are one alias matching any of
-    them, as in Nova; they must then agree on device_type and numa_policy. Returns them checked,
-    ids in lower case (as the facts spell them), every key present."""
+    legacy, the default, preferred or socket). Entries sharing a name are one alias matching any
+    of them, as in Nova; they must then each give the same device_type (Nova's
+    get_alias_from_config refuses an entry of a name seen before where either lacks one) and
+    agree on numa_policy. Returns them checked, ids in lower case (as the facts spell them),
+    every key present."""
     field = "pci_alias"
     if value is None:
         return []
@@ -94,7 +97,12 @@ def check_aliases(value: Any) -> List[Dict[str, Any]]:
         policy = _choice(f"{where}.numa_policy", item.get("numa_policy"), NUMA_POLICIES)
         alias["numa_policy"] = policy or POLICY_LEGACY
         first = first_of.setdefault(alias["name"], alias)
-        for key in ("device_type", "numa_policy"):
+        # In Nova's order: the policy, then the type, which each entry of several must give.
+        for key in ("numa_policy", "device_type"):
+            if first is not alias and key == "device_type" and None in (first[key], alias[key]):
+                raise SchedulerInputError(
+                    f"{where}.{key}", f"{where}: the entries named {alias['name']!r} must each give device_type "
+                                      f"(Nova refuses an alias of several entries without it)")
             if first[key] != alias[key]:
                 raise SchedulerInputError(
                     f"{where}.{key}", f"{where}.{key} is {alias[key]!r}, but an earlier alias named "
@@ -103,12 +111,22 @@ def check_aliases(value: Any) -> List[Dict[str, Any]]:
     return checked
 
 
+def request_aliases(value: Any, extra_specs: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The operator's aliases (check_aliases) for a request with ``extra_specs``. As Nova, which
+    reads its [pci] alias only for a flavor that names one, aliases that do not check refuse only
+    a request that asks for an alias (pci_passthrough:alias, the error naming the alias setting);
+    any other goes on without them (PCIWeigher and the order of NUMA cells count no device)."""
+    try:
+        return check_aliases(value)
+    except SchedulerInputError:
+        if extra_specs.get(ALIAS_SPEC) is not None:
+            raise
+        return []
+
+
 def _choice(field: str, value: Any, allowed: Tuple[str, ...]) -> Optional[str]:
     if value is None:
         return None
-    if value == "socket" and allowed == NUMA_POLICIES:
-        raise SchedulerInputError(field, f"{field}: Nova's 'socket' policy is not supported by Berth; "
-                                         f"allowed: {', '.join(allowed)}")
     if value not in allowed:
         raise SchedulerInputError(field, f"{field} must be one of {', '.join(allowed)}, got {value!r}")
     return value
@@ -148,6 +166,11 @@ class PCIRequest:
     devices: Tuple[DeviceRequest, ...] = ()
     vgpus: int = 0
     mdev_types: Tuple[str, ...] = ()
+
+    @cached_property
+    def wants_sockets(self) -> bool:
+        """Whether a device request has the socket policy (which reads each host cell's socket)."""
+        return any(device.numa_policy == POLICY_SOCKET for device in self.devices)
 
     def describe(self) -> str:
         """'2 x alias nic (8086:154d type-VF), 1 x vGPU': the request in one line."""
@@ -283,7 +306,8 @@ def _mappings(value: Any) -> List[Mapping[str, Any]]:
 
 
 def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
-        request: PCIRequest, cells: Optional[Sequence[int]] = None
+        request: PCIRequest, cells: Optional[Sequence[int]] = None,
+        sockets: Optional[Mapping[int, Optional[int]]] = None
         ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """The devices ``request`` gets on a host with ``pci_devices`` (its host state's), where the
     ``assignments`` of the instances there hold theirs: ({"pci": [...], "mdevs": [...]}, None),
@@ -292,8 +316,10 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
     ``cells``: the host NUMA cells the instance was fitted onto (the NUMA fitting gives them);
     each alias's policy then decides which devices qualify - required: on those cells;
     legacy: on those cells, or, if they have too few, also devices without a NUMA node;
-    preferred: as legacy, else any device. Without cells any device qualifies. Within that,
-    devices on the cells come first, then lowest address first. Mediated devices are taken
+    preferred: as legacy, else any device; socket: on those cells, or, if they have too few, on
+    any cell of their sockets (``sockets``: each host cell's socket, None where unknown: then
+    none qualifies). Without cells any device qualifies. Within that, devices on the cells come
+    first, then lowest address first. Mediated devices are taken
     from one parent device and type (as Nova's placement allocates a VGPU request from one
     provider), lowest parent address first, with no NUMA affinity (Nova has none for them)."""
     devices = [device for device in pci_devices if isinstance(device, dict) and isinstance(device.get("address"), str)]
@@ -308,7 +334,7 @@ def fit(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[
     taken: List[Dict[str, Any]] = []
     for device_request in request.devices:
         candidates = [device for device in devices if device_request.matches(device) and usage.free(device)]
-        chosen, why = _by_policy(candidates, device_request, cells)
+        chosen, why = _by_policy(candidates, device_request, cells, sockets)
         if chosen is None:
             return None, why
         for device in chosen:
@@ -328,8 +354,9 @@ def _address(device: Mapping[str, Any]) -> str:
     return device["address"]
 
 
-def _by_policy(candidates: List[Mapping[str, Any]], request: DeviceRequest,
-               cells: Optional[Sequence[int]]) -> Tuple[Optional[List[Mapping[str, Any]]], Optional[str]]:
+def _by_policy(candidates: List[Mapping[str, Any]], request: DeviceRequest, cells: Optional[Sequence[int]],
+               sockets: Optional[Mapping[int, Optional[int]]]
+               ) -> Tuple[Optional[List[Mapping[str, Any]]], Optional[str]]:
     count = request.count
     if cells is None:
         if len(candidates) >= count:
@@ -342,6 +369,19 @@ def _by_policy(candidates: List[Mapping[str, Any]], request: DeviceRequest,
         if len(on_cells) >= count:
             return on_cells[:count], None
         return None, f"{_asked(request)}, {len(on_cells)} free on {_where(wanted)} (policy required)"
+    if policy == POLICY_SOCKET:
+        # As Nova's _filter_pools_for_socket_affinity: the cells of the sockets of the instance's
+        # cells, and nothing where a host cell's socket is not known.
+        if not sockets or any(socket is None for socket in sockets.values()):
+            return None, (f"{_asked(request)}, {len(on_cells)} free on {_where(wanted)} (policy socket: the host's "
+                          f"NUMA cells do not each say their socket)")
+        near = {sockets.get(cell) for cell in wanted}
+        same_socket = {cell for cell, socket in sockets.items() if socket in near}
+        chosen = on_cells + [device for device in candidates
+                             if device.get("numa_node") in same_socket and device.get("numa_node") not in wanted]
+        if len(chosen) >= count:
+            return chosen[:count], None
+        return None, f"{_asked(request)}, {len(chosen)} free on the sockets of {_where(wanted)} (policy socket)"
     # Devices that say no NUMA node (hosts that do not report one) are as good as local.
     legacy = on_cells + [device for device in candidates if device.get("numa_node") is None]
     if len(legacy) >= count:
@@ -405,21 +445,26 @@ def device_holdings(assignments: Sequence[Sequence[Any]]) -> List[Sequence[Any]]
 
 def free_alias_devices(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
                        aliases: Sequence[Mapping[str, Any]]) -> int:
-    """How many of a host's devices some alias matches and no instance holds (PCIWeigher's
-    count, Nova's free devices of its pools). Called for every candidate of every request that
-    has aliases configured, so the match is one lookup by ids rather than a walk of the aliases."""
-    kinds_by_ids: Dict[Tuple[Any, Any], set] = {}
-    for alias in aliases:
-        kinds_by_ids.setdefault((alias["vendor_id"], alias["product_id"]), set()).add(alias["device_type"])
+    """How many of a host's devices no instance holds, of those whose vendor and product ids some
+    alias names (PCIWeigher's count): Nova's free devices of its pools, with the aliases' ids
+    as its [pci] device_spec, which names ids and not types (a PF and its VFs of one id both)."""
+    return sum(free_alias_devices_by_node(pci_devices, assignments, aliases).values())
+
+
+def free_alias_devices_by_node(pci_devices: Sequence[Mapping[str, Any]], assignments: Sequence[Mapping[str, Any]],
+                               aliases: Sequence[Mapping[str, Any]]) -> Dict[Any, int]:
+    """free_alias_devices per NUMA node (None: devices that report none), as Nova sums its pools
+    by node to order a host's cells. Called for every candidate of every request that has
+    aliases configured, so the match is one lookup by ids rather than a walk of the aliases."""
+    named = {(alias["vendor_id"], alias["product_id"]) for alias in aliases}
     usage = _Usage(assignments)
-    free = 0
+    free: Dict[Any, int] = {}
     for device in pci_devices:  # HostState checked each is a mapping
-        kinds = kinds_by_ids.get((device.get("vendor_id"), device.get("product_id")))
-        if kinds is None:
+        ids = (device.get("vendor_id"), device.get("product_id"))
+        if not (isinstance(ids[0], str) and isinstance(ids[1], str)) or ids not in named:  # the ledger's: maybe not text
             continue
-        kind = device.get("dev_type")
-        # As DeviceRequest.matches: an alias without a type takes anything but a PF.
-        if (kind in kinds or (None in kinds and kind != TYPE_PF)) \
-                and isinstance(device.get("address"), str) and usage.free(device):
-            free += 1
+        if isinstance(device.get("address"), str) and usage.free(device):
+            node = device.get("numa_node")
+            node = node if isinstance(node, int) else None  # a ledger row's, not trusted
+            free[node] = free.get(node, 0) + 1
     return free

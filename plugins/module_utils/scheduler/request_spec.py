@@ -45,8 +45,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.pci import (
     PCIRequest,
-    check_aliases,
     pci_request,
+    request_aliases,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.numa import NUMARequest, numa_request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
@@ -255,7 +255,7 @@ class RequestSpec:
                 "aggregate_image_properties_isolation_separator",
                 f"aggregate_image_properties_isolation_separator must be a string, got "
                 f"{self.aggregate_image_properties_isolation_separator!r}")
-        self.pci_alias = check_aliases(self.pci_alias)
+        self.pci_alias = request_aliases(self.pci_alias, self.flavor.extra_specs)
         self.enabled_mdev_types = check_string_list("enabled_mdev_types", self.enabled_mdev_types)
         self.pci = pci_request(self.flavor, self.image_properties, self.pci_alias, self.enabled_mdev_types)
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, select
 from sqlalchemy.engine import Connection
 
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import shared_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
@@ -398,16 +399,18 @@ def named(db: Connection, names: Iterable[str]) -> list[str]:
 
 def build_targets(db: Connection, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """What a build needs of each of these hypervisors: name, the URI of its last sync, the
-    domain types its capabilities offer and what its guests' CPU is made of (``cpu``: its CPU
-    settings and libvirt's domain capabilities, checked when a build reads them)."""
+    domain types its capabilities offer, what its guests' CPU is made of (``cpu``: its CPU
+    settings and libvirt's domain capabilities, checked when a build reads them) and the CPUs
+    its ordinary guests float over (``cpu_shared_set``, None where it has none; checked when a
+    build renders it)."""
     targets = {}
-    for uuid, name, uri, supported, cpu_info in db.execute(
-            select(H.uuid, H.name, H.uri, F.supported_instances, F.cpu_info)
+    for uuid, name, uri, supported, cpu_info, topology in db.execute(
+            select(H.uuid, H.name, H.uri, F.supported_instances, F.cpu_info, F.numa_topology)
             .outerjoin(hypervisor_facts, F.hypervisor_uuid == H.uuid)
             .where(H.uuid.in_(sorted(set(uuids))))):
         types = sorted({triple[1] for triple in supported or [] if len(triple) > 1})
         targets[uuid] = {"host": name, "hypervisor_uuid": uuid, "uri": uri, "domain_types": types,
-                         "cpu": guest_cpu_record(cpu_info)}
+                         "cpu": guest_cpu_record(cpu_info), "cpu_shared_set": shared_cpu_set(topology)}
     return targets
 
 

@@ -68,7 +68,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settin
 DEFAULT_TEMPLATE = os.path.join(COLLECTION_ROOT, "roles", "instance", "templates", "domain.xml.j2")
 # What a placement carries to its build, as the schedule gives it (berth.fleet.schedule's
 # placements): where it goes and how to reach it, its alternates, and its claim's assignment.
-PLACEMENT_FIELDS = ("name", "uuid", "host", "uri", "domain_types", "cpu", "targets", "assignment")
+PLACEMENT_FIELDS = ("name", "uuid", "host", "uri", "domain_types", "cpu", "cpu_shared_set", "targets", "assignment")
 
 
 class Build:
@@ -197,7 +197,7 @@ class Build:
                 # refused there (an InputError naming the host's setting), tried on the next.
                 cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
                 result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
-                                       request, assignment, chosen_type, cpu, step)
+                                       request, assignment, chosen_type, cpu, target.get("cpu_shared_set"), step)
             except CleanupFailed as exc:
                 if ledger is None:
                     raise
@@ -245,7 +245,7 @@ class Build:
 
     def _on_host(self, session: HostSession, name: str, uuid: str, request: Request,
                  assignment: Mapping[str, Any] | None, chosen_type: str, cpu: Mapping[str, Any] | None,
-                 step: Any) -> dict[str, Any]:
+                 shared_cpus: Any, step: Any) -> dict[str, Any]:
         host, pool = session.host, self.settings.storage_pool
         placed = uuid != PLANNED_UUID
         current = session.hv.find_domain(uuid) if placed else None
@@ -253,7 +253,8 @@ class Build:
             step("running already", detail=True)
             return {"changed": False, "domain": current}
         planned = plan(session, name, uuid, request, pool, lambda made: self.template.render(
-            request, name, uuid, made, chosen_type, self.settings.serial_log_dir, cpu=cpu, assignment=assignment))
+            request, name, uuid, made, chosen_type, self.settings.serial_log_dir, cpu=cpu, assignment=assignment,
+            shared_cpus=shared_cpus))
         # A custom model with its features, compared with the host's CPU by its libvirt before
         # anything is made there (in check mode too): the features it lacks are named.
         refusal = session.hv.guest_cpu_refusal(planned["xml"], chosen_type)
@@ -329,7 +330,7 @@ def _described_cpu(cpu: Mapping[str, Any] | None) -> str:
 
 def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, pool_path: str,
                         offered_types: list[str], serial_log_dir: str, flavor: Any = None,
-                        assignment: Mapping[str, Any] | None = None) -> str:
+                        assignment: Mapping[str, Any] | None = None, shared_cpus: Any = None) -> str:
     """The domain XML Berth defines for ``instance`` (a ledger row) where its volumes are in
     ``pool_path``: rendered from the request it recorded (read back into its type, every part
     checked as a launch checks it: a ledger row is not trusted) and its build record, through
@@ -337,7 +338,8 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
     template are the caller's (operator's) settings, never the record's. InputError where the
     instance has no build record (adopted, or launched before Berth kept them) or a record this
     Berth cannot read. ``assignment``: what the instance's claim on that host holds of its CPUs,
-    cells, pages and devices (None: nothing)."""
+    cells, pages and devices (None: nothing); ``shared_cpus``: that host's cpu_shared_set, which
+    a guest without pinned CPUs floats over there (None: the host has none)."""
     if not instance.get("request"):
         raise InputError("carry_definition", f"{instance['name']} has no build record (adopted, or launched before "
                                              f"Berth kept them): Berth cannot define it again from what it knows")
@@ -361,7 +363,7 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
     cpu = {**built.cpu, "topology": dict(request.topology)} if built.cpu is not None else None
     return template.render(request, dns_label("name", instance["name"]), uuid, made,
                            domain_type(request.domain_type, offered_types), serial_log_dir, cpu=cpu,
-                           assignment=assignment)
+                           assignment=assignment, shared_cpus=shared_cpus)
 
 
 class DomainTemplate:
@@ -389,17 +391,18 @@ class DomainTemplate:
 
     def render(self, request: Request, name: str, uuid: str, made: Mapping[str, Any], domain_type: str,
                serial_log_dir: str, cpu: Mapping[str, Any] | None = None,
-               assignment: Mapping[str, Any] | None = None) -> str:
+               assignment: Mapping[str, Any] | None = None, shared_cpus: Any = None) -> str:
         """The domain XML of instance ``name`` (``uuid``) from ``request``, with the volumes and
         files ``made`` for it (plan's), on a host of ``domain_type``. ``assignment``: what the
         instance's claim holds on that host beyond vCPUs and memory (pinned CPUs, cells, pages,
-        devices), checked here, since it comes from the ledger."""
+        devices); ``shared_cpus``: the host's cpu_shared_set, which a guest without NUMA cells
+        floats over (Nova's <vcpu cpuset>); both checked here, since they come from the ledger."""
         flavor = request.flavor
         interfaces = [{**network.to_dict(), "mac": mac_address(uuid, index)}
                       for index, network in enumerate(request.networks)]
         mdevs = assignment.get("mdevs") if isinstance(assignment, Mapping) else None
         mdev_uuids = [mdev_uuid(uuid, index) for index in range(len(mdevs))] if isinstance(mdevs, list) else []
-        context = assignment_context(assignment, flavor.vcpus, flavor.memory_mb, mdev_uuids)
+        context = assignment_context(assignment, flavor.vcpus, flavor.memory_mb, mdev_uuids, shared_cpus)
         try:
             rendered = self._template().render(
                 instance={"name": name, "uuid": uuid, "metadata": dict(request.metadata)},

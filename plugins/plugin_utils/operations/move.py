@@ -313,8 +313,10 @@ class Move:
                     f"{'; '.join(foreign)}. A move defines on {self.target['host']} what Berth would define, so "
                     f"this would be lost; set carry_definition=true for this move to carry the source's "
                     f"definition as it is (only if you trust {src.host})"))
+            # The destination's own shared CPUs: an ordinary guest floats over them there.
             self.definition = recorded_definition(instance, template, dst.pool_path(pool), offered,
-                                                  self.settings.serial_log_dir, flavor=self.new_flavor)
+                                                  self.settings.serial_log_dir, flavor=self.new_flavor,
+                                                  shared_cpus=self.target.get("cpu_shared_set"))
         self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
 
     def run(self, src: HypervisorDriver, dst: HypervisorDriver, address: str | None = None) -> dict[str, Any]:
@@ -333,7 +335,8 @@ class Move:
                 # The destination's own CPUs, cells, pages and devices, as its claim took them.
                 self.definition = recorded_definition(
                     instance, self.template, dst.pool_path(pool), list(target.get("domain_types") or []),
-                    self.settings.serial_log_dir, flavor=self.new_flavor, assignment=claim["assignment"])
+                    self.settings.serial_log_dir, flavor=self.new_flavor, assignment=claim["assignment"],
+                    shared_cpus=target.get("cpu_shared_set"))
             except Exception:
                 self.ledger.release_claim(claim["id"])
                 raise

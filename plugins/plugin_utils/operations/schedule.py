@@ -12,7 +12,6 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
@@ -21,7 +20,13 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
-from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import Fleet, read_fleet, recorded_states, without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import (
+    Fleet,
+    inventory_target,
+    read_fleet,
+    recorded_states,
+    without_gc,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     decision_request,
     ledger_group,
@@ -287,11 +292,8 @@ def placement_rows(names: list[str], decision: Decision, fleet: Fleet, ledger: L
     uuids = {host: table.column("uuid")[position] for host, position in positions.items()}
     uuids.update({p.host: p.uuid for p in decision.placements})
     if fleet.uris or ledger is None:
-        targets = {}
-        for host, position in positions.items():
-            offered = {triple[1] for triple in table[position].supported_instances if len(triple) > 1}
-            targets[host] = {"host": host, "hypervisor_uuid": uuids[host], "uri": fleet.uris.get(host),
-                             "domain_types": sorted(offered), "cpu": guest_cpu_record(table[position].cpu_info)}
+        targets = {host: {**inventory_target(table[position], fleet.uris.get(host)), "hypervisor_uuid": uuids[host]}
+                   for host, position in positions.items()}
     else:
         by_uuid = ledger.build_targets(uuid for uuid in uuids.values() if uuid)
         targets = {host: by_uuid.get(uuid) or {"host": host, "hypervisor_uuid": uuid, "uri": None,
@@ -300,7 +302,7 @@ def placement_rows(names: list[str], decision: Decision, fleet: Fleet, ledger: L
     return [
         {"name": name, "host": p.host, "nodename": p.nodename, "hypervisor_uuid": p.uuid,
          "uri": targets[p.host]["uri"], "domain_types": targets[p.host]["domain_types"],
-         "cpu": targets[p.host].get("cpu"),
+         "cpu": targets[p.host].get("cpu"), "cpu_shared_set": targets[p.host].get("cpu_shared_set"),
          "alternates": p.alternates, "targets": [targets[host] for host in p.alternates],
          "flavor": flavor, "vcpus": flavor["vcpus"], "memory_mb": flavor["memory_mb"],
          "project_id": spec.project_id, "image_properties": dict(spec.image_properties),

@@ -30,9 +30,9 @@ class PCIWeigher(BaseWeigher):
     off the hosts that have them, and those with devices stack, keeping whole hosts of free
     devices for large requests. Raw value: 100 - min(free, 99).
 
-    Nova counts the devices its [pci] device_spec makes assignable; Berth has no such list, so a
-    free device is one that some configured PCI alias matches (pci.free_alias_devices). Without
-    aliases there is nothing to count, every host weighs the same, and no device is read.
+    The devices counted are those whose ids some PCI alias names (pci.free_alias_devices), where
+    Nova counts those of its [pci] device_spec: docs/docsite/rst/numa.rst, "Where Berth differs".
+    Without aliases every host weighs the same, and no device is read.
     """
 
     name = PCI_WEIGHER

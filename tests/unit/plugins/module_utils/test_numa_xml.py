@@ -204,16 +204,16 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
     other = {"numa": {"cells": [{**DEDICATED_ONE_CELL["numa"]["cells"][0], "pinning": {"0": 8, "1": 9}}]}}
     rendered = []
 
-    def fake_build(self, session, name, uuid, request, assignment, chosen_type, cpu, step):
-        rendered.append((session.host, assignment))
+    def fake_build(self, session, name, uuid, request, assignment, chosen_type, cpu, shared_cpus, step):
+        rendered.append((session.host, assignment, shared_cpus))
         if session.host == "hv1":
             raise HypervisorError("hv1", "QEMU would not start")
         return {"changed": True}
 
     monkeypatch.setattr(build.Build, "_on_host", fake_build)
-    placement = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default",
+    placement = {"uuid": UUID, "name": "numa-1", "host": "hv1", "uri": "test:///default", "cpu_shared_set": [0],
                  "targets": [{"host": "hv2", "uri": "test:///default", "hypervisor_uuid": "hv2-uuid",
-                              "domain_types": []}],
+                              "domain_types": [], "cpu_shared_set": [0, 1]}],
                  # What the placement says is never what the domain gets: the ledger's claim is.
                  "assignment": {"numa": {"cells": []}}}
     ledger = AlternateLedger(DEDICATED_ONE_CELL, other)
@@ -225,7 +225,8 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
     exact = of_spec(request_spec(request, settings))
     result = operation._active(request, placement, exact)
     assert result["host"] == "hv2"
-    assert rendered == [("hv1", DEDICATED_ONE_CELL), ("hv2", other)]
+    # Each host's own shared CPUs too.
+    assert rendered == [("hv1", DEDICATED_ONE_CELL, [0]), ("hv2", other, [0, 1])]
     # The alternate's claim was asked to fit the flavor's request there.
     assert ledger.exact is exact
     assert ledger.exact.numa.cpu_policy == "dedicated" and ledger.exact.pci is None

@@ -896,7 +896,8 @@ def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):
     orphan = domain("x", "handmade", memory_mb=256)
     first = {**HV1, "domains": [orphan], "images": ["debian.qcow2", "alpine.raw"], "networks": ["default"],
              "refused_images": {"linked.qcow2": "image linked.qcow2 ... is a symbolic link"},
-             "uri": "qemu+ssh://hv1/system", "supported_instances": [["x86_64", "kvm", "hvm"]]}
+             "uri": "qemu+ssh://hv1/system", "supported_instances": [["x86_64", "kvm", "hvm"]],
+             "numa_topology": {"cells": [], "cpu_dedicated_set": [1, 2, 3], "cpu_shared_set": [0]}}
     ledger.sync_hypervisors([first, HV2])
     ledger.claim([placement("web-1", HV2)], TINY, "run", lease_s=60)
     table, generations = ledger.host_table()
@@ -918,9 +919,12 @@ def test_host_table_is_the_tracker_view_of_every_hypervisor_in_one_read(ledger):
     assert (table[0].images, table[1].images) == (["debian.qcow2"], [])
     assert table[0].refused_images == {"linked.qcow2": "image linked.qcow2 ... is a symbolic link"}
     assert (table[0].networks, table[1].networks) == (["default"], [])
-    targets = ledger.build_targets(["hv-1"])
+    # A build's target: how to reach it, and its guests' CPUs (ordinary guests float over its
+    # cpu_shared_set).
+    targets = ledger.build_targets(["hv-1", "hv-2"])
     assert targets == {"hv-1": {"host": "hv1", "hypervisor_uuid": "hv-1", "uri": "qemu+ssh://hv1/system",
-                                "domain_types": ["kvm"], "cpu": None}}
+                                "domain_types": ["kvm"], "cpu": None, "cpu_shared_set": [0]},
+                       "hv-2": {**targets["hv-2"], "cpu_shared_set": None}}
 
 
 def test_a_hypervisor_that_did_not_answer_is_down_with_why_and_keeps_its_last_state(ledger):

@@ -110,10 +110,10 @@ F, I = "flavor.extra_specs.", "image_properties."
     ({"hw:numa_nodes": "8"}, {}, F + "hw:numa_nodes"),
     ({"hw:numa_nodes": "3"}, {}, F + "hw:numa_nodes"),
     ({"hw:numa_nodes": "1"}, {"hw_numa_nodes": "1"}, I + "hw_numa_nodes"),
-    ({"hw:numa_cpus.0": "0-3", "hw:numa_mem.0": "2048"}, {}, F + "hw:numa_cpus.0"),
-    ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2-3"}, {}, F + "hw:numa_cpus.0"),
+    ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2-3"}, {}, F + "hw:numa_mem.0"),
+    # As Nova reads them, from cell 0 up to the first one missing: .2 is not read, .1 is missing.
     ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.2": "2-3", "hw:numa_mem.0": "1024",
-      "hw:numa_mem.1": "1024"}, {}, F + "hw:numa_cpus.2"),
+      "hw:numa_mem.1": "1024"}, {}, F + "hw:numa_cpus.1"),
     ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2", "hw:numa_mem.0": "1024",
       "hw:numa_mem.1": "1024"}, {}, F + "hw:numa_cpus.1"),
     ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-2", "hw:numa_cpus.1": "2-3", "hw:numa_mem.0": "1024",

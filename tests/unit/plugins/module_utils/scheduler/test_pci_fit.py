@@ -103,8 +103,6 @@ def test_aliases_are_checked_and_completed_as_nova_reads_them():
     ([{"name": "a:b", "vendor_id": "8086", "product_id": "154c"}], "pci_alias[0].name", "without ':'"),
     ([{"name": "nic", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VDPA"}],
      "pci_alias[0].device_type", "type-PCI, type-PF, type-VF"),
-    ([{"name": "nic", "vendor_id": "8086", "product_id": "154c", "numa_policy": "socket"}],
-     "pci_alias[0].numa_policy", "'socket' policy is not supported"),
     ([{"name": "nic", "vendor_id": "8086", "product_id": "154c", "capability_type": "pci"}],
      "pci_alias[0].capability_type", "unknown key"),
     ([{"name": "nic", "vendor_id": "8086", "product_id": "154c"},
@@ -112,10 +110,13 @@ def test_aliases_are_checked_and_completed_as_nova_reads_them():
      "pci_alias[1].numa_policy", "entries of one name must agree"),
     ([{"name": "nic", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"},
       {"name": "nic", "vendor_id": "8086", "product_id": "10ed"}],
+     "pci_alias[1].device_type", "must each give device_type"),
+    ([{"name": "nic", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"},
+      {"name": "nic", "vendor_id": "8086", "product_id": "10ed", "device_type": "type-PF"}],
      "pci_alias[1].device_type", "entries of one name must agree"),
     (["{not json"], "pci_alias[0]", "is not JSON"),
-], ids=["not-a-list", "no-product", "0x-product", "no-name", "colon-in-name", "vdpa", "socket",
-        "unknown-key", "policy-mismatch", "type-mismatch", "bad-json"])
+], ids=["not-a-list", "no-product", "0x-product", "no-name", "colon-in-name", "vdpa",
+        "unknown-key", "policy-mismatch", "type-missing", "type-mismatch", "bad-json"])
 def test_a_bad_alias_is_refused_naming_its_field(value, field, words):
     with pytest.raises(SchedulerInputError) as caught:
         check_aliases(value)
@@ -153,13 +154,11 @@ def test_a_flavor_asks_for_devices_by_alias_and_vgpus_and_the_flavor_policy_wins
     ({"resources:VGPU": "-1"}, {}, "flavor.extra_specs.resources:VGPU", "whole number 0 to 64"),
     ({"resources:VGPU": "1.5"}, {}, "flavor.extra_specs.resources:VGPU", "whole number"),
     ({"hw:pci_numa_affinity_policy": "strict"}, {}, "flavor.extra_specs.hw:pci_numa_affinity_policy",
-     "must be one of required, legacy, preferred"),
-    ({}, {"hw_pci_numa_affinity_policy": "socket"}, "image_properties.hw_pci_numa_affinity_policy",
-     "not supported"),
+     "must be one of required, legacy, preferred, socket"),
     ({"hw:pci_numa_affinity_policy": "required"}, {"hw_pci_numa_affinity_policy": "preferred"},
      "image_properties.hw_pci_numa_affinity_policy", "may not change the flavor's policy"),
 ], ids=["unknown-alias", "no-count", "zero", "negative", "word", "trailing-comma", "vgpu-negative",
-        "vgpu-fraction", "bad-policy", "socket", "image-against-flavor"])
+        "vgpu-fraction", "bad-policy", "image-against-flavor"])
 def test_a_bad_request_is_refused_naming_the_spec(extra_specs, image, field, words):
     with pytest.raises(SchedulerInputError) as caught:
         RequestSpec(flavor=make_flavor(extra_specs=extra_specs), image_properties=image, pci_alias=ALIASES)
@@ -406,7 +405,8 @@ def test_without_aliases_the_weigher_reads_nothing_and_weighs_nothing():
 
 
 def test_free_alias_devices_counts_what_some_alias_matches():
-    # Both VFs, the QAT device and the GPUs; the PF only by the alias that asks for PFs.
+    # Both VFs, the QAT device and the GPUs; the PF only while an alias names its ids (as a Nova
+    # [pci] device_spec of the aliases' ids would: ids, whatever the type).
     assert free_alias_devices(DEVICES, [], ALIASES) == 6
     assert free_alias_devices(DEVICES, holding("0000:3b:02.0"), ALIASES) == 4  # a VF held: its PF too
     assert free_alias_devices(DEVICES, [], [entry for entry in ALIASES if entry["name"] != "pf"]) == 5

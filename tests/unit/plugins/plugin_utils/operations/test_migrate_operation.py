@@ -82,3 +82,37 @@ def test_a_failed_move_leaves_the_domain_on_the_source_and_gives_the_destination
     assert hv1.domain_state(uuid) == "running" and hv1.volume_names_of() == {root_volume_name(uuid)}
     [row] = ledger.instances(["web-1"])
     assert (row["host"], row["state"]) == ("hv1", ACTIVE) and claimed_hosts(ledger, uuid) == ["hv-1"]
+
+
+def test_an_ordinary_guest_floats_over_the_destination_s_own_shared_cpus(tmp_path):
+    """A move defines on the destination what Berth would define there: for a guest without
+    pinned CPUs, its vCPUs (<vcpu cpuset>) on the destination's cpu_shared_set, as its last sync
+    recorded it, never the source's (issue 38)."""
+    from fake_hypervisor import POOL_PATH
+
+    from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
+
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    try:
+        ledger.sync_hypervisors([
+            {**synced_state("hv1", "hv-1"), "numa_topology": {"cells": [], "cpu_shared_set": [0, 1],
+                                                              "cpu_dedicated_set": [2, 3]}},
+            {**synced_state("hv2", "hv-2"), "numa_topology": {"cells": [], "cpu_shared_set": [4, 5],
+                                                              "cpu_dedicated_set": [6, 7]}}])
+        request = Request(flavor=TINY, domain_type="qemu")
+        [row] = ledger.claim([{"name": "web-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], TINY, "launch",
+                             request=request.to_record())
+        uuid = row["uuid"]
+        ledger.mark_active(uuid, Built(seed=False).to_record())
+        hv1, hv2 = FakeHypervisor("hv1"), FakeHypervisor("hv2")
+        hv1.add_volume(root_volume_name(uuid), capacity_mb=1024, data=b"the guest's disk")
+        made = {"disk": {"path": f"{POOL_PATH}/{root_volume_name(uuid)}"}, "seed": None, "nvram": None}
+        hv1.add_domain(DomainTemplate(DEFAULT_TEMPLATE).render(request, "web-1", uuid, made, "qemu",
+                                                               Settings().serial_log_dir, shared_cpus=[0, 1]))
+        assert "<vcpu cpuset='0-1'>" in hv1.domain_xml(uuid)
+        moved = migrate(ledger, hv1, hv2, carry_definition=False, to_host="hv2")
+        assert moved["to_host"] == "hv2" and hv2.domain_state(uuid) == "running"
+        assert "<vcpu cpuset='4-5'>1</vcpu>" in hv2.domain_xml(uuid)
+    finally:
+        ledger.close()
