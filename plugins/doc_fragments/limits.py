@@ -92,6 +92,11 @@ notes:
     query hint's evaluation recurse once per level, and Python stops at about 1000 (a RecursionError
     that would fail the run uncaught); no hint or property needs more than a few.
   - >-
+    Any dict or list option given as JSON text (as an AWX survey gives it): nested at most 32 levels of
+    lists and mappings deep, counted before the text is decoded. Why: Python's json module recurses once
+    per level and stops at about 1000 (a RecursionError that would fail the run uncaught), and a
+    survey's answer of 65536 characters holds 30000 levels; no option nests more than a few.
+  - >-
     Names of server groups, projects, availability zones: at most 255 characters. Why: the ledger's name
     columns hold 255 characters.
   - >-

@@ -217,10 +217,11 @@ def check_nesting(field: str, value: Any) -> Any:
     return value
 
 
-def load_json(field: str, text: str) -> Any:
+def load_json(field: str, text: str, expected: Optional[str] = None) -> Any:
     """JSON ``text`` decoded, once its brackets are known to nest no deeper than NESTING_DEPTH
     (counted before decoding: json.loads itself recurses per level); an InputError naming
-    ``field`` for text that nests deeper or is not JSON."""
+    ``field`` for text that nests deeper or is not JSON (saying to give ``expected`` instead,
+    where given)."""
     depth = 0
     in_string = escaped = False
     for character in text:
@@ -242,7 +243,8 @@ def load_json(field: str, text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise SchedulerInputError(field, f"{field} is not JSON: {exc}") from None
+        advice = f": give {expected}" if expected else ""
+        raise SchedulerInputError(field, f"{field} is not JSON ({exc}){advice}") from None
 
 
 def _too_deep(field: str) -> None:
@@ -347,6 +349,11 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows.append(("C(scheduler_hints), C(image_properties), C(image.properties)",
                  f"at most {REQUEST_MAPPING.describe()}, nested at most {NESTING_DEPTH.describe()} deep "
                  "(C(scheduler_hints.query) too, as JSON text)", f"{REQUEST_MAPPING.why}; {NESTING_DEPTH.why}"))
+    rows.append(("Any dict or list option given as JSON text (as an AWX survey gives it)",
+                 f"nested at most {NESTING_DEPTH.describe()} deep, counted before the text is decoded",
+                 "Python's json module recurses once per level and stops at about 1000 (a RecursionError that "
+                 "would fail the run uncaught), and a survey's answer of 65536 characters holds 30000 levels; "
+                 "no option nests more than a few"))
     rows.append(("Names of server groups, projects, availability zones", f"at most {NAME.describe()}", NAME.why))
     return rows
 

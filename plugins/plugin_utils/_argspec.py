@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import ast
 import importlib
-import json
 import os
 from typing import Any
 
 import yaml
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils._documented_spec import argument_spec
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 _COLLECTION = "berth.fleet"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
@@ -74,7 +73,8 @@ def decode_json_options(args: dict[str, Any], spec: dict[str, Any]) -> dict[str,
     it behaves as the dict or list; a blank string is no value at all (an optional survey answer
     left empty), so the option's default applies; other values unchanged. A string that does not
     start with ``{`` or ``[`` is left to the option itself: a flavor or image name, ``hv1,hv2`` for
-    a list."""
+    a list. Text that is not JSON, or nests deeper than limits.NESTING_DEPTH, is an InputError
+    naming the option."""
     decoded = dict(args)
     for option, value in args.items():
         entry = spec.get(option)
@@ -86,11 +86,9 @@ def decode_json_options(args: dict[str, Any], spec: dict[str, Any]) -> dict[str,
             continue
         if not value.lstrip().startswith(("{", "[")):
             continue
-        try:
-            decoded[option] = json.loads(value)
-        except ValueError as exc:
-            raise InputError(option, f"{option} is not valid JSON ({exc}): give {_JSON_FORMS[entry['type']]}, "
-                                     f"or not as a string") from exc
+        # Through the bounded loader: 30,000 brackets fit in a survey's answer, and json.loads
+        # recurses once per bracket.
+        decoded[option] = limits.load_json(option, value, f"{_JSON_FORMS[entry['type']]}, or not as a string")
     return decoded
 
 

@@ -55,6 +55,7 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "image_max_mb": "the largest image a launch uploads or downloads",
     "image_timeout": "how long an image download may take",
     "image_validate_certs": "whether an image download checks the server's TLS certificate",
+    "image_url_policy": "which schemes, hosts and networks an image may be downloaded from",
     "pci_alias": "the host PCI devices a guest may be given (Nova's [pci] alias)",
     "enabled_mdev_types": "the mediated device types a guest may be given (Nova's [devices] enabled_mdev_types)",
     "force_hosts": "hosts a launch is forced onto, the filters skipped (an administrator's choice in Nova)",
@@ -194,6 +195,8 @@ class Settings:
     image_max_mb: int = 8192
     image_timeout: float = 60
     image_validate_certs: bool = True
+    # Checked where an image is downloaded (_image_url_policy.ImageUrlPolicy.from_settings).
+    image_url_policy: Mapping[str, Any] | None = None
     pci_alias: tuple[Any, ...] = ()
     enabled_mdev_types: tuple[str, ...] = ()
     force_hosts: tuple[str, ...] = ()

@@ -1,6 +1,7 @@
 """Guests people run, on the real lab fleet: UEFI with a per-instance NVRAM volume that migrates
 and is deleted with the instance, the serial console, the guest agent channel, graphics, disk
-bus and NIC model, and cloud images by URL from a local HTTP server."""
+bus and NIC model, and cloud images by URL from a local HTTP server (which the operator's
+berth_image_url_policy must allow: by default a launch's URL reaches public addresses only)."""
 
 from __future__ import annotations
 
@@ -266,6 +267,11 @@ class ImageServer:
         self._log_handle.close()
 
 
+# The operator's setting, as an extra variable of whoever runs ansible-playbook with the lab's
+# inventory, that lets the controller download from the test's own server on 127.0.0.1.
+LOCAL_IMAGES = ("-e", json.dumps({"berth_image_url_policy": {"networks": ["127.0.0.1/32"]}}))
+
+
 @pytest.fixture
 def image_server(tmp_path):
     served = tmp_path / "served"
@@ -289,15 +295,16 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
     wrong = {**image, "checksum": "sha256:" + "0" * 64}
     before = fleet_snapshot(lab)
     refused = lab.playbook("launch.yml", "-e", json.dumps({"name": "url", "count": 2, "image": wrong}),
-                           "-e", f"berth_image_cache_dir={cache}")
+                           "-e", f"berth_image_cache_dir={cache}", *LOCAL_IMAGES)
     assert refused["rc"] != 0
     assert task_result(refused, "Launch the instances")["field"] == "image.checksum"
-    assert checksum.split(":")[1] in " ".join(failed_messages(refused))
+    message = " ".join(failed_messages(refused))
+    assert "checksum mismatch" in message and checksum.split(":")[1] not in message
     assert fleet_snapshot(lab) == before  # no claim, no instance, no volume uploaded anywhere
     assert server.gets("cloud.qcow2") == 1 and not any(cache.iterdir())
     # A dry run downloads and refuses it the same way.
     refused_dry = lab.playbook("launch.yml", "-e", json.dumps({"name": "url", "count": 2, "image": wrong}),
-                               "-e", f"berth_image_cache_dir={cache}", check=True)
+                               "-e", f"berth_image_cache_dir={cache}", *LOCAL_IMAGES, check=True)
     assert refused_dry["rc"] != 0
     assert task_result(refused_dry, "Launch the instances")["field"] == "image.checksum"
     assert fleet_snapshot(lab) == before
@@ -305,7 +312,8 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
 
     # The check-mode triplet: the dry run downloads (into the controller's cache only, to check
     # the checksum as the real run will), the real run takes it from there.
-    extra = ("-e", json.dumps({"name": "url", "count": 2, "image": image}), "-e", f"berth_image_cache_dir={cache}")
+    extra = ("-e", json.dumps({"name": "url", "count": 2, "image": image}), "-e", f"berth_image_cache_dir={cache}",
+             *LOCAL_IMAGES)
     assert_triplet_then_idempotent(lab, extra)
     assert server.gets("cloud.qcow2") == 3
     rows = [row_of(lab, "url-1"), row_of(lab, "url-2")]
@@ -323,7 +331,7 @@ def test_image_by_url_checked_before_any_claim_uploaded_once_and_reused(lab, ima
     # A second launch on the same hosts: no download, no upload (the pool's copies are the same files).
     reused = lab.playbook("launch.yml", "-e", json.dumps({"name": "again", "count": 2, "image": image,
                                                           "berth_force_hosts": hosts}),
-                          "-e", f"berth_image_cache_dir={cache}")
+                          "-e", f"berth_image_cache_dir={cache}", *LOCAL_IMAGES)
     assert reused["rc"] == 0, failed_messages(reused)
     assert server.gets("cloud.qcow2") == 3
     for host in hosts:
@@ -348,7 +356,8 @@ def test_a_pool_image_of_the_same_name_with_other_bytes_is_refused_not_reused(la
     try:
         request = {"name": "clash", "berth_force_hosts": ["hv3"],
                    "image": {"name": "clash.qcow2", "url": server.url("clash.qcow2"), "checksum": checksum}}
-        result = lab.playbook("launch.yml", "-e", json.dumps(request), "-e", f"berth_image_cache_dir={tmp_path / 'c'}")
+        result = lab.playbook("launch.yml", "-e", json.dumps(request), "-e", f"berth_image_cache_dir={tmp_path / 'c'}",
+                              *LOCAL_IMAGES)
         assert result["rc"] != 0
         message = " ".join(failed_messages(result))
         assert "storage pool default on hv3 has a volume clash.qcow2 with checksum sha256:" in message, message
@@ -359,3 +368,55 @@ def test_a_pool_image_of_the_same_name_with_other_bytes_is_refused_not_reused(la
     finally:
         lab.playbook("delete.yml", "-e", "name=clash")
         lab.virsh("hv3", "vol-delete", "--pool", "default", "clash.qcow2")
+
+
+def test_an_image_url_on_the_controller_s_loopback_is_refused_before_any_fetch_unless_the_operator_allows_it(
+        lab, image_server, tmp_path):
+    """Issue 34's request forgery: a survey's image answer names a "metadata" document that only
+    the controller reaches (here a server of the test's own on 127.0.0.1). Refused before the
+    controller connects, nothing claimed; a requester's own image_url_policy changes nothing;
+    the operator's, from the inventory's group vars or an extra variable, lets it be fetched
+    (then refused on its checksum, whose digest is never told)."""
+    served, server = image_server
+    document = json.dumps({"AccessKeyId": "ASIAEXAMPLE", "SecretAccessKey": "controller-credentials"}).encode()
+    (served / "metadata").write_bytes(document)
+    cache = tmp_path / "controller-cache"
+    # As an AWX survey's text field gives it: JSON text, decoded by the action.
+    image = json.dumps({"name": "meta.raw", "format": "raw", "url": server.url("metadata"),
+                        "checksum": "sha256:" + "0" * 64})
+    request = ("-e", json.dumps({"server_name": "ssrf", "image": image}), "-e", f"berth_image_cache_dir={cache}")
+    before = fleet_snapshot(lab)
+
+    refused = lab.playbook("launch.yml", *request)
+    assert refused["rc"] != 0
+    result = task_result(refused, "Launch the instances")
+    assert result["field"] == "image.url"
+    assert "127.0.0.1, which is a loopback address" in result["msg"] and "berth_image_url_policy" in result["msg"]
+    assert server.gets("metadata") == 0 and not any(cache.iterdir())
+    assert fleet_snapshot(lab) == before
+
+    # The requester's own policy (an extra variable of the bare name, as a survey's answer) is ignored.
+    asked = lab.playbook("launch.yml", *request, "-e", json.dumps({"image_url_policy": {"networks": ["0.0.0.0/0"]}}))
+    result = task_result(asked, "Launch the instances")
+    assert asked["rc"] != 0 and result["field"] == "image.url"
+    # Printed by Ansible (ansible-core 2.21 takes the result's warnings out of it).
+    assert "the play variable image_url_policy is ignored" in asked["stderr"] + json.dumps(result.get("warnings"))
+    assert server.gets("metadata") == 0
+
+    # The operator's inventory allows the server: fetched, and refused on the checksum.
+    operator = tmp_path / "operator-inventory"
+    (operator / "group_vars").mkdir(parents=True)
+    (operator / "hosts.yml").write_text("all: {}\n")
+    (operator / "group_vars" / "all.yml").write_text('berth_image_url_policy: {networks: ["127.0.0.1/32"]}\n')
+    fetched = lab.playbook("launch.yml", "-i", str(operator), *request)
+    assert fetched["rc"] != 0
+    result = task_result(fetched, "Launch the instances")
+    assert result["field"] == "image.checksum" and "checksum mismatch" in result["msg"]
+    assert hashlib.sha256(document).hexdigest() not in result["msg"]
+    assert server.gets("metadata") == 1 and not any(cache.iterdir())
+    assert fleet_snapshot(lab) == before
+
+    # The same from the operator's extra variable.
+    again = lab.playbook("launch.yml", *request, *LOCAL_IMAGES)
+    assert task_result(again, "Launch the instances")["field"] == "image.checksum"
+    assert server.gets("metadata") == 2 and fleet_snapshot(lab) == before

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.plugin_utils._argspec import TEXT_OPTIONS, decode_json_options
 
@@ -112,6 +113,59 @@ def test_a_blank_string_is_no_value_so_the_default_applies(option):
 ], ids=["unclosed-list", "unquoted-keys", "trailing-comma"])
 def test_bad_json_is_an_input_error_naming_the_field(option, text):
     spec = importlib.import_module(f"{COLLECTION}.action.server").ActionModule.ARGUMENT_SPEC
-    with pytest.raises(InputError, match=rf"^{option} is not valid JSON \(") as error:
+    with pytest.raises(InputError, match=rf"^{option} is not JSON \(.*\): give a JSON ") as error:
         decode_json_options({option: text}, spec)
     assert error.value.field == option
+
+
+# ---- nesting: decoded through the bounded loader (module_utils/limits.py) ---------------------
+
+def _lists(depth):
+    return "[" * depth + "]" * depth
+
+
+def _objects(depth):
+    return '{"k": ' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def _mixed(depth, outermost="{"):
+    """Objects and lists in turn, ``outermost`` first, around a string whose brackets (and those
+    of the other strings) do not count."""
+    opening, closing = [], []
+    for level in range(depth):
+        if (level % 2 == 0) == (outermost == "["):
+            opening.append('["x", ')
+            closing.append("]")
+        else:
+            opening.append('{"b": "}]", "k": ')
+            closing.append("}")
+    return "".join(opening) + '"[{"' + "".join(reversed(closing))
+
+
+NESTINGS = [("image", _objects), ("networks", _lists), ("scheduler_hints", _mixed),
+            ("networks", lambda depth: _mixed(depth, "["))]
+
+
+@pytest.mark.parametrize("option, nested", NESTINGS, ids=["objects", "lists", "mixed-object", "mixed-list"])
+def test_json_text_at_the_nesting_limit_is_decoded_and_one_level_more_is_a_field_error(option, nested):
+    spec = importlib.import_module(f"{COLLECTION}.action.server").ActionModule.ARGUMENT_SPEC
+    limit = limits.NESTING_DEPTH.maximum
+    at_limit = nested(limit)
+    assert decode_json_options({option: at_limit}, spec) == {option: json.loads(at_limit)}
+    limits.check_nesting(option, json.loads(at_limit))  # the depth the loader counts is the decoded one
+    with pytest.raises(InputError) as error:
+        decode_json_options({option: nested(limit + 1)}, spec)
+    assert error.value.field == option
+    assert str(error.value) == f"{option}: nests deeper than the limit of {limits.NESTING_DEPTH.describe()}"
+    with pytest.raises(InputError):
+        limits.check_nesting(option, json.loads(nested(limit + 1)))
+
+
+@pytest.mark.parametrize("text", [_lists(30000), _objects(30000), "[" * 30000, _mixed(10000)],
+                         ids=["lists", "objects", "unclosed", "mixed"])
+def test_a_survey_s_answer_nested_past_python_s_stack_is_a_field_error_not_a_recursion_error(text):
+    """The issue's 30,000 brackets: 60 KB, inside a survey's 65,536 characters."""
+    spec = importlib.import_module(f"{COLLECTION}.action.server").ActionModule.ARGUMENT_SPEC
+    with pytest.raises(InputError) as error:
+        decode_json_options({"image": text}, spec)
+    assert error.value.field == "image" and "nests deeper" in str(error.value)

@@ -110,6 +110,8 @@ VALUES = {
     "image_max_mb": 1024,
     "image_timeout": 5.0,
     "image_validate_certs": False,
+    "image_url_policy": {"schemes": ["https"], "hosts": ["mirror.example"], "networks": ["10.0.0.0/8"],
+                         "public": False},
     "pci_alias": [{"name": "nic", "vendor_id": "8086", "product_id": "154c"}],
     "enabled_mdev_types": ["nvidia-35"],
     "force_hosts": ["hv1"],
