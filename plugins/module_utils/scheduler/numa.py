@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import page_size_kb
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
@@ -200,13 +201,14 @@ def _numa_nodes(specs: _Specs, vcpus: int) -> Optional[int]:
     text = flavor_nodes if flavor_nodes is not None else image_nodes
     if text is None:
         return None
-    if not text.isdigit() or not 1 <= int(text) <= NUMA_NODES_MAX:
+    nodes = whole_number(text)
+    if nodes is None or not 1 <= nodes <= NUMA_NODES_MAX:
         raise SchedulerInputError(specs.field(key), f"{specs.field(key)} must be an integer from 1 to "
                                                     f"{NUMA_NODES_MAX}, got {text!r}")
-    if int(text) > vcpus:
+    if nodes > vcpus:
         raise SchedulerInputError(specs.field(key), f"{specs.field(key)}={text} asks more guest cells than the "
                                                     f"flavor's {vcpus} vCPUs: each cell needs one")
-    return int(text)
+    return nodes
 
 
 def _page_size(specs: _Specs) -> Any:
@@ -306,11 +308,12 @@ def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, nodes_asked: bool, d
             raise SchedulerInputError(cpu_field, f"{cpu_field} names vCPU {twice[0]}, already in another guest cell")
         seen.update(vcpus)
         memory_text = specs.value(mem_keys[node]) or ""
-        if not memory_text.isdigit() or int(memory_text) < 1:
+        memory_mb = whole_number(memory_text)
+        if memory_mb is None or memory_mb < 1:
             raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB above 0, "
                                                  f"got {memory_text!r}")
-        total_mb += int(memory_text)
-        cells.append(_cell(node, vcpus, int(memory_text), dedicated))
+        total_mb += memory_mb
+        cells.append(_cell(node, vcpus, memory_mb, dedicated))
     unassigned = sorted(set(range(flavor.vcpus)) - seen)
     if unassigned:
         field_name = specs.field(cpu_keys[nodes - 1])
