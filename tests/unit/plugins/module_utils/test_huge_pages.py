@@ -43,8 +43,8 @@ def test_reservations_as_mappings_or_novas_strings():
     ([{"node": "²", "size": 2048, "count": 1}], FIELD + "[0].node"),
     ([{"node": 0, "size": "2M", "count": 1}], FIELD + "[0].size"),
     ([{"node": 0, "size": 2048, "count": 1}, "node:0,size:2MB,count:2"], FIELD + "[1]"),
-], ids=["not-a-list", "missing-count", "extra-key", "negative-node", "count-text", "superscript-node", "size",
-         "twice"])
+], ids=["not-a-list", "missing-count", "extra-key", "negative-node", "count-text", "superscript-node",
+        "size", "twice"])
 def test_bad_reservations_name_the_item(value, field):
     with pytest.raises(InputError) as caught:
         parse_reserved_huge_pages(FIELD, value)

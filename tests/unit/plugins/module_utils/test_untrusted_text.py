@@ -29,11 +29,9 @@ def test_a_whole_number_is_ascii_digits_only(text, number):
 
 
 def test_a_reason_names_what_failed_and_is_short_and_printable_whatever_the_host_sent():
-    try:
+    with pytest.raises(ET.ParseError) as parse_error:
         ET.fromstring("<capabilities><host>" + "\x1b[2J\u202e" * 10_000)
-    except ET.ParseError as exc:
-        parse_error = exc
-    reason = failure_reason("hv3", parse_error)
+    reason = failure_reason("hv3", parse_error.value)
     assert reason.startswith("hv3: its answers could not be read (ParseError: not well-formed")
     hostile = failure_reason("hv3", ValueError("\x1b]8;;http://evil\x07click\u202e" + "x" * 10_000))
     assert len(hostile) == REASON_CHARACTERS and hostile.endswith("...")

@@ -16,10 +16,12 @@ import copy
 import threading
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import libvirt
 import pytest
+import yaml
+from ansible.inventory.data import InventoryData
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_libvirt import connect_to, honest_answers, open_auth
@@ -28,7 +30,7 @@ from ansible_collections.berth.fleet.plugins.inventory import hypervisors as hyp
 from ansible_collections.berth.fleet.plugins.inventory import instances as instances_plugin
 from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import REASON_CHARACTERS, printable
 from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch
-from ansible_collections.berth.fleet.plugins.modules import hypervisor_facts
+from ansible_collections.berth.fleet.plugins.modules import hypervisor_facts, tracker_sync
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 
@@ -76,7 +78,7 @@ HOSTILE_NUMBERS = st.one_of(st.sampled_from([0, -1, 1, 2 ** 31 - 1, 2 ** 31, 2 *
 
 
 @st.composite
-def mangled_xml(draw: Callable[..., Any], text: str, within: str | None = None) -> str:
+def mangled_xml(draw: st.DrawFn, text: str, within: str | None = None) -> str:
     """``text`` cut short, with garbage inserted, or with one element (of ``within``, a path,
     where given) given a hostile value, removed or repeated."""
     how = draw(st.sampled_from(["truncate", "garbage", "value", "remove", "repeat"]))
@@ -115,7 +117,7 @@ def changed(answers: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[
 
 
 @st.composite
-def mangled_answers(draw: Callable[..., Any], kind: str) -> dict[str, Any]:
+def mangled_answers(draw: st.DrawFn, kind: str) -> dict[str, Any]:
     """The hostile host's answers: honest ones with one answer of ``kind`` mangled."""
     answers = honest_answers(3)
     if kind == "capabilities":
@@ -284,16 +286,12 @@ def test_the_hypervisors_inventory_lists_a_hostile_host_down_and_the_others_whol
     by_uri[URIS[HOSTILE]] = hostile
     monkeypatch.setattr(libvirt, "openAuth", open_auth(by_uri))
     plugin = hypervisors_plugin.InventoryModule()
-    plugin._options = {"uri_template": None, "aggregates": {}, "default_availability_zone": "nova",
-                       "gather_facts": True, "storage_pool": "default", "timeout": 5, "keepalive_interval": 5,
-                       "keepalive_count": 3, "verify_host_keys": True, "known_hosts": None, "ssh_user": None,
-                       "ssh_keyfile": None, "uri_policy": None, "strict": False, "compose": {}, "groups": {},
-                       "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cpu_mode": None,
-                       "cpu_models": None, "cpu_model_extra_flags": None, "cpu_dedicated_set": None,
-                       "cpu_shared_set": None, "reserved_huge_pages": None,
+    documented = yaml.safe_load(hypervisors_plugin.DOCUMENTATION)["options"]
+    # The documented defaults, and the fragments' (constructed, libvirt_auth, uri_policy, guest_cpu).
+    plugin._options = {**{name: spec.get("default") for name, spec in documented.items()},
+                       **dict.fromkeys(("uri_policy", "cpu_mode", "cpu_models", "cpu_model_extra_flags")),
+                       "strict": False, "compose": {}, "groups": {}, "keyed_groups": [],
                        "hypervisors": {name: {"uri": uri} for name, uri in URIS.items()}}
-    from ansible.inventory.data import InventoryData
-
     plugin.inventory, plugin.display = InventoryData(), Display()
     hypervisors, aggregates, targets = plugin._source()
     plugin._populate(hypervisors, aggregates, targets, fetch(targets, "default", 5.0))
@@ -348,5 +346,7 @@ def test_a_bad_answer_about_a_guests_addresses_is_that_hosts_and_the_others_are_
     assert fetched["unreachable"][HOSTILE].startswith("its answers could not be read (ParseError: ")
 
 
-def test_the_hypervisors_inventory_documents_the_bound_on_a_reason():
-    assert f"at most {REASON_CHARACTERS} characters" in " ".join(hypervisors_plugin.DOCUMENTATION.split())
+@pytest.mark.parametrize("documentation", [hypervisors_plugin.DOCUMENTATION, tracker_sync.DOCUMENTATION],
+                         ids=["hypervisors-inventory", "tracker_sync"])
+def test_the_bound_on_a_reason_is_documented_as_it_is(documentation):
+    assert f"at most {REASON_CHARACTERS} characters" in " ".join(documentation.split())
