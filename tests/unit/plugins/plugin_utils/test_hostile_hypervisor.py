@@ -13,8 +13,12 @@ instances inventory (a bad answer about a guest's addresses).
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import tempfile
 import threading
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,6 +45,7 @@ SETTINGS = {"storage_pool": "default", "settings": {}, "aggregates": [], "availa
             "keepalive_interval": 5, "keepalive_count": 3, "timeout": 5.0}
 # Per kind of answer: enough to reach every element and attribute of the answers several times.
 MANGLED_EXAMPLES = 200
+SHARED_MEMORY = "/dev/shm"
 
 
 class Fleet(SimpleNamespace):
@@ -184,11 +189,17 @@ def fleet_in(ledger: Ledger) -> Fleet:
 
 @pytest.fixture(scope="module")
 def synced_fleet(tmp_path_factory):
-    """The fleet in a real SQLite ledger, which every example of a module's tests syncs again."""
-    path = tmp_path_factory.mktemp("hostile") / "ledger.sqlite3"
-    ledger = Ledger(f"sqlite:///{path}").open(create=True)
-    yield fleet_in(ledger)
-    ledger.close()
+    """The fleet in a real SQLite ledger, which every example of a module's tests syncs again:
+    in /dev/shm where the machine has it, so that 1,400 syncs do not wait for as many disk
+    flushes (the same SQLite, the same statements)."""
+    directory = Path(tempfile.mkdtemp(prefix="berth-hostile-", dir=SHARED_MEMORY)) if os.path.isdir(SHARED_MEMORY) \
+        else tmp_path_factory.mktemp("hostile")
+    ledger = Ledger(f"sqlite:///{directory / 'ledger.sqlite3'}").open(create=True)
+    try:
+        yield fleet_in(ledger)
+    finally:
+        ledger.close()
+        shutil.rmtree(directory)
 
 
 def synced_with(fleet: Fleet, hostile: dict[str, Any]) -> dict[str, Any]:
