@@ -42,8 +42,8 @@ def cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
     cpu = caps.find("host/cpu")
     topology = cpu.find("topology") if cpu is not None else None
     if topology is not None:
-        layout = {key: whole_number(value) for key, value in topology.attrib.items()
-                  if whole_number(value) is not None}
+        numbers = {key: whole_number(value) for key, value in topology.attrib.items()}
+        layout = {key: number for key, number in numbers.items() if number is not None}
     else:
         layout = {"sockets": int(info[5]), "cores": int(info[6]), "threads": int(info[7])}
     features = [] if cpu is None else [f.get("name", "") for f in cpu.findall("feature")]
