@@ -15,7 +15,10 @@ description:
     URI the roles connect with (it never holds a password).
   - A hypervisor that does not answer is still listed, in the group C(down), with
     C(berth_host_state.service_up=false) and the reason in C(berth_host_state.down_reason); the
-    rest of the inventory is whole.
+    rest of the inventory is whole. So is one whose answers do not read (XML that does not
+    parse, a number that is none) or do not fit its settings (a O(cpu_dedicated_set) naming
+    CPUs it does not report); a hypervisor is not trusted, and what one answers never fails the
+    source. The reason is printable and at most 400 characters, whatever the host sent.
   - Each aggregate becomes a group of its member hosts; each member's C(berth_host_state)
     carries the aggregates it is in, each with its own metadata (group vars would be flattened
     by Ansible), and its availability zone.

@@ -164,7 +164,9 @@ from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import failure_reason
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._inventory_cache import fetch_cached
 
@@ -270,8 +272,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         by_host: dict[str, dict[str, Any]] = {}
         for row in rows:
             by_host.setdefault(row["host"], {"uri": row["uri"], "uuids": []})["uuids"].append(row["uuid"])
-        # One thread per hypervisor: a slow or dead one costs its own timeouts, not the others'.
-        with ThreadPoolExecutor(max_workers=len(by_host)) as pool:
+        # A bounded pool, as the tracker sync reads hypervisors: a slow or dead one holds one
+        # thread for its own timeouts, and a ledger naming thousands of hosts starts no more.
+        with ThreadPoolExecutor(max_workers=min(limits.HYPERVISORS_AT_ONCE, len(by_host))) as pool:
             outcomes = pool.map(lambda item: self._ask_hypervisor(item[0], **item[1]), by_host.items())
             for host, (guests, reason) in zip(by_host, outcomes):
                 fetched["guests"].update(guests)
@@ -281,18 +284,22 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     fetched["unreachable"][host] = reason
 
     def _ask_hypervisor(self, host, uri, uuids):
-        """({uuid: interface_addresses(uuid) or None}, None), or ({}, why the host did not answer)."""
+        """({uuid: interface_addresses(uuid) or None}, None), or ({}, why the host did not answer).
+        Whatever asking it raises - a libvirt error, or an answer about a guest that does not
+        read (a hypervisor is not trusted) - is that host's: its instances are listed without
+        addresses, with why, and the others' are not held up."""
         if not uri:
             return {}, "the ledger has no URI for it: run playbooks/gather.yml to record one"
         from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 
         sources = self.get_option("address_sources")
+        connection = Hypervisor(host, uri, float(self.get_option("timeout")), username=self.get_option("username"),
+                                password=self.get_option("password"), uri_policy=self._uri_policy)
         try:
-            with Hypervisor(host, uri, float(self.get_option("timeout")), username=self.get_option("username"),
-                            password=self.get_option("password"), uri_policy=self._uri_policy) as hv:
+            with connection as hv:
                 return {uuid: hv.interface_addresses(uuid, sources) for uuid in uuids}, None
-        except HypervisorError as exc:
-            return {}, str(exc).removeprefix(f"{host}: ")
+        except Exception as exc:  # this host's, whatever it is (see the docstring)
+            return {}, failure_reason(host, exc).removeprefix(f"{host}: ")
 
     # ---- populate: pure -----------------------------------------------------------------------
 

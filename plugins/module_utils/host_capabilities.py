@@ -2,23 +2,36 @@
 its UUID, CPU, NUMA cells (with their CPUs' thread siblings and pages) and the [arch, hypervisor
 type, vm mode] triples it offers.
 
-Pure parsing of an ElementTree: libvirt_host.Hypervisor.facts() fetches the XML.
+Pure parsing of an ElementTree: libvirt_host.Hypervisor.facts() fetches the XML. The XML comes
+from a hypervisor, which is not trusted: a value Berth relies on that does not read (a cell id
+that is no number, a host UUID that is no UUID) raises CapabilitiesError, and the host is down
+with why; a count that does not read counts as 0, as one in a unit libvirt never uses.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping
 
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import parse_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 _KIB_PER_MIB = 1024
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+class CapabilitiesError(ValueError):
+    """A capabilities XML that does not read as a host's (a hostile or broken hypervisor)."""
 
 
 def host_uuid(caps: ET.Element) -> str:
     """The libvirt host UUID, Berth's identity of a hypervisor in the ledger ("" if none)."""
-    return caps.findtext("host/uuid") or ""
+    text = (caps.findtext("host/uuid") or "").strip()
+    if text and not _UUID.match(text):
+        raise CapabilitiesError(f"the host UUID {text!r} is not a UUID")
+    return text
 
 
 def cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
@@ -29,7 +42,8 @@ def cpu_info(caps: ET.Element, info: list[Any]) -> dict[str, Any]:
     cpu = caps.find("host/cpu")
     topology = cpu.find("topology") if cpu is not None else None
     if topology is not None:
-        layout = {key: int(value) for key, value in topology.attrib.items() if value.isdigit()}
+        numbers = {key: whole_number(value) for key, value in topology.attrib.items()}
+        layout = {key: number for key, number in numbers.items() if number is not None}
     else:
         layout = {"sockets": int(info[5]), "cores": int(info[6]), "threads": int(info[7])}
     features = [] if cpu is None else [f.get("name", "") for f in cpu.findall("feature")]
@@ -52,7 +66,7 @@ def numa_topology(caps: ET.Element, free_pages: Mapping[int, Mapping[int, int]] 
     free_pages = free_pages or {}
     cells = []
     for cell in caps.findall("host/topology/cells/cell"):
-        cell_id = int(cell.get("id", "0"))
+        cell_id = cell_number(cell)
         cpus = [_cpu(cpu) for cpu in cell.findall("cpus/cpu")]
         cells.append({
             "id": cell_id,
@@ -62,6 +76,15 @@ def numa_topology(caps: ET.Element, free_pages: Mapping[int, Mapping[int, int]] 
             "pages": _pages(cell, free_pages.get(cell_id) or {}),
         })
     return {"cells": cells}
+
+
+def cell_number(cell: ET.Element) -> int:
+    """A NUMA cell's id (0 where it gives none); CapabilitiesError where it is not a number."""
+    text = cell.get("id", "0")
+    number = whole_number(text)
+    if number is None:
+        raise CapabilitiesError(f"NUMA cell id {text!r} is not a whole number")
+    return number
 
 
 def page_sizes_kb(caps: ET.Element) -> list[int]:
@@ -77,8 +100,7 @@ def _kib(element: ET.Element | None) -> int:
 
 
 def _count(text: str | None) -> int:
-    text = (text or "").strip()
-    return int(text) if text.isdigit() else 0
+    return whole_number(text) or 0
 
 
 def _cpu(cpu: ET.Element) -> dict[str, Any]:
@@ -93,7 +115,7 @@ def _cpu(cpu: ET.Element) -> dict[str, Any]:
 
 
 def _optional_id(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return whole_number(text)
 
 
 def _pages(cell: ET.Element, free: Mapping[int, int]) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
+
 # Nova's PCI device types (nova.objects.fields.PciDeviceType).
 TYPE_PCI = "type-PCI"
 TYPE_PF = "type-PF"
@@ -138,9 +140,9 @@ def domain_holdings(root: ET.Element, max_cpus: int = 4096) -> Dict[str, Any]:
     pins: Dict[str, int] = {}
     for pin in root.findall("cputune/vcpupin"):
         cpu = _one_cpu(pin.get("cpuset"), max_cpus)
-        vcpu = (pin.get("vcpu") or "").strip()
-        if cpu is not None and vcpu.isdigit() and int(vcpu) < max_cpus:
-            pins[str(int(vcpu))] = cpu
+        vcpu = whole_number(pin.get("vcpu"))
+        if cpu is not None and vcpu is not None and vcpu < max_cpus:
+            pins[str(vcpu)] = cpu
     emulator = root.find("cputune/emulatorpin")
     emulator_cpu = _one_cpu(emulator.get("cpuset") if emulator is not None else None, max_cpus)
     pci: List[str] = []
@@ -154,7 +156,5 @@ def domain_holdings(root: ET.Element, max_cpus: int = 4096) -> Dict[str, Any]:
 
 def _one_cpu(text: Optional[str], max_cpus: int) -> Optional[int]:
     """The CPU id of a cpuset naming exactly one CPU ("5"), else None."""
-    value = (text or "").strip()
-    if not value.isdigit() or int(value) >= max_cpus:
-        return None
-    return int(value)
+    cpu = whole_number(text)
+    return cpu if cpu is not None and cpu < max_cpus else None

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import failure_reason
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import CPU_SET_SETTINGS, check_cpu_sets, host_cpu_sets
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import CPU_SETTINGS, cpu_settings, merged_settings
@@ -410,8 +411,22 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
 def state_from_outcome(name: str, outcome: Mapping[str, Any], settings: Mapping[str, Any],
                        aggregates: Mapping[str, Mapping[str, Any]] = None,
                        default_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Dict[str, Any]:
-    """The host state of one fetch outcome, up or down."""
+    """The host state of one fetch outcome, up or down, with the aggregates of the source."""
     mine, zone = host_aggregates(name, aggregates or {}, default_zone)
-    if "facts" in outcome:
-        return host_state(name, outcome["facts"], settings, mine, zone, outcome.get("gathered_at"))
-    return down_state(name, settings, outcome["down_reason"], mine, zone, outcome.get("gathered_at"))
+    return outcome_state(name, outcome, settings, mine, zone)
+
+
+def outcome_state(name: str, outcome: Mapping[str, Any], settings: Mapping[str, Any],
+                  aggregates: List[Mapping[str, Any]] = (),
+                  availability_zone: str = DEFAULT_AVAILABILITY_ZONE) -> Dict[str, Any]:
+    """The host state of one fetch outcome (host_fetch): up, or down with why where the host did
+    not answer or its facts do not make a host state - an operator's setting that does not fit
+    them (a CPU set naming CPUs it lacks), or anything else host_state raises over them: one
+    host's answers are that host's problem, never the whole sync's or inventory's."""
+    gathered_at = outcome.get("gathered_at")
+    if "facts" not in outcome:
+        return down_state(name, settings, outcome["down_reason"], aggregates, availability_zone, gathered_at)
+    try:
+        return host_state(name, outcome["facts"], settings, aggregates, availability_zone, gathered_at)
+    except Exception as exc:  # whatever it is, this host's (see the docstring)
+        return down_state(name, settings, failure_reason(name, exc), aggregates, availability_zone, gathered_at)

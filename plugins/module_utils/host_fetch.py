@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import proc_stats
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import failure_reason
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import ip_address_text, is_local
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import (
     KEEPALIVE_COUNT,
@@ -47,12 +47,21 @@ def fetch_one(name: str, uri: str, pool_name: str, timeout_s: float,
     ``connect`` may hold username, password, keepalive_interval, keepalive_count and
     uri_policy (a UriPolicy; the strict default without it).
     """
+    return fetch_over(hypervisor_connection(name, uri, timeout_s, connect), pool_name)
+
+
+def fetch_over(connection: Any, pool_name: str) -> Dict[str, Any]:
+    """``fetch_one``'s outcome over ``connection`` (a hypervisor_driver.HypervisorDriver, not
+    opened yet). Whatever opening it, asking it or reading its answers raises - a libvirt error,
+    a timeout, XML that does not parse, a number that is none - makes this host down with why
+    (failure_reason: short and printable, whatever the host sent), so that one hostile or broken
+    hypervisor stops nobody else's sync or inventory."""
     gathered_at = time.time()
     try:
-        with hypervisor_connection(name, uri, timeout_s, connect) as hv:
+        with connection as hv:
             return fetch_from(hv, pool_name, gathered_at)
-    except HypervisorError as exc:
-        return {"down_reason": str(exc), "gathered_at": gathered_at}
+    except Exception as exc:  # one host's answers, whatever they broke: never the run's
+        return {"down_reason": failure_reason(connection.host, exc), "gathered_at": gathered_at}
 
 
 def hypervisor_connection(name: str, uri: str, timeout_s: float,

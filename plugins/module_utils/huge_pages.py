@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Sequence
 
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 RESERVED_PAGES_SETTING = "reserved_huge_pages"
@@ -23,9 +24,8 @@ def page_size_kb(field: str, text: Any) -> int:
     """A page size in KiB: a number is KiB already, "2MB" and "2MiB" are both 2048 (oslo's IEC
     reading, as Nova's hw:mem_page_size and reserved_huge_pages take them)."""
     value = str(text).strip() if text is not None and not isinstance(text, bool) else ""
-    if value.isdigit():
-        size_kb = int(value)
-    else:
+    size_kb = whole_number(value)
+    if size_kb is None:
         match = _SIZE.match(value)
         if not match:
             raise InputError(field, f"{field} must be a page size in KiB (2048) or with a unit (2MB, 1GB), "
@@ -54,10 +54,10 @@ def parse_reserved_huge_pages(field: str, value: Any) -> List[Dict[str, int]]:
             raise InputError(where, f"{where} must have exactly node, size and count, got {item!r}")
         numbers = {}
         for key in ("node", "count"):
-            text = str(item[key]).strip() if not isinstance(item[key], bool) else ""
-            if not text.isdigit():
+            number = whole_number(str(item[key])) if not isinstance(item[key], bool) else None
+            if number is None:
                 raise InputError(f"{where}.{key}", f"{where}.{key} must be a non-negative integer, got {item[key]!r}")
-            numbers[key] = int(text)
+            numbers[key] = number
         entry = {"node": numbers["node"], "size_kb": page_size_kb(f"{where}.size", item["size"]),
                  "count": numbers["count"]}
         if any((other["node"], other["size_kb"]) == (entry["node"], entry["size_kb"]) for other in entries):

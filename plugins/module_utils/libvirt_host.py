@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import _guest_addresses, host_capabilities, host_devices, limits
 from ansible_collections.berth.fleet.plugins.module_utils._requirements import import_library
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
 from ansible_collections.berth.fleet.plugins.module_utils.errors import ControllerRefusal, HypervisorError, NotSupported
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 
@@ -284,8 +285,9 @@ class Hypervisor:
     def _free_pages(self, caps: ET.Element) -> dict[int, dict[int, int]]:
         """{cell id: {page size in KiB: free pages}} (virNodeGetFreePages), for every page size
         the cells count; empty where the driver cannot say (the test driver answers nothing)."""
-        cell_ids = [int(cell.get("id", "0")) for cell in caps.findall("host/topology/cells/cell")
-                    if (cell.get("id") or "").isdigit()]
+        # A cell id that is no number is numa_topology's to refuse; here it is only not asked about.
+        numbers = (whole_number(cell.get("id")) for cell in caps.findall("host/topology/cells/cell"))
+        cell_ids = [number for number in numbers if number is not None]
         sizes = host_capabilities.page_sizes_kb(caps)
         if not cell_ids or not sizes or cell_ids != list(range(len(cell_ids))):
             return {}  # the call takes a run of cells from 0; a host with gaps is asked nothing

@@ -171,6 +171,10 @@ CONSOLE_LINES = Limit("lines", 1, 1000, "lines",
 # Devices beyond it (in libvirt's name order) are counted in the host state's
 # pci_devices_skipped, not read.
 NODE_DEVICES_READ = 4096
+# How many hypervisors one run asks at once, each on a thread of the controller holding one
+# libvirt connection: a tracker sync's default workers (berth_sync_workers) and the instances
+# inventory's pool. A ledger naming thousands of hosts must not start thousands of threads.
+HYPERVISORS_AT_ONCE = 20
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                                                   MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
@@ -320,9 +324,13 @@ def _check_host_state(state: Mapping[str, Any]) -> None:
         if len(domain.get("name") or "") > NAME_COLUMN_CHARACTERS:
             raise SchedulerInputError("domains", f"domains: the name of domain {domain.get('uuid')} is over the "
                                                  f"limit of {NAME_COLUMN_CHARACTERS} characters")
-        unmanaged["vCPUs"] += int(domain.get("vcpus") or 0)
-        unmanaged["MiB of memory"] += int(domain.get("memory_mb") or 0)
-        unmanaged["MiB of disk"] += sum(int(disk.get("capacity_mb") or 0) for disk in domain.get("disks") or [])
+        sizes = {"vCPUs": [domain.get("vcpus") or 0], "MiB of memory": [domain.get("memory_mb") or 0],
+                 "MiB of disk": [disk.get("capacity_mb") or 0 for disk in domain.get("disks") or []]}
+        for what, values in sizes.items():
+            # Each is a row's column too: one negative size would let another past the sum's limit.
+            for value in values:
+                check_integer(f"domains: domain {domain.get('uuid')}'s {what}", value, minimum=0)
+            unmanaged[what] += sum(values)
     for what, total in unmanaged.items():
         if total > LEDGER_UNMANAGED_MAX:
             raise SchedulerInputError("domains", f"domains: their {total} {what} are over the limit of "

@@ -110,7 +110,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import (
     HOST_SETTINGS,
     host_aggregates,
-    host_state,
+    outcome_state,
     validate_aggregates,
     validate_hypervisors,
 )
@@ -139,7 +139,8 @@ def run_module(module: AnsibleModule) -> dict:
     outcome = fetch_one(name, settings["uri"], params["storage_pool"], params["timeout"], {"uri_policy": uri_policy})
     if "facts" not in outcome:
         raise BerthError(outcome["down_reason"])
-    state = host_state(name, outcome["facts"], settings, mine, zone, outcome["gathered_at"])
+    # Answers that do not make a host state give it down with why, as in the inventory plugin.
+    state = outcome_state(name, outcome, settings, mine, zone)
     return {"changed": False, "host_state": state, "ansible_facts": {"berth_host_state": state}}
 
 

@@ -26,6 +26,10 @@ description:
     C(down) with the reason and keeps its last synced state; launches skip it, and skip as
     stale any hypervisor not synced for O(service_down_time) seconds. It never holds up the
     others - its reading thread is given up and another takes its place.
+  - So is a hypervisor whose answers do not read (XML that does not parse, a number that is
+    none, sizes the ledger cannot hold) or do not fit its settings; a hypervisor is not trusted,
+    and what one answers never stops the sync of the others. The reason is printable and at
+    most 400 characters, whatever the host sent.
   - Then, in the batch's transaction of the ledger, writes each hypervisor's capacity (totals,
     reserved amounts, allocation ratios), the URI launches build through, its facts (zone,
     aggregates, capabilities, metrics), the images of its pool (and why one would be refused,

@@ -8,28 +8,7 @@ line separators other than newline) is shown escaped, as ``\\x1b`` or ``\\u202e`
 
 from __future__ import annotations
 
-import unicodedata
-
-# Unicode categories shown escaped: controls (C0, DEL, C1), format characters (bidirectional
-# overrides and isolates, zero-width characters, tags), lone surrogates, and the line and
-# paragraph separators some viewers break lines at.
-ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-# Shown as they are: a tab is spacing; lines are already split at newlines.
-KEPT_CONTROLS = frozenset({"\t"})
-
-
-def printable(text: str) -> str:
-    """``text`` with each character of ESCAPED_CATEGORIES (but a tab) written as its escape."""
-    return "".join(_escape(character) if character not in KEPT_CONTROLS
-                   and unicodedata.category(character) in ESCAPED_CATEGORIES else character
-                   for character in text)
-
-
-def _escape(character: str) -> str:
-    code = ord(character)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import printable
 
 
 def console_lines(data: bytes, wanted_lines: int, starts_mid_file: bool) -> tuple[list[str], bool]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import whole_number
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import format_cpu_set, parse_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.huge_pages import page_size_kb
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors import SchedulerInputError
@@ -198,12 +199,13 @@ def _numa_nodes(specs: _Specs) -> Optional[int]:
     text = flavor_nodes if flavor_nodes is not None else image_nodes
     if text is None:
         return None
-    if not text.isdigit() or not 1 <= int(text) <= NUMA_NODES_MAX:
+    nodes = whole_number(text)
+    if nodes is None or not 1 <= nodes <= NUMA_NODES_MAX:
         raise SchedulerInputError(specs.field(key), f"{specs.field(key)} must be an integer from 1 to "
                                                     f"{NUMA_NODES_MAX}, got {text!r}")
     # More cells than vCPUs is no error of itself (Nova's neither): an even split refuses it,
     # and hw:numa_cpus.N may give a cell memory and no vCPU.
-    return int(text)
+    return nodes
 
 
 def _page_size(specs: _Specs) -> Any:
@@ -295,10 +297,11 @@ def _guest_cells(specs: _Specs, flavor: Flavor, nodes: int, dedicated: set) -> T
         seen.update(vcpus)
         memory_text = specs.value(mem_keys[node]) or ""
         # 0 too, as Nova takes it: a cell of vCPUs and no memory of its own.
-        if not memory_text.isdigit():
+        memory_mb = whole_number(memory_text)
+        if memory_mb is None:
             raise SchedulerInputError(mem_field, f"{mem_field} must be a whole number of MiB, got {memory_text!r}")
-        total_mb += int(memory_text)
-        cells.append(_cell(node, vcpus, int(memory_text), dedicated))
+        total_mb += memory_mb
+        cells.append(_cell(node, vcpus, memory_mb, dedicated))
     unassigned = sorted(set(range(flavor.vcpus)) - seen)
     if unassigned:
         field_name = specs.field(cpu_keys[nodes - 1])

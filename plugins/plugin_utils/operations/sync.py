@@ -21,9 +21,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError
-from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, host_state
-from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_from
+from ansible_collections.berth.fleet.plugins.module_utils import limits
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import failure_reason
+from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, outcome_state
+from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_over
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
@@ -112,7 +114,7 @@ class SyncRequest:
     transaction, and what to do with dead builds' leftovers."""
 
     targets: tuple[Target, ...]
-    workers: int = 20
+    workers: int = limits.HYPERVISORS_AT_ONCE
     batch_size: int = 500
     keep_leftovers: bool = False
     service_down_time_s: int = 600
@@ -181,23 +183,16 @@ class Sync:
     # ---- reading -------------------------------------------------------------------------------
 
     def _read(self, target: Target) -> dict[str, Any]:
-        """One hypervisor's host state, down with the reason if it did not answer."""
-        where = (target.settings, list(target.aggregates), target.availability_zone)
+        """One hypervisor's host state; down with the reason where it did not answer, or where
+        what it answered does not read or does not fit the operator's settings (host_fetch's
+        fetch_over and host_facts' outcome_state: whatever reading one host raises is that
+        host's, and the others sync)."""
         if target.host_state:
             return {**target.host_state, "uri": target.uri}
-        gathered_at = time.time()
-        try:
-            # The reader gives this hypervisor up after its deadline (see _BoundedReader).
-            with open_hypervisor(target, True, self.connect) as hv:
-                outcome = fetch_from(hv, target.storage_pool, gathered_at)
-        except HypervisorError as exc:
-            return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
-        try:
-            state = host_state(target.host, outcome["facts"], *where, gathered_at)
-        except InputError as exc:
-            # The operator's setting does not fit what this host has (a CPU set naming CPUs it
-            # lacks): the host is down with the reason naming the setting, and the others sync.
-            return down_state(target.host, target.settings, str(exc), *where[1:], gathered_at)
+        # The reader gives this hypervisor up after its deadline (see _BoundedReader).
+        outcome = fetch_over(open_hypervisor(target, True, self.connect), target.storage_pool)
+        state = outcome_state(target.host, outcome, target.settings, list(target.aggregates),
+                              target.availability_zone)
         return {**state, "uri": target.uri} if state["service_up"] else state
 
     # ---- the dead builds' leftovers ------------------------------------------------------------
@@ -219,13 +214,14 @@ class Sync:
             if keep or check or group["running"]:
                 group["outcome"] = RUNNING if group["running"] else KEPT if keep else WOULD_REMOVE
                 continue
+            target = targets[group["host"]]
             try:
                 # On the sync's own thread: each call under the hypervisor's timeout.
-                with open_hypervisor(targets[group["host"]], False, self.connect) as hv:
+                with open_hypervisor(target, False, self.connect) as hv:
                     removed, running = remove_recorded(hv, group["instance_uuid"], group["items"],
                                                        spare_running=True)
-            except HypervisorError as exc:
-                group.update(outcome=FAILED, error=str(exc))
+            except Exception as exc:  # that host's answers, asked again here: its failure, never the sync's
+                group.update(outcome=FAILED, error=failure_reason(group["host"], exc))
                 continue
             group.update(outcome=RUNNING if running else REMOVED, removed=removed)
             if not running:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from ansible_collections.berth.fleet.plugins.module_utils import host_capabilities
 
 # getInfo(): [model, memory KiB, cpus, mhz, nodes, sockets, cores, threads]
@@ -110,3 +112,26 @@ def test_cells_with_thread_siblings_and_pages():
     # A siblings attribute that does not parse leaves the CPU its own only sibling.
     assert [cpu["siblings"] for cpu in cell1["cpu_topology"]] == [[4, 5], [5]]
     assert cell1["cpu_topology"][0]["die_id"] is None
+
+
+# ---- a hostile host's capabilities -----------------------------------------------------------------
+
+@pytest.mark.parametrize("old, new, message", [
+    ('<cell id="1">', '<cell id="one">', "NUMA cell id 'one' is not a whole number"),
+    ('<cell id="1">', '<cell id="²">', "NUMA cell id '²' is not a whole number"),
+    ("2f1e0c3b4a5d</uuid>", "2f1e0c3b4a5d; DROP</uuid>", "the host UUID '5a9c3b0e-6a1c-4c8e-9d7f-2f1e0c3b4a5d; DROP' is not"),
+], ids=["cell-id-word", "cell-id-superscript", "uuid"])
+def test_a_value_berth_relies_on_that_does_not_read_is_refused_naming_it(old, new, message):
+    caps = ET.fromstring(CAPABILITIES.replace(old, new))
+    with pytest.raises(host_capabilities.CapabilitiesError, match=message):
+        host_capabilities.host_uuid(caps)
+        host_capabilities.numa_topology(caps)
+
+
+def test_counts_and_ids_read_ascii_digits_only():
+    # "²".isdigit() is true and int("²") fails: such a count is not trusted (0), an id is unknown.
+    caps = ET.fromstring(CAPABILITIES.replace('<memory unit="KiB">8388608</memory>', '<memory unit="KiB">²</memory>')
+                         .replace('cores="4"', 'cores="٤"').replace('<cpu id="1"/>', '<cpu id="1" core_id="²"/>'))
+    assert host_capabilities.numa_topology(caps)["cells"][0]["memory_mb"] == 0
+    assert host_capabilities.numa_topology(caps)["cells"][0]["cpu_topology"][1]["core_id"] is None
+    assert host_capabilities.cpu_info(caps, INFO)["topology"] == {"sockets": 1, "dies": 1, "threads": 2}

@@ -20,7 +20,7 @@ def test_page_sizes_as_nova_reads_them(text, size_kb):
     assert page_size_kb("size", text) == size_kb
 
 
-@pytest.mark.parametrize("text", ["2M", "two", "", None, True, "0", "1.5GB", "2mb"])
+@pytest.mark.parametrize("text", ["2M", "two", "", None, True, "0", "1.5GB", "2mb", "²"])
 def test_page_sizes_nova_would_not_read_are_refused(text):
     with pytest.raises(InputError) as caught:
         page_size_kb("size", text)
@@ -40,9 +40,11 @@ def test_reservations_as_mappings_or_novas_strings():
     (["node:0,size:2048,count:64,extra:1"], FIELD + "[0]"),
     ([{"node": -1, "size": 2048, "count": 1}], FIELD + "[0].node"),
     ([{"node": 0, "size": 2048, "count": "many"}], FIELD + "[0].count"),
+    ([{"node": "²", "size": 2048, "count": 1}], FIELD + "[0].node"),
     ([{"node": 0, "size": "2M", "count": 1}], FIELD + "[0].size"),
     ([{"node": 0, "size": 2048, "count": 1}, "node:0,size:2MB,count:2"], FIELD + "[1]"),
-], ids=["not-a-list", "missing-count", "extra-key", "negative-node", "count-text", "size", "twice"])
+], ids=["not-a-list", "missing-count", "extra-key", "negative-node", "count-text", "superscript-node",
+        "size", "twice"])
 def test_bad_reservations_name_the_item(value, field):
     with pytest.raises(InputError) as caught:
         parse_reserved_huge_pages(FIELD, value)

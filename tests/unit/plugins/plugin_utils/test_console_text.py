@@ -8,7 +8,8 @@ import unicodedata
 
 import pytest
 
-from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines, printable
+from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import printable
+from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines
 
 
 @pytest.mark.parametrize(("data", "wanted", "mid_file", "lines", "left_out"), [

@@ -107,6 +107,8 @@ F, I = "flavor.extra_specs.", "image_properties."
     ({"hw:mem_page_size": "any"}, {"hw_mem_page_size": "big"}, I + "hw_mem_page_size"),
     ({"hw:numa_nodes": "0"}, {}, F + "hw:numa_nodes"),
     ({"hw:numa_nodes": "two"}, {}, F + "hw:numa_nodes"),
+    # "²".isdigit() is true and int("²") fails: refused naming the spec, never a crash.
+    ({}, {"hw_numa_nodes": "²"}, I + "hw_numa_nodes"),
     ({"hw:numa_nodes": "8"}, {}, F + "hw:numa_nodes"),
     ({"hw:numa_nodes": "3"}, {}, F + "hw:numa_nodes"),
     ({"hw:numa_nodes": "1"}, {"hw_numa_nodes": "1"}, I + "hw_numa_nodes"),
@@ -124,6 +126,8 @@ F, I = "flavor.extra_specs.", "image_properties."
       "hw:numa_mem.1": "512"}, {}, F + "hw:numa_mem.1"),
     ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2-3", "hw:numa_mem.0": "1G",
       "hw:numa_mem.1": "1024"}, {}, F + "hw:numa_mem.0"),
+    ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2-3", "hw:numa_mem.0": "1024",
+      "hw:numa_mem.1": "2²"}, {}, F + "hw:numa_mem.1"),
     ({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0-1", "hw:numa_cpus.1": "2-3", "hw:numa_mem.0": "1024",
       "hw:numa_mem.1": "1024"}, {"hw_numa_cpus.0": "0-3"}, I + "hw_numa_cpus.0"),
     ({"hw:cpu_policy": "mixed"}, {}, F + "hw:cpu_dedicated_mask"),
