@@ -74,15 +74,18 @@ class Columns:
                  filters: Sequence[BaseHostFilter]) -> None:
         count = len(hosts)
         self.hosts = hosts
+        # Copies (the engine consumes into them), from the ledger's arrays where it gave some.
         for name in _NUMBER_COLUMNS:
-            setattr(self, name, np.array(hosts.column(name), dtype=np.float64))
-        self.hypervisor_version = np.array([version or 0 for version in hosts.column("hypervisor_version")],
-                                           dtype=np.float64)
-        self.disabled = np.array(hosts.column("disabled"), dtype=bool)
-        self.service_up = np.array(hosts.column("service_up"), dtype=bool)
+            setattr(self, name, np.array(hosts.stored(name), dtype=np.float64))
+        versions = hosts.stored("hypervisor_version")  # an array holds no None
+        self.hypervisor_version = np.array(versions if isinstance(versions, np.ndarray)
+                                           else [version or 0 for version in versions], dtype=np.float64)
+        self.disabled = np.array(hosts.stored("disabled"), dtype=bool)
+        self.service_up = np.array(hosts.stored("service_up"), dtype=bool)
         # NaN where the age is unknown (live facts): it never compares greater than a limit.
-        self.sync_age_s = np.array([np.nan if age is None else age for age in hosts.column("sync_age_s")],
-                                   dtype=np.float64)
+        ages = hosts.stored("sync_age_s")
+        self.sync_age_s = np.array(ages if isinstance(ages, np.ndarray)
+                                   else [np.nan if age is None else age for age in ages], dtype=np.float64)
         self.zeros = np.zeros(count, dtype=np.float64)
         self.group_members = np.zeros(count, dtype=np.float64)
         self.aggregate_groups = _aggregate_groups(hosts)
