@@ -257,7 +257,6 @@ class VectorBackend(Backend):
         self.misses: list[tuple[float, int, Rejection]] = []
         self.working: dict[int, HostState] = {}
         self.names = hosts.column("host")
-        self._unique_names: bool | None = None
         # Each weigher's per-host multiplier, aligned with self.weighers: they hold for the
         # whole request, so the first instance's weighing need not look them up.
         self.multipliers = [self._multipliers(weigher) for weigher in weighers]
@@ -366,10 +365,9 @@ class VectorBackend(Backend):
 
     def positions_of(self, name: str, position: int) -> list[int]:
         """Every position of host ``name`` (which is at ``position``): that one, unless the
-        fleet lists several nodes under one host name (a set of the names tells, once)."""
-        if self._unique_names is None:
-            self._unique_names = len(set(self.names)) == len(self.names)
-        if self._unique_names:
+        fleet lists several nodes under one host name. (Counting the name, a comparison per
+        host, costs a fraction of hashing every name into a set, once per placed instance.)"""
+        if self.names.count(name) == 1:
             return [position]
         return [where for where, host in enumerate(self.names) if host == name]
 
@@ -521,6 +519,10 @@ class VectorBackend(Backend):
         # number for the option (the smallest wins), times the weigher's sign.
         default = self.spec.weight_multipliers.get(weigher.multiplier_option,
                                                    weigher.default_multiplier)
+        if not self.columns.aggregate_groups:
+            # Every host has the request's: one number, seen as a column (read only) without
+            # an array per weigher.
+            return np.broadcast_to(weigher.multiplier_sign * np.float64(float(default)), (len(self.hosts),))
         multipliers = self.columns.aggregate_numbers(
             weigher.multiplier_option, np.full(len(self.hosts), float(default)))
         if weigher.multiplier_sign != 1:
