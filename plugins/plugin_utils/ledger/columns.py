@@ -8,7 +8,8 @@ memory those objects take. So a column is built by its kind:
 - "int", "float": a NumPy array (int64, float64), which the vectorised engine takes as it is
   (HostTable.stored), when every value is a number of that kind; any other value (NULL, or a
   text another writer left in a SQLite column) keeps the column a list of the values as the
-  driver gave them, as every column was before. Without NumPy, every column is a list.
+  driver gave them, as every column was before. Without NumPy (a read given none), every
+  column is a list.
 - "flag": booleans (the drivers give 0/1 or booleans), an array with NumPy.
 - "shared": values that most hosts have alike (a zone, a node name, a digest), each kept once.
 - "json": JSON texts, each distinct text parsed once and its value shared (the engine never
@@ -41,12 +42,13 @@ def numpy_or_none() -> Any:
 
 
 class ColumnBuilder:
-    """Columns by name, built batch by batch, each by its kind (``kinds``: name -> kind); a
-    batch's own Python objects can go as soon as it is added."""
+    """Columns by name, built batch by batch, each by its kind (``kinds``: name -> kind), with
+    ``numpy`` (the module, or None for lists only); a batch's own Python objects can go as soon
+    as it is added."""
 
-    def __init__(self, kinds: Mapping[str, str]) -> None:
+    def __init__(self, kinds: Mapping[str, str], numpy: Any) -> None:
         self.kinds = dict(kinds)
-        self.numpy = numpy_or_none()
+        self.numpy = numpy
         self.parts: dict[str, list[Any]] = {name: [] for name in self.kinds}
         # The number columns still held as arrays (a list once a value was not a number of the kind).
         self.arrays = {name for name, kind in self.kinds.items() if kind in _ARRAY_KINDS} if self.numpy else set()
@@ -87,11 +89,10 @@ class ColumnBuilder:
         return columns
 
 
-def constant_column(kind: str, value: Any, count: int, exceptions: Mapping[int, Any]) -> Any:
+def constant_column(numpy: Any, kind: str, value: Any, count: int, exceptions: Mapping[int, Any]) -> Any:
     """A column of ``count`` hosts that all have ``value`` but those of ``exceptions`` (position ->
     its value), built by its kind as ColumnBuilder would build it from every host's value."""
-    builder = ColumnBuilder({"column": kind})
-    numpy = builder.numpy
+    builder = ColumnBuilder({"column": kind}, numpy)
     if not exceptions and numpy is not None and kind in _ARRAY_KINDS and _of_kind(value, kind):
         return numpy.full(count, value, dtype=_ARRAY_KINDS[kind] + "8")
     if not exceptions and numpy is not None and kind == "flag":

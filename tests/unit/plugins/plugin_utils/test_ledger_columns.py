@@ -1,9 +1,12 @@
 """The scheduler's read of the ledger (host_states.read_table) gives, on SQLite and PostgreSQL,
 host by host, the values and types the read gave before its columns were built by kind (every
 column a list of the driver's values, read from one row per host): on random fleets, by its
-aggregate (the usual way), by its rows (without NumPy, or where an aggregate's text does not
-parse), and for ledgers holding what another writer may leave (a separator in a name, text in
-a number's column)."""
+aggregate (the way of fleets the vectorised engine decides on), by its rows (smaller fleets,
+without NumPy, or where an aggregate's text does not parse), and for ledgers holding what
+another writer may leave (a separator in a name, text in a number's column).
+
+The fleets here are small; ``large`` makes the read take them as it takes a fleet of
+AUTO_VECTORIZED_HOSTS hypervisors and more."""
 
 from __future__ import annotations
 
@@ -20,7 +23,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.errors impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import columns as columns_module
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import host_states
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.columns import (
     ColumnBuilder,
@@ -70,6 +72,11 @@ def same(first, second):
     if isinstance(first, dict):
         return first.keys() == second.keys() and all(same(first[key], second[key]) for key in first)
     return first == second
+
+
+@pytest.fixture
+def large(monkeypatch):
+    monkeypatch.setattr(host_states, "AUTO_VECTORIZED_HOSTS", 1)
 
 
 def assert_same_read(ledger, fields=()):
@@ -155,7 +162,7 @@ def random_fleet(ledger, seed, count=60):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_read_gives_what_the_rows_gave_on_random_fleets(ledger, seed, monkeypatch):
+def test_the_read_gives_what_the_rows_gave_on_random_fleets(ledger, large, seed, monkeypatch):
     states = random_fleet(ledger, seed)
     taken = []
     monkeypatch.setattr(host_states, "_row_columns", _counting(host_states._row_columns, taken))
@@ -176,10 +183,18 @@ def test_the_read_gives_what_the_rows_gave_on_random_fleets(ledger, seed, monkey
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_without_numpy_the_rows_give_lists_of_the_same(ledger, seed, monkeypatch):
+def test_without_numpy_the_rows_give_lists_of_the_same(ledger, large, seed, monkeypatch):
     random_fleet(ledger, seed, count=30)
     monkeypatch.setattr(host_states, "numpy_or_none", lambda: None)
-    monkeypatch.setattr(columns_module, "numpy_or_none", lambda: None)
+    table, _before = assert_same_read(ledger, FACTS)
+    assert all(isinstance(table.stored(name), list) for name in table._columns)
+
+
+def test_a_fleet_too_small_for_the_vectorised_engine_is_read_without_numpy(ledger, monkeypatch):
+    """Below AUTO_VECTORIZED_HOSTS the engine decides without NumPy, and the read, by rows,
+    does not import it either."""
+    random_fleet(ledger, 5, count=30)
+    monkeypatch.setattr(host_states, "numpy_or_none", lambda: pytest.fail("NumPy imported for a small fleet"))
     table, _before = assert_same_read(ledger, FACTS)
     assert all(isinstance(table.stored(name), list) for name in table._columns)
 
@@ -191,7 +206,7 @@ def _counting(read, taken):
     return counted
 
 
-def test_a_name_holding_the_separator_is_read_from_the_rows(ledger, monkeypatch):
+def test_a_name_holding_the_separator_is_read_from_the_rows(ledger, large, monkeypatch):
     states = random_fleet(ledger, 7, count=20)
     with ledger._write() as db:
         db.execute(text("UPDATE hypervisors SET name = :name WHERE uuid = :uuid"),
@@ -207,7 +222,7 @@ def test_a_name_holding_the_separator_is_read_from_the_rows(ledger, monkeypatch)
     ("cpu_allocation_ratio", "'fast'"), ("reserved_host_disk_mb", "1.5"), ("generation", "'new'"),
     ("disabled", "'yes'"), ("availability_zone", "3"),
 ])
-def test_a_value_of_another_type_than_its_column_reads_as_the_driver_gives_it(ledger, column, value):
+def test_a_value_of_another_type_than_its_column_reads_as_the_driver_gives_it(ledger, large, column, value):
     """Only SQLite lets another writer leave one; each host still reads as its row holds it."""
     if ledger.engine.dialect.name != "sqlite":
         pytest.skip("PostgreSQL's columns hold their type")
@@ -217,12 +232,12 @@ def test_a_value_of_another_type_than_its_column_reads_as_the_driver_gives_it(le
     assert_same_read(ledger)
 
 
-def test_an_empty_ledger_reads_no_host(ledger):
+def test_an_empty_ledger_reads_no_host(ledger, large):
     table, generations = ledger.host_table(FACTS)
     assert len(table) == 0 and generations == []
 
 
-def test_a_subset_of_hosts_reads_those_alone(ledger):
+def test_a_subset_of_hosts_reads_those_alone(ledger, large):
     states = random_fleet(ledger, 3, count=20)
     wanted = [states[2]["uuid"], states[9]["uuid"], states[4]["uuid"]]
     with ledger._read() as db:
@@ -261,7 +276,7 @@ def test_texts_joined_by_the_database_split_only_when_none_holds_the_separator()
 ])
 def test_a_column_is_an_array_only_when_every_value_is_a_number_of_its_kind(kind, values, array):
     for batch in (len(values), 1):  # the whole column at once, or a value per batch
-        builder = ColumnBuilder({"column": kind})
+        builder = ColumnBuilder({"column": kind}, np)
         for first in range(0, len(values), batch):
             builder.add("column", values[first:first + batch])
         built = builder.columns()["column"]
@@ -280,10 +295,10 @@ def test_a_column_is_an_array_only_when_every_value_is_a_number_of_its_kind(kind
 ])
 def test_a_column_of_one_value_and_its_exceptions_is_built_as_from_every_value(kind, value, exceptions):
     values = [exceptions.get(position, value) for position in range(4)]
-    builder = ColumnBuilder({"column": kind})
+    builder = ColumnBuilder({"column": kind}, np)
     builder.add("column", values)
     expected = builder.columns()["column"]
-    built = constant_column(kind, value, 4, exceptions)
+    built = constant_column(np, kind, value, 4, exceptions)
     assert type(built) is type(expected) and same(list(built.tolist() if hasattr(built, "tolist") else built),
                                                   list(expected.tolist() if hasattr(expected, "tolist") else expected))
     if hasattr(built, "dtype"):
