@@ -8,6 +8,10 @@ looks at that host alone: the chosen host, a rejection it explains, a filter or 
 without a vectorised form (each built once, and validated as HostState.from_dict would).
 
 Hosts given as HostStates (a "what if" list, live inventory facts) are wrapped as they are.
+
+A column is a list, or (as the ledger's read gives the numbers) a NumPy array of numbers: the
+vectorised engine takes an array as it is (``stored``), and everything else sees the same
+values as Python numbers (``column``, a host's HostState), as a list would give them.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ class HostTable(Sequence[HostState]):
                                                            f"for {self._count} hosts")
         self._states: list[HostState] | None = None
         self._built: dict[int, HostState] = {}
+        # The columns held as NumPy arrays (told by their ``tolist``: this module never imports
+        # NumPy), and each one's values as Python numbers, made on first use.
+        self._arrays = {name for name, values in self._columns.items() if hasattr(values, "tolist")}
+        self._listed: dict[str, list[Any]] = {}
 
     @classmethod
     def from_states(cls, states: Sequence[HostState]) -> HostTable:
@@ -73,7 +81,8 @@ class HostTable(Sequence[HostState]):
             return self._states[position]
         state = self._built.get(position)
         if state is None:
-            values = {name: column[position] for name, column in self._columns.items()}
+            values = {name: column.item(position) if name in self._arrays else column[position]
+                      for name, column in self._columns.items()}
             state = self._built[position] = HostState.from_dict(values)
         return state
 
@@ -81,7 +90,16 @@ class HostTable(Sequence[HostState]):
         return (self[position] for position in range(self._count))
 
     def column(self, name: str) -> Sequence[Any]:
-        """The values of one HostState field, host by host."""
+        """The values of one HostState field, host by host, as Python values."""
+        if name in self._arrays:
+            if name not in self._listed:
+                self._listed[name] = self._columns[name].tolist()  # type: ignore[attr-defined]
+            return self._listed[name]
+        return self.stored(name)
+
+    def stored(self, name: str) -> Sequence[Any]:
+        """The values of one HostState field as the table holds them: a list, or a NumPy array
+        of numbers (which the vectorised engine takes without converting)."""
         values = self._columns.get(name)
         if values is None:
             if name not in _FIELDS:

@@ -74,15 +74,18 @@ class Columns:
                  filters: Sequence[BaseHostFilter]) -> None:
         count = len(hosts)
         self.hosts = hosts
+        # Copies (the engine consumes into them), from the ledger's arrays where it gave some.
         for name in _NUMBER_COLUMNS:
-            setattr(self, name, np.array(hosts.column(name), dtype=np.float64))
-        self.hypervisor_version = np.array([version or 0 for version in hosts.column("hypervisor_version")],
-                                           dtype=np.float64)
-        self.disabled = np.array(hosts.column("disabled"), dtype=bool)
-        self.service_up = np.array(hosts.column("service_up"), dtype=bool)
+            setattr(self, name, np.array(hosts.stored(name), dtype=np.float64))
+        versions = hosts.stored("hypervisor_version")  # an array holds no None
+        self.hypervisor_version = np.array(versions if isinstance(versions, np.ndarray)
+                                           else [version or 0 for version in versions], dtype=np.float64)
+        self.disabled = np.array(hosts.stored("disabled"), dtype=bool)
+        self.service_up = np.array(hosts.stored("service_up"), dtype=bool)
         # NaN where the age is unknown (live facts): it never compares greater than a limit.
-        self.sync_age_s = np.array([np.nan if age is None else age for age in hosts.column("sync_age_s")],
-                                   dtype=np.float64)
+        ages = hosts.stored("sync_age_s")
+        self.sync_age_s = np.array(ages if isinstance(ages, np.ndarray)
+                                   else [np.nan if age is None else age for age in ages], dtype=np.float64)
         self.zeros = np.zeros(count, dtype=np.float64)
         self.group_members = np.zeros(count, dtype=np.float64)
         self.aggregate_groups = _aggregate_groups(hosts)
@@ -254,7 +257,6 @@ class VectorBackend(Backend):
         self.misses: list[tuple[float, int, Rejection]] = []
         self.working: dict[int, HostState] = {}
         self.names = hosts.column("host")
-        self._unique_names: bool | None = None
         # Each weigher's per-host multiplier, aligned with self.weighers: they hold for the
         # whole request, so the first instance's weighing need not look them up.
         self.multipliers = [self._multipliers(weigher) for weigher in weighers]
@@ -363,10 +365,9 @@ class VectorBackend(Backend):
 
     def positions_of(self, name: str, position: int) -> list[int]:
         """Every position of host ``name`` (which is at ``position``): that one, unless the
-        fleet lists several nodes under one host name (a set of the names tells, once)."""
-        if self._unique_names is None:
-            self._unique_names = len(set(self.names)) == len(self.names)
-        if self._unique_names:
+        fleet lists several nodes under one host name. (Counting the name, a comparison per
+        host, costs a fraction of hashing every name into a set, once per placed instance.)"""
+        if self.names.count(name) == 1:
             return [position]
         return [where for where, host in enumerate(self.names) if host == name]
 
@@ -518,6 +519,10 @@ class VectorBackend(Backend):
         # number for the option (the smallest wins), times the weigher's sign.
         default = self.spec.weight_multipliers.get(weigher.multiplier_option,
                                                    weigher.default_multiplier)
+        if not self.columns.aggregate_groups:
+            # Every host has the request's: one number, seen as a column (read only) without
+            # an array per weigher.
+            return np.broadcast_to(weigher.multiplier_sign * np.float64(float(default)), (len(self.hosts),))
         multipliers = self.columns.aggregate_numbers(
             weigher.multiplier_option, np.full(len(self.hosts), float(default)))
         if weigher.multiplier_sign != 1:

@@ -6,7 +6,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
 
 - schema.py: the tables; database.py: URL, engine, migrations (migrations/), errors;
 - tracker.py: the tracker sync (hypervisors' host states in, reconciliation, missing hosts);
-- host_states.py: the scheduler's read (every host state in one scan, as the engine's columns);
+- host_states.py: the scheduler's read (every host state as the engine's columns), with
+  columns.py (the driver's values into those columns: arrays of numbers, shared texts);
 - claims.py: claims and the instances they belong to, with the re-check under lock;
 - artefacts.py: what builds make on hypervisors, recorded before they make it, and what builds
   that died left there;

@@ -317,8 +317,13 @@ def _warn_if_readable(path: Path) -> None:
 
 
 def reader(engine: Engine) -> Engine:
-    """The same engine for reading only: on SQLite its transactions take no write lock."""
-    return engine.execution_options(berth_read_only=True)
+    """The same engine for reading only: on SQLite its transactions take no write lock; on
+    PostgreSQL they are REPEATABLE READ, so that every statement of one read sees the same
+    snapshot, as SQLite's reads do (the scheduler's read takes a fleet in several statements:
+    host_states.read_table). A transaction that only reads never fails to serialise."""
+    if engine.dialect.name == "sqlite":
+        return engine.execution_options(berth_read_only=True)
+    return engine.execution_options(berth_read_only=True, isolation_level="REPEATABLE READ")
 
 
 def _engine(url: Any) -> Engine:

@@ -9,17 +9,27 @@ instances on a host, images and networks) are read only when the request's filte
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, select
+from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, or_, select
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_sets import shared_cpu_set
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu_record
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import AUTO_VECTORIZED_HOSTS
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.free_amounts import free_amounts
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.columns import (
+    ColumnBuilder,
+    constant_column,
+    numpy_or_none,
+    parsed,
+    split_integers,
+    split_texts,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import driver_execute
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_DOWN,
@@ -70,6 +80,31 @@ F = hypervisor_facts.c
 # Of those, the long ones the same hardware shares: read as the digest the tracker records beside
 # each (DIGEST_COLUMNS), and each distinct text once (_by_digest).
 DIGESTED_FACTS = ("numa_topology", "pci_devices")
+# How read_table builds each column from the driver's values (columns.py).
+COLUMN_KINDS = {
+    "host": "plain", "nodename": "shared", "uuid": "plain", "generation": "plain", "service_up": "flag",
+    "down_reason": "plain", "disabled": "flag", "disabled_reason": "shared", "sync_age_s": "float",
+    **{name: "float" if name.endswith("_allocation_ratio") else "int" for name in USAGE_COLUMNS},
+    "availability_zone": "shared", "aggregates": "json", "hypervisor_version": "int",
+    "hypervisor_type": "shared", "libvirt_version": "plain", "supported_instances": "json", "cpu_info": "json",
+    # The digests (the texts come after, by digest: _by_digest).
+    "numa_topology": "shared", "pci_devices": "shared", "metrics": "json", "host_ip": "shared",
+}
+# The columns each host has its own of, read in one aggregate: a text of every host's values per
+# column (_aggregated), numbers and texts.
+PER_HOST_NUMBERS = ("generation", "vcpus_total", "vcpus_used", "total_usable_ram_mb", "free_ram_mb",
+                    "total_usable_disk_gb", "free_disk_mb", "num_instances", "num_io_ops")
+PER_HOST_TEXTS = ("host", "uuid", "availability_zone", "aggregates")
+# The columns most hosts of a fleet have alike (settings, status): read from one host, and from
+# each host whose value of any of them is another (_alike).
+ALIKE = ("nodename", "service_up", "down_reason", "missing_since", "disabled", "disabled_reason",
+         "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio", "reserved_host_memory_mb",
+         "reserved_host_disk_mb", "failed_builds", "hypervisor_version")
+# Joins the texts of one column in the aggregate: no JSON text holds it unescaped, and a name that
+# does sends the read to its rows (split_texts tells).
+_SEPARATOR = "\x1f"
+# Rows taken from the driver at a time on the rows' path (_row_columns).
+_FETCH_ROWS = 4096
 # Hosts per IN list: well under the bound parameters SQLite (32,766) and PostgreSQL (65,535) take.
 _IN_BATCH = 5000
 # Why a host is down when the sync recorded no reason of its own, by sync status.
@@ -92,14 +127,6 @@ def _age_seconds(db: Connection, now: dt.datetime) -> Any:
     return literal(seconds) - func.extract("epoch", H.synced_at)
 
 
-def _raw_rows(db: Connection, query: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The rows of ``query`` as the database driver gives them: SQLAlchemy's typed results
-    would convert every value of every row (a quarter of a second at 100,000 hypervisors)
-    where only a few columns need it, and read_table converts those itself."""
-    cursor = driver_execute(db, query, cached=False)
-    return [column[0] for column in cursor.description], cursor.fetchall()
-
-
 def _fact_column(table: Any, name: str) -> Any:
     if table is F and name in DIGESTED_FACTS:
         return getattr(table, DIGEST_COLUMNS[name]).label(name)
@@ -117,40 +144,29 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
     OPTIONAL_FACTS, and ``instances``); ``images`` and ``networks``: the names the request asks
     for, so that each host's ``images`` and ``networks`` say which of those it has.
 
-    At 100,000 hypervisors most of the time is the driver making a Python object of every value
-    of every row, so the columns are chosen to be cheap ones: numbers, NULL where a host is as
-    usual (no down reason, a node name that is its name), status as 0/1.
+    At 100,000 hypervisors the time goes to the driver making a Python object of every value of
+    every row, and to the fresh memory those take. So, with NumPy, the columns each host has
+    its own of come from one aggregate, a text of every host's values per column, parsed into
+    arrays (_aggregated), and those most hosts have alike from one host and from the hosts that
+    differ (_alike): each host's values are the ones its row holds, as a read of every row gives
+    them (_row_columns, the way taken without NumPy, and where an aggregate's text does not
+    parse: a name that holds the separator, a value of another type than its column's).
     """
     wanted = [name for name in OPTIONAL_FACTS if name in set(fields)]
-    up = H.sync_status == HV_UP
-    query = _order(db, select(
-        H.name.label("host"), case((H.nodename == H.name, ""), else_=H.nodename).label("nodename"),
-        H.uuid, H.generation, up.label("service_up"),
-        case((up, None), else_=func.coalesce(H.down_reason, H.sync_status)).label("down_reason"),
-        # When it went missing, for the reason; nothing for the others.
-        case((H.sync_status == HV_MISSING, H.synced_at)).label("missing_since"),
-        H.disabled, H.disabled_reason, _age_seconds(db, now).label("sync_age_s"),
-        *(expression.label(name) for name, expression in USAGE_COLUMNS.items()),
-        *(_fact_column(H, name) for name in ALWAYS_FACTS),
-        *(_fact_column(F, name) for name in wanted),
-    ))
-    if wanted:
-        query = query.outerjoin(hypervisor_facts, F.hypervisor_uuid == H.uuid)
-    if uuids is not None:
-        query = query.where(H.uuid.in_(list(uuids)))
-    keys, rows = _raw_rows(db, query)
-    columns: dict[str, Any] = dict(zip(keys, zip(*rows))) if rows else {key: () for key in keys}
-    generations = list(columns.pop("generation"))
-    missing_since = columns.pop("missing_since")
-    # The drivers give 0/1 (SQLite) or booleans (PostgreSQL); HostState takes booleans.
-    columns["service_up"] = list(map(bool, columns["service_up"]))
-    columns["disabled"] = list(map(bool, columns["disabled"]))
-    columns["down_reason"] = [_explained(reason, when) for reason, when in zip(columns["down_reason"], missing_since)]
-    for name in JSON_FACTS:
-        if name in DIGESTED_FACTS and name in columns:
+    # NumPy where the engine would take it (a fleet too small for its vectorised path does
+    # without importing it: it takes a fifth of a second).
+    numpy = numpy_or_none() if _count(db, uuids) >= AUTO_VECTORIZED_HOSTS else None
+    columns = None if numpy is None else _aggregated(db, now, numpy, uuids)
+    if columns is None:
+        columns = _row_columns(db, now, numpy, wanted, uuids)
+    else:
+        columns.update(_alike(db, now, numpy, columns["uuid"], uuids))
+        columns.update(_facts(db, numpy, wanted, columns["uuid"]))
+    generations = columns.pop("generation")
+    generations = generations.tolist() if hasattr(generations, "tolist") else list(generations)
+    for name in DIGESTED_FACTS:
+        if name in columns:
             columns[name] = _by_digest(db, name, columns["uuid"], columns[name])
-        elif name in columns:
-            columns[name] = _parsed(columns[name])
     for name, empty in (("numa_topology", {}), ("pci_devices", [])):
         if name in columns:  # a host without a facts row yet has none
             columns[name] = [empty if value is None else value for value in columns[name]]
@@ -165,6 +181,166 @@ def read_table(db: Connection, now: dt.datetime, fields: Iterable[str] = (),
     if networks:
         columns["networks"] = _named(db, hypervisor_networks, columns["uuid"], networks)
     return HostTable(columns), generations
+
+
+def _count(db: Connection, uuids: Sequence[str] | None) -> int:
+    """How many hypervisors (of ``uuids``) the ledger holds."""
+    query = select(func.count()).select_from(hypervisors)
+    if uuids is not None:
+        query = query.where(H.uuid.in_(list(uuids)))
+    return driver_execute(db, query, cached=False).fetchone()[0]
+
+
+def _expressions(db: Connection, now: dt.datetime) -> dict[str, Any]:
+    """read_table's columns as SQL over a hypervisor row, by name: numbers, NULL where a host is
+    as usual (no down reason, a node name that is its name), status as 0/1 or a boolean."""
+    up = H.sync_status == HV_UP
+    return {
+        "host": H.name, "nodename": case((H.nodename == H.name, ""), else_=H.nodename), "uuid": H.uuid,
+        "generation": H.generation, "service_up": up,
+        "down_reason": case((up, None), else_=func.coalesce(H.down_reason, H.sync_status)),
+        # When it went missing, for the reason; nothing for the others.
+        "missing_since": case((H.sync_status == HV_MISSING, H.synced_at)),
+        "disabled": H.disabled, "disabled_reason": H.disabled_reason, "sync_age_s": _age_seconds(db, now),
+        **USAGE_COLUMNS,
+        "availability_zone": H.availability_zone, "aggregates": cast(H.aggregates, Text),
+        "hypervisor_version": H.hypervisor_version,
+    }
+
+
+def host_query(db: Connection, now: dt.datetime, wanted: Sequence[str] = (),
+               uuids: Sequence[str] | None = None) -> Any:
+    """A row per hypervisor (of ``uuids``) with every column of read_table and the optional
+    facts ``wanted``, in _order."""
+    query = _order(db, select(*(expression.label(name) for name, expression in _expressions(db, now).items()),
+                              *(_fact_column(F, name) for name in wanted)))
+    if wanted:
+        query = query.outerjoin(hypervisor_facts, F.hypervisor_uuid == H.uuid)
+    if uuids is not None:
+        query = query.where(H.uuid.in_(list(uuids)))
+    return query
+
+
+def _row_columns(db: Connection, now: dt.datetime, numpy: Any, wanted: Sequence[str],
+                 uuids: Sequence[str] | None) -> dict[str, Any]:
+    """read_table's columns from every host's row, taken a batch of rows at a time so that the
+    read never holds every row's Python objects at once."""
+    cursor = driver_execute(db, host_query(db, now, wanted, uuids), cached=False)
+    keys = [column[0] for column in cursor.description]
+    builder = ColumnBuilder({key: COLUMN_KINDS[key] for key in keys if key != "missing_since"}, numpy)
+    for rows in iter(functools.partial(cursor.fetchmany, _FETCH_ROWS), []):
+        batch = dict(zip(keys, zip(*rows)))
+        missing_since = batch.pop("missing_since")
+        if batch["down_reason"].count(None) != len(rows):  # some host of the batch is not up
+            batch["down_reason"] = tuple(map(_explained, batch["down_reason"], missing_since))
+        for key, values in batch.items():
+            builder.add(key, values)
+    return builder.columns()
+
+
+def _aggregated(db: Connection, now: dt.datetime, numpy: Any, uuids: Sequence[str] | None) -> dict[str, Any] | None:
+    """The columns each host has its own of (PER_HOST_NUMBERS, PER_HOST_TEXTS, sync_age_s), from
+    one row that holds, per column, the text of every host's values joined (group_concat on
+    SQLite, string_agg on PostgreSQL); in read_table's order, which each host's position in the
+    aggregate gives (SQLite's rowid, PostgreSQL's row number by name). None where a text does not
+    parse as its hosts' values (see columns.split_integers and split_texts)."""
+    expressions = _expressions(db, now)
+    if db.dialect.name == "sqlite":
+        position = literal_column("hypervisors.rowid")
+    else:
+        position = func.row_number().over(order_by=(H.name, H.uuid))
+    inner = select(
+        position.label("position"), cast(H.synced_at, Text).label("synced_at"),
+        *(expressions[name].label(name) for name in PER_HOST_NUMBERS),
+        *(expressions[name].label(name) for name in PER_HOST_TEXTS if name != "availability_zone"),
+        # A zone as "=zone", and no zone (NULL, which an aggregate would skip) as "".
+        func.coalesce(literal("=") + H.availability_zone, "").label("availability_zone"))
+    if uuids is not None:
+        inner = inner.where(H.uuid.in_(list(uuids)))
+    inner = inner.subquery()
+    numbers, texts = ("position", *PER_HOST_NUMBERS), (*PER_HOST_TEXTS, "synced_at")
+    count, *joined = driver_execute(db, select(
+        func.count(),
+        *(func.aggregate_strings(cast(inner.c[name], Text), ",") for name in numbers),
+        *(func.aggregate_strings(inner.c[name], _SEPARATOR) for name in texts)), cached=False).fetchone()
+    values: dict[str, Any] = {name: split_integers(numpy, text, count) for name, text in zip(numbers, joined)}
+    values.update({name: split_texts(text, count, _SEPARATOR) for name, text in zip(texts, joined[len(numbers):])})
+    if any(column is None for column in values.values()):
+        return None
+    positions = values.pop("position")
+    if count > 1 and not (positions[1:] > positions[:-1]).all():
+        order = numpy.argsort(positions, kind="stable")
+        values = {name: column[order] if name in numbers else [column[at] for at in order.tolist()]
+                  for name, column in values.items()}
+    marked = values.pop("availability_zone")
+    zones = {text: text[1:] if text else None for text in set(marked)}
+    values["availability_zone"] = list(map(zones.__getitem__, marked))
+    synced = values.pop("synced_at")
+    ages = _sync_ages(db, now, synced, values["uuid"])
+    builder = ColumnBuilder({"aggregates": "json", "sync_age_s": "float"}, numpy)
+    builder.add("aggregates", values.pop("aggregates"))
+    builder.add("sync_age_s", list(map(ages.__getitem__, synced)))
+    return {**values, **builder.columns()}
+
+
+def _sync_ages(db: Connection, now: dt.datetime, synced: Sequence[str], uuids: Sequence[str]) -> dict[str, Any]:
+    """sync_age_s by the text of synced_at: the database's own age of one host per distinct
+    time (a sync writes its batch of hosts with one time), so that every host's is the number
+    a read of its row gives."""
+    sample = dict(zip(synced, uuids))
+    sampled = list(sample.values())
+    ages = {}
+    for first in range(0, len(sampled), _IN_BATCH):
+        ages.update(driver_execute(db, select(cast(H.synced_at, Text), _age_seconds(db, now)).where(
+            H.uuid.in_(sampled[first:first + _IN_BATCH])), cached=False).fetchall())
+    return ages
+
+
+def _alike(db: Connection, now: dt.datetime, numpy: Any, uuids: Sequence[str],
+           only: Sequence[str] | None) -> dict[str, Any]:
+    """The columns most hosts have alike (ALIKE): one host's values, and the values of each host
+    that differs from it in any of them (the database compares: a value it holds equal, such as
+    SQLite's 1 and 1.0, counts as the same)."""
+    expressions, count = _expressions(db, now), len(uuids)
+    alike = [expressions[name].label(name) for name in ALIKE]
+    hosts = select(*alike)
+    if only is not None:
+        hosts = hosts.where(H.uuid.in_(list(only)))
+    reference = driver_execute(db, hosts.limit(1), cached=False).fetchone()
+    if reference is None:
+        return {name: [] for name in ALIKE if name != "missing_since"}
+    differing = or_(*(expressions[name].is_distinct_from(value) for name, value in zip(ALIKE, reference)))
+    rows = driver_execute(db, hosts.add_columns(H.uuid).where(differing), cached=False).fetchall()
+    position = {uuid: at for at, uuid in enumerate(uuids)} if rows else {}
+    own = {position[row[-1]]: row for row in rows if row[-1] in position}
+    by_name = dict(zip(ALIKE, range(len(ALIKE))))
+    columns = {}
+    for name in ALIKE:
+        if name in ("missing_since", "down_reason"):
+            continue
+        at = by_name[name]
+        columns[name] = constant_column(numpy, COLUMN_KINDS[name], reference[at],
+                                        count, {host: row[at] for host, row in own.items()})
+    reason, since = by_name["down_reason"], by_name["missing_since"]
+    columns["down_reason"] = constant_column(numpy, "plain", _explained(reference[reason], reference[since]), count,
+                                             {host: _explained(row[reason], row[since]) for host, row in own.items()})
+    return columns
+
+
+def _facts(db: Connection, numpy: Any, wanted: Sequence[str], uuids: Sequence[str]) -> dict[str, Any]:
+    """The optional facts ``wanted`` of each host of ``uuids`` (None for a host without a facts
+    row yet, as the rows' outer join gives)."""
+    if not wanted:
+        return {}
+    rows = {row[0]: row[1:] for row in driver_execute(db, select(
+        F.hypervisor_uuid, *(_fact_column(F, name) for name in wanted)), cached=False).fetchall()}
+    none = (None,) * len(wanted)
+    builder = ColumnBuilder({name: COLUMN_KINDS[name] for name in wanted}, numpy)
+    for first in range(0, len(uuids), _FETCH_ROWS):
+        batch = [rows.get(uuid, none) for uuid in uuids[first:first + _FETCH_ROWS]]
+        for name, values in zip(wanted, zip(*batch)):
+            builder.add(name, values)
+    return builder.columns()
 
 
 def _order(db: Connection, query: Any) -> Any:
@@ -231,19 +407,7 @@ def _fact_texts(db: Connection, name: str, uuids: Sequence[str]
 def _parsed(texts: Sequence[str | None]) -> list[Any]:
     """JSON texts parsed, each distinct text once (the hosts share the parsed value: the
     engine never changes a fact)."""
-    cache = {text: _loaded(text) for text in set(texts)}
-    return [cache[text] for text in texts]
-
-
-def _loaded(text: str | None) -> Any:
-    """A JSON column's value; None, as for a fact never recorded, where another writer of the
-    ledger stored text nested past what Python's json can decode (a RecursionError)."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        return None
+    return parsed(texts, {})
 
 
 def _instances(db: Connection, uuids: Sequence[str]) -> list[list[str]]:
