@@ -77,7 +77,8 @@ def claim_evacuation(db: Connection, instance_uuid: str, source_uuid: str, desti
         # Already on that very host: an evacuation that ended while this one waited.
         _still_on(find_instance(db, instance_uuid), source_uuid)
         raise
-    _still_on(find_instance(db, instance_uuid), source_uuid)
+    instance = find_instance(db, instance_uuid)
+    _still_on(instance, source_uuid)
     held = db.execute(select(claims.c.hypervisor_uuid, claims.c.owner).where(
         claims.c.instance_uuid == instance_uuid, claims.c.id != claim["id"],
         claims.c.hypervisor_uuid != source_uuid)).first()

@@ -98,8 +98,9 @@ class Evacuation:
         """What becomes of the instance's disks, said before anything is done."""
         if self.shared:
             return f"kept: pool {self.settings.storage_pool} is shared (berth_shared_pools)"
-        return (f"made anew from image {instance['image']}: the data of its root disk on {self.source['host']} is "
-                f"lost (pool {self.settings.storage_pool} is not in berth_shared_pools)")
+        image = f"from image {instance['image']}" if instance["image"] else "empty (it was launched without an image)"
+        return (f"made anew {image}: the data of its root disk on {self.source['host']} is lost (pool "
+                f"{self.settings.storage_pool} is not in berth_shared_pools)")
 
     def run(self, instances: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Each of ``instances`` (ledger rows of the source's instances), in this order: its
@@ -121,7 +122,9 @@ class Evacuation:
             try:
                 target = destination({}, self.settings, self.task_vars, self.ledger, instance)
             except BerthError as exc:
-                return self._failed(result, instance, f"no host can take it: {exc}")
+                # The one move search words its refusal as a migration's.
+                why = str(exc).removeprefix(f"cannot migrate {name}: ")
+                return self._failed(result, instance, f"no host can take it: {why}")
             result.update(to_host=target["host"], why=target["why"])
             if target["warnings"]:
                 result["warnings"] = list(target["warnings"])

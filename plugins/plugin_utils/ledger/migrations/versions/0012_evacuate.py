@@ -23,18 +23,14 @@ down_revision = "0011"
 branch_labels = None
 depends_on = None
 
-FENCE_COLUMNS = (
-    sa.Column("fenced_at", sa.DateTime, nullable=True),
-    sa.Column("fenced_by", sa.String(255), nullable=True),
-    sa.Column("fence_method", sa.String(32), nullable=True),
-    sa.Column("fence_output", sa.Text, nullable=True),
-)
+FENCE_COLUMNS = (("fenced_at", sa.DateTime), ("fenced_by", sa.String(255)), ("fence_method", sa.String(32)),
+                 ("fence_output", sa.Text))
 
 
 def upgrade() -> None:
     with op.batch_alter_table("hypervisors") as table:
-        for column in FENCE_COLUMNS:
-            table.add_column(column.copy())
+        for name, kind in FENCE_COLUMNS:
+            table.add_column(sa.Column(name, kind, nullable=True))
     with op.batch_alter_table("artefacts") as table:
         table.add_column(sa.Column("evacuated_at", sa.DateTime, nullable=True))
 
@@ -43,5 +39,5 @@ def downgrade() -> None:
     with op.batch_alter_table("artefacts") as table:
         table.drop_column("evacuated_at")
     with op.batch_alter_table("hypervisors") as table:
-        for column in reversed(FENCE_COLUMNS):
-            table.drop_column(column.name)
+        for name, _kind in reversed(FENCE_COLUMNS):
+            table.drop_column(name)
