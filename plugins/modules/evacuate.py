@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: evacuate
 short_description: Rebuild the instances of a dead, fenced hypervisor on other hosts, as Nova's evacuate does
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Rebuilds every instance the ledger places on the hypervisor O(host) (C(ACTIVE), C(STOPPED),
     C(PAUSED), and C(ERROR) ones an earlier evacuation could not place) on other hosts, in the
