@@ -511,8 +511,9 @@ class Ledger:
         one transaction: locked and re-checked as ``claim_move`` does (room, its group's hard
         policy), and only while the instance is still on the source and no other run holds a
         claim of it elsewhere - the claim decides which run evacuates it (ClaimConflict for the
-        other, with why). The source's claim stays until ``finish_evacuation``; give the
-        destination back with ``release_claim``."""
+        other, with why), and while the source is still fenced (NotFenced once a sync reached it
+        again). The source's claim stays until ``finish_evacuation``; give the destination back
+        with ``release_claim``."""
         with self._write() as db:
             return evacuations.claim_evacuation(db, instance_uuid, source_uuid, destination_uuid, owner, lease_s,
                                                 exact)

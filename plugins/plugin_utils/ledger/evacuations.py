@@ -7,7 +7,8 @@ to the hosts they are rebuilt on (docs/docsite/rst/host_failure.rst).
 - ``claim_evacuation``: the destination of one instance of the fenced host, claimed in one
   transaction that also decides which run evacuates it: an instance still on that host and not
   being evacuated by another run (a second claim of it) is claimed; any other is refused
-  (ClaimConflict), so two runs at once never rebuild one instance twice.
+  (TakenByAnother), so two runs at once never rebuild one instance twice; and none is claimed
+  once a sync reached the host again and cleared its fencing (NotFenced).
 - ``finish_evacuation``: the instance runs on the destination: the claim there is its only one,
   and what it left on the fenced host is recorded (artefacts, ``evacuated_at``) for the sync that
   reaches that host again to remove.
@@ -23,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     ClaimConflict,
@@ -53,6 +54,11 @@ class TakenByAnother(ClaimConflict):
     """Another run evacuates (or evacuated) the instance: the claim decided for it."""
 
 
+class NotFenced(BerthError):
+    """The evacuated host answered a sync meanwhile, which cleared its fencing: it may run its
+    instances again, so none more may be started elsewhere."""
+
+
 def fence(db: Connection, host: str, method: str, fenced_by: str, output: str | None,
           now: dt.datetime) -> dict[str, Any]:
     """Ledger.fence's transaction (see there)."""
@@ -79,6 +85,13 @@ def claim_evacuation(db: Connection, instance_uuid: str, source_uuid: str, desti
         raise
     instance = find_instance(db, instance_uuid)
     _still_on(instance, source_uuid)
+    # The source's row is locked (above): a sync that reaches it again clears its fencing before
+    # or after this, never meanwhile.
+    source = db.execute(select(hypervisors.c.name, hypervisors.c.fenced_at)
+                        .where(hypervisors.c.uuid == source_uuid)).first()
+    if source is None or source.fenced_at is None:
+        raise NotFenced(f"{source.name if source else source_uuid} is no longer fenced: a sync reached it again, so "
+                        f"it may run {instance['name']}; nothing more is evacuated from it")
     held = db.execute(select(claims.c.hypervisor_uuid, claims.c.owner).where(
         claims.c.instance_uuid == instance_uuid, claims.c.id != claim["id"],
         claims.c.hypervisor_uuid != source_uuid)).first()

@@ -80,40 +80,46 @@ def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict
 
 
 class Evacuation:
-    """Rebuild instances of the down, fenced hypervisor ``source`` (a row of Ledger.hypervisors)
-    on other hosts, with the operator's ``settings``; ``connect`` opens the destinations
-    (libvirt's by default), each call within ``timeout_s``; ``template`` is the domain
-    template's path. ``run(instances)`` takes them in the order given."""
+    """Rebuild instances of the down, fenced hypervisors ``sources`` (rows of Ledger.hypervisors,
+    each checked by down_hypervisor and ensure_fenced) on other hosts, with the operator's
+    ``settings``; ``connect`` opens the destinations (libvirt's by default), each call within
+    ``timeout_s``; ``template`` is the domain template's path. ``run(instances)`` takes them in
+    the order given, whichever of the sources each is on: a run that restarts several hosts'
+    instances by priority gives them in that order."""
 
-    def __init__(self, settings: Settings, ledger: Ledger, task_vars: Mapping[str, Any], source: Mapping[str, Any],
-                 check_mode: bool, hooks: Hooks = NO_HOOKS, connect: Connect = Hypervisor, timeout_s: float = 120,
-                 template: str | None = None) -> None:
-        self.settings, self.ledger, self.task_vars, self.source = settings, ledger, task_vars, source
+    def __init__(self, settings: Settings, ledger: Ledger, task_vars: Mapping[str, Any],
+                 sources: Sequence[Mapping[str, Any]], check_mode: bool, hooks: Hooks = NO_HOOKS,
+                 connect: Connect = Hypervisor, timeout_s: float = 120, template: str | None = None) -> None:
+        self.settings, self.ledger, self.task_vars = settings, ledger, task_vars
+        self.sources = {source["uuid"]: source for source in sources}
         self.check_mode, self.hooks, self.connect, self.timeout_s = check_mode, hooks, connect, timeout_s
         self.template_path = template or DEFAULT_TEMPLATE
         self.shared = settings.storage_pool in settings.shared_pools
         self.progress = Progress()
 
-    def disks(self, instance: Mapping[str, Any]) -> str:
+    def disks(self, instance: Mapping[str, Any], source: Mapping[str, Any]) -> str:
         """What becomes of the instance's disks, said before anything is done."""
         if self.shared:
             return f"kept: pool {self.settings.storage_pool} is shared (berth_shared_pools)"
         image = f"from image {instance['image']}" if instance["image"] else "empty (it was launched without an image)"
-        return (f"made anew {image}: the data of its root disk on {self.source['host']} is lost (pool "
+        return (f"made anew {image}: the data of its root disk on {source['host']} is lost (pool "
                 f"{self.settings.storage_pool} is not in berth_shared_pools)")
 
     def run(self, instances: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Each of ``instances`` (ledger rows of the source's instances), in this order: its
-        result ({name, uuid, from_host, to_host, outcome, why, disks})."""
+        """Each of ``instances`` (ledger rows of the sources' instances), in this order: its
+        result ({name, uuid, from_host, to_host, outcome, why, disks}). NotFenced where a source
+        answered a sync meanwhile: the instances evacuated so far stay where they went."""
         return [self._one(instance) for instance in instances]
 
     def _one(self, instance: Mapping[str, Any]) -> dict[str, Any]:
         name, uuid = instance["name"], instance["uuid"]
-        result: dict[str, Any] = {"name": name, "uuid": uuid, "from_host": self.source["host"], "to_host": None,
-                                  "disks": self.disks(instance)}
-        step = self.progress.of(name, self.source["host"])
-        if instance["hypervisor_uuid"] != self.source["uuid"]:
-            return {**result, "outcome": TAKEN, "to_host": instance["host"], "why": f"it is on {instance['host']}"}
+        source = self.sources.get(instance["hypervisor_uuid"])
+        if source is None:
+            return {"name": name, "uuid": uuid, "from_host": None, "to_host": instance["host"], "disks": None,
+                    "outcome": TAKEN, "why": f"it is on {instance['host']}, not a host being evacuated"}
+        result: dict[str, Any] = {"name": name, "uuid": uuid, "from_host": source["host"], "to_host": None,
+                                  "disks": self.disks(instance, source)}
+        step = self.progress.of(name, source["host"])
         try:
             request = _recorded_request(instance)
         except InputError as exc:
@@ -133,7 +139,7 @@ class Evacuation:
             self.hooks.reached(BEFORE_CLAIM, host=target["host"], instance=uuid)
             exact = of_spec(move_request(instance, instance_flavor(instance), self.settings)[0])
             try:
-                claim = self.ledger.claim_evacuation(uuid, self.source["uuid"], target["hypervisor_uuid"], run_owner(),
+                claim = self.ledger.claim_evacuation(uuid, source["uuid"], target["hypervisor_uuid"], run_owner(),
                                                      self.settings.lease_seconds, exact)
                 break
             except TakenByAnother as taken:
@@ -163,7 +169,7 @@ class Evacuation:
         """No host could take it: ERROR with ``reason``, left on the old host (in check mode, said only)."""
         if not self.check_mode:
             result["instance"] = self.ledger.evacuation_failed(instance["uuid"], f"evacuation: {reason}")
-        self.progress.step(instance["name"], self.source["host"], f"FAILED, stays here: {reason}")
+        self.progress.step(instance["name"], result["from_host"], f"FAILED, stays here: {reason}")
         return {**result, "outcome": FAILED, "why": reason}
 
     def _rebuild(self, instance: Mapping[str, Any], request: Request, target: Mapping[str, Any],
@@ -223,7 +229,7 @@ class Evacuate:
                                 self.check_mode, self.run_fence)
         placed = [row for row in ledger.instances() if row["hypervisor_uuid"] == source["uuid"]
                   and row["state"] in EVACUABLE_STATES]
-        evacuation = Evacuation(settings, ledger, self.task_vars, source, self.check_mode, self.hooks, self.connect,
+        evacuation = Evacuation(settings, ledger, self.task_vars, [source], self.check_mode, self.hooks, self.connect,
                                 args["timeout"], args.get("template"))
         results = evacuation.run(placed)
         lines = [_line(result) for result in results]

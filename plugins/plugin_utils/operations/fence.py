@@ -27,6 +27,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settin
 
 # Where the fence command takes the host's name.
 HOST_PLACEHOLDER = "{hypervisor}"
+# The longest name the ledger keeps as who fenced a host (hypervisors.fenced_by).
+FENCED_BY_CHARACTERS = 255
 # How much of the fence command's output the ledger and the result keep.
 FENCE_OUTPUT_CHARACTERS = 2000
 # A host name the fence command may be given: the ledger's rows are not trusted, and a name that
@@ -79,6 +81,8 @@ def ensure_fenced(ledger: Ledger, hypervisor: Mapping[str, Any], settings: Setti
     mode where it would be made)}."""
     host = hypervisor["host"]
     who = fenced_by or run_owner()
+    if len(who) > FENCED_BY_CHARACTERS:
+        raise InputError("fenced_by", f"fenced_by must be at most {FENCED_BY_CHARACTERS} characters, got {len(who)}")
     if confirmed:
         if check_mode:
             return {"how": f"would record the operator's confirmation that {host} is fenced, by {who}",

@@ -342,3 +342,31 @@ def test_a_fence_command_that_fails_refuses_the_evacuation_with_its_output(fleet
 def test_the_fence_command_s_argv_is_checked(command, host, error, message):
     with pytest.raises(error, match=message):
         fence_argv(command, host)
+
+
+class ComesBack(Hooks):
+    """The evacuated host answers a sync after the first instance's destination was decided."""
+
+    def __init__(self, ledger, hvs) -> None:
+        self.ledger, self.hvs, self.done = ledger, hvs, False
+
+    def reached(self, point, host=None, instance=None):
+        if point == BEFORE_CLAIM and not self.done:
+            self.done = True
+            self.hvs[1].unreachable = None
+            sync(self.ledger, *self.hvs)
+
+
+def test_a_host_that_answers_a_sync_during_the_evacuation_is_no_longer_fenced_and_nothing_more_is_claimed(fleet):
+    ledger, hvs, _uuids = fleet
+    before = hosts_of(ledger), claimed_on(ledger)
+    with pytest.raises(BerthError, match=r"hv2 is no longer fenced: a sync reached it again, so it may run cache-1; "
+                                         r"nothing more is evacuated from it"):
+        evacuate(ledger, hvs, hooks=ComesBack(ledger, hvs), fenced=True)
+    assert (hosts_of(ledger), claimed_on(ledger)) == before and fenced(ledger) is None
+
+
+def test_fenced_by_is_bounded_by_what_the_ledger_keeps(fleet):
+    ledger, hvs, _uuids = fleet
+    with pytest.raises(InputError, match="fenced_by must be at most 255 characters, got 256"):
+        evacuate(ledger, hvs, fenced=True, fenced_by="x" * 256)
