@@ -72,8 +72,8 @@ def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict
     age_s = row["sync_age_s"]
     if age_s is None or age_s <= service_down_time_s:
         status = f"its sync status is {row['sync_status']}" + (f" ({row['down_reason']})" if row["down_reason"] else "")
-        raise BerthError(f"{host} is not down: its last sync was {age_s:.0f} s ago at {row['synced_at']} and "
-                         f"{status}; a host counts as down once its last sync is older than service_down_time "
+        synced = "it was never synced" if age_s is None else f"its last sync was {age_s:.0f} s ago at {row['synced_at']}"
+        raise BerthError(f"{host} is not down: {synced} and {status}; a host counts as down once its last sync is older than service_down_time "
                          f"({service_down_time_s} s). Only a down host is evacuated: a host that may still run "
                          f"its instances would run them twice")
     return row
@@ -242,7 +242,11 @@ class Evacuate:
         warnings = [warning for result in results for warning in result.get("warnings", [])]
         if warnings:
             outcome["warnings"] = warnings
-        if failed:
+        if failed and self.check_mode:
+            # The plan says it; the evacuation still takes the others.
+            outcome.setdefault("warnings", []).append(
+                f"{len(failed)} of {len(results)} instance(s) of {host} would not be evacuated (ERROR, left on {host})")
+        elif failed:
             outcome.update(failed=True, msg=f"{len(failed)} of {len(results)} instance(s) of {host} could not be "
                                             f"evacuated (ERROR, left on {host}): " + "; ".join(lines))
         return outcome

@@ -195,6 +195,12 @@ def test_an_instance_no_host_can_take_is_error_on_the_old_host_and_keeps_its_cla
     hv2.unreachable = None
     huge = launch(ledger, hv2, "big-1", flavor=HUGE)
     go_down(ledger, hv2)
+    # The plan says so, and does not fail: the others can go.
+    plan = evacuate(ledger, (hv1, hv2, hv3), check_mode=True, fenced=True)
+    assert not plan.get("failed") and plan["warnings"] == [
+        "1 of 4 instance(s) of hv2 would not be evacuated (ERROR, left on hv2)"]
+    assert any(line.startswith("big-1: ERROR, stays on hv2: no host can take it") for line in plan["report"])
+    assert hosts_of(ledger)["big-1"] == ("hv2", ACTIVE)
     done = evacuate(ledger, (hv1, hv2, hv3), fenced=True)
     assert done["failed"] and done["msg"].startswith("1 of 4 instance(s) of hv2 could not be evacuated")
     [big] = [result for result in done["results"] if result["name"] == "big-1"]
