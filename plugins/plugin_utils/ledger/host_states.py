@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import Text, bindparam, case, cast, func, literal, literal_column, or_, select

@@ -30,7 +30,8 @@ def as_read(values):
     """A column as the ledger's read holds it: a NumPy array where every value is an int, or
     every one a float, or every one a boolean; else the list."""
     for kind, dtype in ((int, np.int64), (float, np.float64), (bool, np.bool_)):
-        if values and all(type(value) is kind for value in values):
+        # The exact type: a bool is an int to isinstance, and a column of them is not a column of ints.
+        if values and all(type(value) is kind for value in values):  # pylint: disable=unidiomatic-typecheck
             return np.array(values, dtype=dtype)
     return values
 

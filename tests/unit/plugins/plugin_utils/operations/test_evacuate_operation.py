@@ -271,7 +271,7 @@ def test_two_evacuations_at_once_rebuild_each_instance_once(ledger_url):
         finally:
             own.close()
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
+    threads = [threading.Thread(target=run) for _run in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
