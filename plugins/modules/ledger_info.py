@@ -109,8 +109,10 @@ decisions:
 hypervisors:
   description: Hypervisors (uuid, host, nodename, generation, disabled, disabled_reason, sync_status -
     up, down or missing -, down_reason, status_reason - why it is not up, as the scheduler says it,
-    null when up -, synced_at, sync_age_s - seconds since that sync -, inventories per resource
-    with total, reserved and allocation_ratio, unmanaged domains, usage as the scheduler sees it).
+    null when up -, synced_at, sync_age_s - seconds since that sync -, fenced - fenced_at,
+    fenced_by, method and output of its fencing since it went down, null when not fenced -,
+    inventories per resource with total, reserved and allocation_ratio, unmanaged domains, usage
+    as the scheduler sees it).
   returned: when what=hypervisors
   type: list
   elements: dict

@@ -83,6 +83,9 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "skip_cpu_compare_on_dest": "whether a live migration skips its CPU check",
     "transfer_timeout": "how long a move's volume copy may take",
     "keep_leftovers": "whether a sync keeps what dead builds left (volumes, domains) for inspection",
+    "fence_command": "the command (an argv list, run on the controller) whose success fences a down hypervisor",
+    "fence_timeout": "how long the fence command may take",
+    "shared_pools": "the storage pools every hypervisor shares, from which an evacuation keeps the disks",
     "decisions_max_age_days": "how long the ledger keeps scheduling decisions",
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
 }
@@ -129,6 +132,8 @@ TASK_OPTIONS: dict[str, str] = {
     "requested_networks": "the networks the hosts must define, from the checked request",
     "retry_hosts": "the hosts a retried build already failed on",
     "to_host": "the host a migration goes to",
+    "fenced": "the operator's word, now, that the down hypervisor is fenced",
+    "fenced_by": "who the fencing is recorded as done by",
     "mode": "how an instance moves: live, cold or auto",
     "carry_definition": "whether a move carries the source's domain definition as it is",
     "template": "the domain template the task renders",
@@ -207,13 +212,18 @@ class Settings:
     migrate_max_retries: int = -1
     skip_cpu_compare_on_dest: bool = False
     transfer_timeout: float = 3600
+    # Fencing and evacuation (operations/fence.py, operations/evacuate.py).
+    fence_command: tuple[str, ...] = ()
+    fence_timeout: float = 60
+    shared_pools: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:
         """The settings among a task's validated ``args`` (those it set, or its module defaults)."""
         fields = {item.name for item in dataclasses.fields(cls)} - {"scheduler"}
         given = {name: args[name] for name in fields if args.get(name) is not None}
-        for name in ("image_source_dirs", "pci_alias", "enabled_mdev_types", "force_hosts", "force_nodes"):
+        for name in ("image_source_dirs", "pci_alias", "enabled_mdev_types", "force_hosts", "force_nodes",
+                     "fence_command", "shared_pools"):
             if name in given:
                 given[name] = tuple(given[name])
         scheduler = {name: args[name] for name in SCHEDULER_SETTINGS if args.get(name) is not None}

@@ -12,7 +12,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
 - artefacts.py: what builds make on hypervisors, recorded before they make it, and what builds
   that died left there;
 - server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records;
-- inventory.py: what the instances inventory reads.
+- inventory.py: what the instances inventory reads;
+- evacuations.py: fencing a down hypervisor, and its instances' claims moved as they are rebuilt.
 
 Usage the scheduler decides on (the tracker view) is the ledger's claims plus the unmanaged
 usage a sync recorded; capacity is the last synced copy of the facts, with a generation that
@@ -40,6 +41,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     artefacts,
     claims,
     decisions,
+    evacuations,
     host_states,
     inventory,
     server_groups,
@@ -72,6 +74,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     BUILDING,
     DOMAIN,
     ERROR,
+    FENCE_COMMAND,
+    FENCE_CONFIRMED,
     HV_DOWN,
     HV_MISSING,
     HV_UP,
@@ -89,7 +93,8 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims as claims_table
 
 __all__ = [
-    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "HV_DOWN",
+    "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "FENCE_COMMAND",
+    "FENCE_CONFIRMED", "HV_DOWN",
     "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
     "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
@@ -487,6 +492,48 @@ class Ledger:
         ``removed_artefacts`` (ids: the caller removed them); False if it was not there."""
         with self._write() as db:
             return claims.delete_instance(db, instance_uuid, removed_artefacts)
+
+    # ---- fencing and evacuation (evacuations.py) --------------------------------------------
+
+    @database_errors
+    def fence(self, host: str, method: str, fenced_by: str, output: str | None = None) -> dict[str, Any]:
+        """Record that ``host`` is fenced (it cannot run its guests any more), now, by
+        ``fenced_by``, and how: FENCE_CONFIRMED (the operator said so) or FENCE_COMMAND (the
+        operator's fence command succeeded; ``output``, bounded, is what it printed). The first
+        sync that reaches the host clears it. Returns the fencing as results show it."""
+        with self._write() as db:
+            return evacuations.fence(db, host, method, fenced_by, output, utcnow())
+
+    @database_errors
+    def claim_evacuation(self, instance_uuid: str, source_uuid: str, destination_uuid: str, owner: str,
+                         lease_s: int = DEFAULT_LEASE_S, exact: ExactRequest | None = None) -> dict[str, Any]:
+        """Claim ``destination_uuid`` for an instance of the fenced hypervisor ``source_uuid``, in
+        one transaction: locked and re-checked as ``claim_move`` does (room, its group's hard
+        policy), and only while the instance is still on the source and no other run holds a
+        claim of it elsewhere - the claim decides which run evacuates it (ClaimConflict for the
+        other, with why), and while the source is still fenced (NotFenced once a sync reached it
+        again). The source's claim stays until ``finish_evacuation``; give the destination back
+        with ``release_claim``."""
+        with self._write() as db:
+            return evacuations.claim_evacuation(db, instance_uuid, source_uuid, destination_uuid, owner, lease_s,
+                                                exact)
+
+    @database_errors
+    def finish_evacuation(self, instance_uuid: str, claim_id: int, left: Sequence[Mapping[str, Any]],
+                          built: Mapping[str, Any] | None, owner: str) -> dict[str, Any]:
+        """The instance runs where claim ``claim_id`` is, ACTIVE: its only claim, without a lease
+        (``built``: its new build record, kept in its request). What it left on the host it was
+        evacuated from (``left``: {kind, pool, name}) is recorded there as evacuated, for the
+        sync that reaches that host again to remove. Returns the instance."""
+        with self._write() as db:
+            return evacuations.finish_evacuation(db, instance_uuid, claim_id, left, built, owner, utcnow())
+
+    @database_errors
+    def evacuation_failed(self, instance_uuid: str, reason: str) -> dict[str, Any]:
+        """No host could take the evacuated instance: ERROR with ``reason``, still on its old
+        host, whose claim it keeps; any other claim of it is given back. Returns the instance."""
+        with self._write() as db:
+            return evacuations.evacuation_failed(db, instance_uuid, reason, utcnow())
 
     # ---- what builds make --------------------------------------------------------------------
 

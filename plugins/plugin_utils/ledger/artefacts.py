@@ -7,6 +7,8 @@ name (volumes ``berth-<instance uuid>-...``) - by what its instance holds on tha
 
 - a claim without a lease: the instance runs there, the artefact is its own;
 - a claim whose lease has not expired: a build in progress, never touched;
+- no claim, and recorded as evacuated (``evacuated_at``): what an instance evacuated from this
+  host left there. The sync removes it even where its domain runs: the instance runs elsewhere;
 - no claim, and recorded: a leftover - of a build that died (its lease expired and the sync
   released its claim), of a build that moved on to another host after failing there, of a move
   whose source went away before its copy was removed, of an instance deleted or replaced by a
@@ -134,9 +136,10 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
     storage_pool); ``claimed``: the instances holding a claim on it now, whatever their lease
     (the sync has settled the expired ones); ``rows``: its artefact rows (``artefact_dict``).
     Returns the leftovers, one group per instance: {instance_uuid, instance_name, running,
-    items}, each item a row with ``present`` (True or False as the state shows it, None where
-    the state cannot tell: a volume of another pool); ``running`` says that the instance's
-    domain runs there, and then nothing of the group may be removed. Then the names of the
+    evacuated, items}, each item a row with ``present`` (True or False as the state shows it,
+    None where the state cannot tell: a volume of another pool); ``running`` says that the
+    instance's domain runs there, and then nothing of the group may be removed - unless
+    ``evacuated``: the instance was evacuated from this host and runs elsewhere. Then the names of the
     volumes named after an instance that holds no claim there and that no row records.
     """
     claimed = set(claimed)
@@ -151,7 +154,9 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
             continue
         group = groups.setdefault(row["instance_uuid"], {
             "instance_uuid": row["instance_uuid"], "instance_name": row["instance_name"],
-            "running": domains.get(row["instance_uuid"], {}).get("state") in ACTIVE_DOMAIN_STATES, "items": []})
+            "running": domains.get(row["instance_uuid"], {}).get("state") in ACTIVE_DOMAIN_STATES,
+            "evacuated": False, "items": []})
+        group["evacuated"] = group["evacuated"] or row.get("evacuated_at") is not None
         if row["kind"] == DOMAIN:
             present = row["instance_uuid"] in domains
         else:
@@ -180,6 +185,8 @@ def why_left(db: Connection, groups: Sequence[dict[str, Any]], hv_uuid: str) -> 
             later = by_name.get(name)
             group["why"] = (f"instance {name} was replaced by a relaunch, now {later.uuid}" if later is not None
                             else f"instance {name} was deleted")
+        elif instance.hypervisor_uuid != hv_uuid and group.get("evacuated"):
+            group["why"] = f"{name} was evacuated to {instance.host} ({instance.state})"
         elif instance.hypervisor_uuid != hv_uuid:
             group["why"] = f"{name} went on to {instance.host} ({instance.state}): left by a failed build or a move"
         elif instance.failure_reason:

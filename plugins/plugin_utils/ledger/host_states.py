@@ -36,6 +36,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     HV_UP,
     DIGEST_COLUMNS,
     claims,
+    fence_record,
     hypervisor_facts,
     hypervisor_images,
     hypervisor_networks,
@@ -600,6 +601,7 @@ def hypervisor_list(db: Connection, now: dt.datetime, uuids: Sequence[str] | Non
             "generation": row.generation, "disabled": row.disabled, "disabled_reason": row.disabled_reason,
             "sync_status": row.sync_status, "down_reason": row.down_reason, "synced_at": iso(row.synced_at),
             "sync_age_s": row.sync_age_s, "rehomed_reason": row.rehomed_reason, "rehomed_at": iso(row.rehomed_at),
+            "fenced": fence_record(row._mapping),
             "status_reason": (None if row.sync_status == HV_UP
                               else _explained(row.down_reason or row.sync_status, row.synced_at)),
             "inventories": {

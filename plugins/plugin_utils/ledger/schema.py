@@ -62,6 +62,10 @@ HV_UP = "up"
 HV_DOWN = "down"
 HV_MISSING = "missing"
 
+# How a hypervisor was fenced: the operator said so, or the operator's fence command succeeded.
+FENCE_CONFIRMED = "confirmed"
+FENCE_COMMAND = "fence_command"
+
 # What a build makes on a hypervisor (artefacts): volumes of the storage pool and the domain.
 DOMAIN = "domain"
 VOLUME = "volume"
@@ -150,6 +154,13 @@ hypervisors = Table(
     # Builds that failed here since the last one that succeeded (Nova's compute manager counts
     # them so), for BuildFailureWeigher.
     Column("failed_builds", Integer, default=0, nullable=False),
+    # That the host, down, was fenced (it cannot run its guests any more): when, by whom, and how
+    # (FENCE_CONFIRMED or FENCE_COMMAND, with the command's output, bounded). Cleared by the
+    # first sync that reaches the host again.
+    Column("fenced_at", DateTime, nullable=True),
+    Column("fenced_by", String(255), nullable=True),
+    Column("fence_method", String(32), nullable=True),
+    Column("fence_output", Text, nullable=True),
 )
 
 # The facts of a hypervisor's last sync that only some filters read, beside its row.
@@ -277,6 +288,9 @@ artefacts = Table(
     Column("name", String(255), nullable=False),  # the volume's name, the domain's name
     Column("owner", String(255), nullable=False),  # the run that recorded it
     Column("created_at", DateTime, nullable=False),
+    # Set for what an evacuated instance left on the host it was evacuated from: the sync that
+    # reaches that host removes it even where the domain runs (the instance runs elsewhere).
+    Column("evacuated_at", DateTime, nullable=True),
     UniqueConstraint("hypervisor_uuid", "instance_uuid", "kind", "name", name="uq_artefacts_what"),
 )
 
@@ -347,10 +361,19 @@ def decision_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def fence_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A hypervisor row's fencing, as results show it; None where it is not fenced."""
+    if row.get("fenced_at") is None:
+        return None
+    return {"fenced_at": iso(row["fenced_at"]), "fenced_by": row["fenced_by"], "method": row["fence_method"],
+            "output": row["fence_output"]}
+
+
 def artefact_dict(row: Mapping[str, Any], host: str | None = None) -> dict[str, Any]:
     """An artefact row as the ledger's callers see it, with its hypervisor's name if known."""
     return {
         "id": row["id"], "hypervisor_uuid": row["hypervisor_uuid"], "host": host,
         "instance_uuid": row["instance_uuid"], "instance_name": row["instance_name"], "kind": row["kind"],
         "pool": row["pool"], "name": row["name"], "owner": row["owner"], "created_at": iso(row["created_at"]),
+        "evacuated_at": iso(row.get("evacuated_at")),
     }

@@ -222,7 +222,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
                               "leftovers": [], "orphan_volumes": [], "power_states": [],
-                              "identity_conflicts": conflicts}
+                              "unfenced": [], "identity_conflicts": conflicts}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
     # The row a conflicting state claims is its owner's: it stays as it is.
@@ -231,7 +231,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     down_uuids -= spared
     # Every row this sync writes is locked at once, in UUID order, as claims lock them.
     locked = db.execute(
-        select(H.uuid, H.generation, H.sync_status, H.uri,
+        select(H.uuid, H.generation, H.sync_status, H.uri, H.fenced_at,
                *(getattr(H, name) for name in (*_COMPARED, *HOT_FACT_FIELDS)))
         .where(H.uuid.in_([*uuids, *down_uuids])).order_by(H.uuid).with_for_update()).mappings()
     current = {row["uuid"]: row for row in locked}
@@ -240,14 +240,20 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     for state in answering:
         values = _row_values(state)
         row = current[state["uuid"]]
-        if any(row[name] != values[name] for name in _COMPARED) or row["sync_status"] != HV_UP:
+        if any(row[name] != values[name] for name in _COMPARED) or row["sync_status"] != HV_UP \
+                or row["fenced_at"] is not None:
             changed.add(state["uuid"])
         # The URI the hypervisor was reached at this time; a state without one keeps the last.
         if state.get("uri"):
             values["uri"] = state["uri"]
         if state["uuid"] in changed or any(not _same(row[name], values[name]) for name in values):
+            # A host that answers is not fenced any more (whatever fenced it is undone): an
+            # evacuation needs it fenced again after it next goes down.
             rewrites.append({"key": state["uuid"], **values, "synced_at": now, "sync_status": HV_UP,
-                             "down_reason": None})
+                             "down_reason": None, **UNFENCED})
+            if row["fenced_at"] is not None:
+                report["unfenced"].append({"host": state["host"], "uuid": state["uuid"],
+                                           "fenced_at": iso(row["fenced_at"])})
         else:
             unchanged.append(state["uuid"])
     # Incremental: a hypervisor whose row would be written as it is only has its sync time
@@ -281,8 +287,12 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
         report["kept_expired_claims"].append({**claim_dict(claim._mapping), "why": "its hypervisor did not answer"})
     report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
         report[key] for key in ("missing_instances", "found_again", "released_claims", "finished_builds",
-                                "power_states"))
+                                "power_states", "unfenced"))
     return report
+
+
+# A hypervisor row's fencing, cleared (schema: fenced_at...).
+UNFENCED = {"fenced_at": None, "fenced_by": None, "fence_method": None, "fence_output": None}
 
 
 def _insert_new(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime) -> set[str]:

@@ -108,6 +108,24 @@ class Build:
         nothing), which a claim on an alternate fits."""
         return self._many(placements, lambda placement: self._active(request, placement, exact))
 
+    def rebuild(self, request: Request, target: Mapping[str, Any], name: str, uuid: str,
+                assignment: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Make instance ``name`` (``uuid``) anew from ``request`` on ``target`` (build_target's)
+        alone - an evacuation's rebuild, whose claim there is taken already: its volumes from
+        its image, its domain defined and started; no alternates, and the instance's state is
+        the caller's to set. ``assignment``: what its claim there holds of CPUs, cells, pages and
+        devices. Returns {changed, domain, cpu}; what fails is removed from the host and raised."""
+        try:
+            chosen_type = domain_type(request.domain_type, list(target.get("domain_types") or []))
+            cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
+            result = self._on_host(self._session(target["host"], target["uri"]), name, uuid, request, assignment,
+                                   chosen_type, cpu, target.get("cpu_shared_set"), self._progress.of(name, target["host"]))
+        finally:
+            for session in self._sessions.values():
+                session.close()
+            self._sessions.clear()
+        return {**result, "cpu": cpu}
+
     def remove(self, placements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Remove each of ``placements`` (name, uuid, host, uri): its domain, volumes and what the
         ledger recorded of its builds anywhere, then its ledger rows."""

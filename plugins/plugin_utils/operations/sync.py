@@ -43,7 +43,7 @@ FRESHNESS_WARNING_SHARE = 0.5
 # The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
                  "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states",
-                 "identity_conflicts")
+                 "unfenced", "identity_conflicts")
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,13 @@ class Sync:
         gone: list[int] = []
         for group in batch["leftovers"]:
             group.update(removed=[], error=None)
-            if keep or check or group["running"]:
+            # An evacuated instance runs elsewhere: its old copy goes even if it runs here, and
+            # is never kept for inspection (it would run twice).
+            evacuated = group.get("evacuated", False)
+            if evacuated and check:
+                group["outcome"] = WOULD_REMOVE
+                continue
+            if not evacuated and (keep or check or group["running"]):
                 group["outcome"] = RUNNING if group["running"] else KEPT if keep else WOULD_REMOVE
                 continue
             target = targets[group["host"]]
@@ -219,7 +225,7 @@ class Sync:
                 # On the sync's own thread: each call under the hypervisor's timeout.
                 with open_hypervisor(target, False, self.connect) as hv:
                     removed, running = remove_recorded(hv, group["instance_uuid"], group["items"],
-                                                       spare_running=True)
+                                                       spare_running=not evacuated)
             except Exception as exc:  # that host's answers, asked again here: its failure, never the sync's
                 group.update(outcome=FAILED, error=failure_reason(group["host"], exc))
                 continue
@@ -373,6 +379,9 @@ def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
     for entry in report["missing_instances"]:
         lines.append((entry["host"], f"{entry['name']}: {entry['state']} in the ledger but no domain on "
                                      f"{entry['host']} (missing since {entry['missing_since']})"))
+    for entry in report.get("unfenced", []):
+        lines.append((entry["host"], f"{entry['host']}: answers again: no longer fenced (fenced at "
+                                     f"{entry['fenced_at']})"))
     for entry in report["found_again"]:
         lines.append((entry["host"], f"{entry['name']}: found again on {entry['host']}"))
     for entry in report.get("power_states", []):
@@ -424,6 +433,8 @@ def _leftover_line(group: Mapping[str, Any]) -> str:
     why not, and what became of its instance."""
     where, why = group["host"], group["why"]
     outcome = group.get("outcome", WOULD_REMOVE)
+    if group.get("evacuated"):
+        return _evacuated_line(group, outcome)
     there = [item for item in group["items"] if item["present"] is not False]
     if outcome == REMOVED:
         if not group["removed"]:
@@ -442,6 +453,19 @@ def _leftover_line(group: Mapping[str, Any]) -> str:
                 f"({why}); delete.yml of {group['instance_name']} removes it")
     return (f"{where}: could not remove what a dead build left: {listed} ({why}): {group['error']}; the next "
             f"sync tries again")
+
+
+def _evacuated_line(group: Mapping[str, Any], outcome: str) -> str:
+    """What became of what an evacuated instance left on the host it was evacuated from."""
+    where, why = group["host"], group["why"]
+    if outcome == REMOVED:
+        removed = ", ".join(map(_artefact, group["removed"])) or "nothing left, its records forgotten"
+        return f"{where}: evacuated, removed: {removed} ({why})"
+    listed = ", ".join(_artefact(item) for item in group["items"] if item["present"] is not False) or "nothing left"
+    if outcome == WOULD_REMOVE:
+        return f"{where}: evacuated, would remove: {listed} ({why})"
+    return (f"{where}: evacuated, could not remove: {listed} ({why}): {group['error']}; the next sync tries "
+            f"again")
 
 
 # ---- hypervisors no inventory lists ---------------------------------------------------------------
