@@ -85,6 +85,8 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "keep_leftovers": "whether a sync keeps what dead builds left (volumes, domains) for inspection",
     "decisions_max_age_days": "how long the ledger keeps scheduling decisions",
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
+    "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k)",
+    "failover_enforce": "whether a launch that would break that headroom is refused or warned",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -107,6 +109,8 @@ REQUESTER_OPTIONS: dict[str, str] = {
     "user_data": "cloud-init user data",
     "domain_type": "kvm or qemu",
     "autostart": "whether the domains start with their libvirtd",
+    "ha": "whether the instances are restarted on another host when theirs fails",
+    "ha_priority": "their place in that restart order, highest first",
 }
 REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})
 
@@ -207,6 +211,8 @@ class Settings:
     migrate_max_retries: int = -1
     skip_cpu_compare_on_dest: bool = False
     transfer_timeout: float = 3600
+    failover_hosts: int = 0
+    failover_enforce: str = "refuse"
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:
