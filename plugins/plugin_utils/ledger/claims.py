@@ -275,7 +275,7 @@ def ha_listing(db: Connection) -> list[dict[str, Any]]:
     query = (select(instances, server_groups_table.c.name.label("group_name"))
              .outerjoin(server_group_members, server_group_members.c.instance_uuid == instances.c.uuid)
              .outerjoin(server_groups_table, server_groups_table.c.uuid == server_group_members.c.group_uuid)
-             .where(instances.c.ha.is_(True), instances.c.state.in_(PLACED_STATES),
+             .where(instances.c.ha.is_(True), instances.c.state.in_((BUILDING, *PLACED_STATES)),
                     instances.c.hypervisor_uuid.is_not(None))
              .order_by(instances.c.ha_priority.desc(), instances.c.name))
     return [{**instance_dict(row._mapping), "server_group": row.group_name} for row in db.execute(query)]
