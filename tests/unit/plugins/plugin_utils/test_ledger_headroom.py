@@ -25,6 +25,7 @@ def host(number):
         "total_usable_disk_gb": 100, "free_disk_mb": 100 * 1024, "num_instances": 0, "num_io_ops": 0,
         "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
         "reserved_host_memory_mb": 512, "reserved_host_disk_mb": 0, "domains": [],
+        "uri": f"qemu+ssh://root@hv{number}.example/system",
     }
 
 
@@ -109,3 +110,18 @@ def test_a_bad_setting_is_refused_naming_it(fleet):
     with pytest.raises(InputError, match="failover_enforce"):
         launch_check(fleet, Settings(failover_hosts=1, failover_enforce="maybe"), [on("a-1", 3)],
                      Request(flavor=MEDIUM), None)
+
+
+def test_a_launch_is_refused_before_its_claim_and_launches_without_the_setting(fleet):
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
+
+    request = Request(flavor=MEDIUM)
+    refused = Schedule(request, Settings(failover_hosts=1), ["app-1"], "app", fleet, {}, False).run()
+    # The scheduler chose hv3 (the most free RAM), the only room the HA instances have.
+    assert refused["failed"] and refused["msg"].startswith("the failover headroom (berth_failover_hosts=1) would be "
+                                                           "broken: with app-1 on hv3, the loss of hv1")
+    assert refused["headroom"]["single_hosts_unabsorbed"] == ["hv1", "hv2"]
+    assert [row["name"] for row in fleet.instances()] == ["db-1", "web-1"]
+    launched = Schedule(request, Settings(), ["app-1"], "app", fleet, {}, False).run()
+    assert not launched.get("failed") and "headroom" not in launched
+    assert [row["name"] for row in fleet.instances()] == ["app-1", "db-1", "web-1"]
