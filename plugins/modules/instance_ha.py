@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: instance_ha
 short_description: Mark an instance HA (restarted elsewhere when its hypervisor fails) and set its priority
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Changes, in Berth's ledger, whether an existing instance is an HA instance - one restarted on another
     hypervisor when its own fails, highest O(ha_priority) first - as the launch options
