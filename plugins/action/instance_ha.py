@@ -26,11 +26,13 @@ class ActionModule(BerthAction):
         ledger = Ledger(args["ledger_url"]).open()
         before, after = ledger.set_instance_ha(name, ha, priority, dry_run=bool(self._task.check_mode))
         changed = any(before[key] != after[key] for key in SHOWN)
+        if changed:
+            said = ", ".join(f"{key} {before[key]} -> {after[key]}" for key in SHOWN if before[key] != after[key])
+        else:
+            said = f"ha {after['ha']}, ha_priority {after['ha_priority']} already"
         result: dict[str, Any] = {
-            "changed": changed, "instance": {key: after[key] for key in ("name", "uuid", "host", "state", *SHOWN)},
-            "msg": (f"{name}: " + ", ".join(f"{key} {before[key]} -> {after[key]}" for key in SHOWN
-                                           if before[key] != after[key])
-                    if changed else f"{name}: ha {after['ha']}, ha_priority {after['ha_priority']} already")}
+            "changed": changed, "msg": f"{name}: {said}",
+            "instance": {key: after[key] for key in ("name", "uuid", "host", "state", *SHOWN)}}
         if self._task.diff and changed:
             result["diff"] = {"before": {key: before[key] for key in SHOWN}, "after": {key: after[key] for key in SHOWN},
                               "before_header": f"{name} (ledger)", "after_header": f"{name} (wanted)"}

@@ -61,7 +61,9 @@ instance:
     name: {description: Its name., type: str}
     uuid: {description: Its uuid., type: str}
     host: {description: The hypervisor it is placed on., type: str}
-    state: {description: Its state (ACTIVE, BUILDING, ERROR...)., type: str}
+    state:
+      description: Its state, such as C(ACTIVE) or C(ERROR).
+      type: str
     ha: {description: Whether it is an HA instance., type: bool}
     ha_priority: {description: Its restart priority., type: int}
 msg:
