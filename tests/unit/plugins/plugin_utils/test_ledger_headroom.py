@@ -125,3 +125,23 @@ def test_a_launch_is_refused_before_its_claim_and_launches_without_the_setting(f
     launched = Schedule(request, Settings(), ["app-1"], "app", fleet, {}, False).run()
     assert not launched.get("failed") and "headroom" not in launched
     assert [row["name"] for row in fleet.instances()] == ["app-1", "db-1", "web-1"]
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"ha": "yes"}, "ha"), ({"ha_priority": -1}, "ha_priority"), ({"ha_priority": 1001}, "ha_priority"),
+    ({"ha_priority": True}, "ha_priority"), ({"ha_priority": "5"}, "ha_priority")])
+def test_the_launch_options_are_checked_once_with_the_request_naming_the_field(options, field):
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
+
+    with pytest.raises(InputError) as refused:
+        check_request({"flavor": {"vcpus": 1, "memory_mb": 256, "root_gb": 1}, **options}, Settings())
+    assert refused.value.field == field and "ha" in str(refused.value)
+
+
+def test_the_launch_options_are_kept_by_the_request_and_not_in_its_record():
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_request
+
+    request = check_request({"flavor": {"vcpus": 1, "memory_mb": 256, "root_gb": 1}, "ha": True, "ha_priority": 7},
+                            Settings())
+    assert (request.ha, request.ha_priority) == (True, 7)
+    assert "ha" not in request.to_record() and "ha_priority" not in request.to_record()
