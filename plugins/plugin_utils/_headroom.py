@@ -19,8 +19,8 @@ hosts (its placement and alternates: the shortlist). A loss is then decided on t
 of the instances it restarts, with the same filters and weighers, and an instance that finds no
 host there is decided again on the rest of the fleet (the hosts outside the shortlists, whose
 state the loss has not changed), so "no host" is the whole fleet's answer. A loss whose
-instances have the same requests as one decided already, and that takes none of the hosts that
-decision used, has its answer. Weighers normalise over the candidates they see, so the host a
+instances have the same requests as one decided already, on the same shortlisted hosts (none of
+them lost), has its answer. Weighers normalise over the candidates they see, so the host a
 restart is given may differ from the one a real evacuation picks on the whole fleet; whether a
 host is found does not, for filters judge each host alone.
 """
@@ -166,7 +166,7 @@ class Evacuations:
         self.table, self.overrides = table, dict(overrides or {})
         self.positions = {host: position for position, host in enumerate(table.column("host"))}
         self.shortlists: dict[str, list[str]] = {}
-        self.decided: dict[tuple[str, ...], tuple[set[str], list[str | None], dict[int, str]]] = {}
+        self.decided: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str | None], dict[int, str]]] = {}
 
     def state(self, host: str) -> HostState:
         return self.overrides.get(host) or self.table[self.positions[host]]
@@ -184,21 +184,23 @@ class Evacuations:
         """The HA instances of the ``failed`` hosts (``instances``, in restart order) placed on
         the rest, one after another."""
         loss = Loss(tuple(failed))
-        keys = tuple(instance.key for instance in instances)
         lost = set(failed)
-        earlier = self.decided.get(keys)
-        if earlier is not None and not earlier[0] & lost:
-            _used, hosts, reasons = earlier
+        pool: list[str] = []
+        for host in [*self.overrides, *(host for instance in instances for host in self.shortlist(instance, wanted))]:
+            if host not in lost and host not in pool:
+                pool.append(host)
+        # The same requests on the same hosts, decided on them alone: the same answer.
+        memo = (tuple(instance.key for instance in instances), tuple(pool))
+        earlier = self.decided.get(memo)
+        if earlier is not None:
+            hosts, reasons = earlier
             for index, instance in enumerate(instances):
                 if hosts[index] is not None:
                     loss.placed[instance.name] = hosts[index]  # type: ignore[assignment]
                 else:
                     loss.unplaced[instance.name] = reasons[index]
             return loss
-        pool: list[str] = []
-        for host in [*self.overrides, *(host for instance in instances for host in self.shortlist(instance, wanted))]:
-            if host not in lost and host not in pool:
-                pool.append(host)
+        pool = list(pool)
         states: dict[str, HostState] = {}
         groups: dict[str, ServerGroup] = {}
         hosts: list[str | None] = []
@@ -236,9 +238,8 @@ class Evacuations:
             hosts.append(chosen)
             loss.placed[instance.name] = chosen
         if not whole_fleet:
-            # Decided on the pool alone: the same requests meet the same pool wherever no host
-            # of it is lost.
-            self.decided.setdefault(keys, (set(pool), hosts, reasons))
+            # Decided on the pool alone, so nothing outside it (the lost hosts among them) mattered.
+            self.decided[memo] = (hosts, reasons)
         return loss
 
 
