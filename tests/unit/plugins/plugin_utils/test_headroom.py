@@ -121,3 +121,10 @@ def test_a_fleet_larger_than_the_shortlist_finds_room_beyond_it(k):
     hosts[0] = host("hv00", 0)
     headroom, losses = answer(hosts, [ha("a", "hv00")], k=k)
     assert headroom.held and losses[("hv00",)] == ({"a": "hv29"}, [])
+
+
+def test_a_loss_of_the_host_an_earlier_loss_restarted_on_is_decided_anew():
+    # a and b ask alike; a's restart goes to hv2 (the most free), b's cannot: hv2 is b's own.
+    hosts = [host("hv1", 0), host("hv2", 12000), host("hv3", 9000)]
+    _headroom, losses = answer(hosts, [ha("a", "hv1"), ha("b", "hv2")])
+    assert losses == {("hv1",): ({"a": "hv2"}, []), ("hv2",): ({"b": "hv3"}, [])}
