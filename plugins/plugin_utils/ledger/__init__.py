@@ -365,7 +365,7 @@ class Ledger:
 
     @database_errors
     def ha_instances(self) -> list[dict[str, Any]]:
-        """The HA instances placed on a hypervisor (ACTIVE, BUILDING, PAUSED, SHUTOFF...), each
+        """The HA instances placed on a hypervisor (BUILDING, ACTIVE, STOPPED or PAUSED), each
         with its server group's name (``server_group``, None outside any), highest ha_priority
         first, then by name: the order an evacuation restarts them in."""
         with self._read() as db:
