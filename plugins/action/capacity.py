@@ -10,6 +10,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet, without_gc
+from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import check_failover_settings, ledger_headroom
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     ledger_group,
     request_spec,
@@ -40,7 +41,12 @@ class ActionModule(BerthAction):
         for host, failed_builds in zip(answer["hosts"], fleet.hosts.column("failed_builds")):
             host["failed_builds"] = failed_builds  # what BuildFailureWeigher holds against it
         total = "an unlimited number" if answer["total"] is None else answer["total"]
+        check_failover_settings(settings)
+        # The HA instances' room: only the ledger knows them, and only an operator who keeps some asks.
+        headroom = (ledger_headroom(ledger, settings).to_dict()
+                    if ledger is not None and settings.failover_hosts else None)
         return {
+            "headroom": headroom,
             "changed": False,
             "flavor": flavor.to_dict(),
             "total": answer["total"],

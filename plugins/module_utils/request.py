@@ -246,6 +246,25 @@ def boot_spec(boot: Any) -> dict[str, str]:
     return spec
 
 
+# An HA instance's place in the restart order, highest first (as Proxmox VE's HA priorities).
+HA_PRIORITY_MAX = 1000
+
+
+def ha_priority_option(value: Any) -> int:
+    """``ha_priority``: an integer from 0 to HA_PRIORITY_MAX."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= HA_PRIORITY_MAX:
+        raise InputError("ha_priority", f"ha_priority must be an integer from 0 to {HA_PRIORITY_MAX} (restarted "
+                                        f"highest first), got {value!r}")
+    return value
+
+
+def ha_option(value: Any) -> bool:
+    """``ha``: true or false."""
+    if not isinstance(value, bool):
+        raise InputError("ha", f"ha must be true or false, got {value!r}")
+    return value
+
+
 # ---- the launch request, typed ----------------------------------------------------------------
 
 # The schema of an instance's recorded request (the ledger's instances.request): 1 kept the
@@ -376,6 +395,11 @@ class Request:
     it back into this type (``from_record``), never from the domain a hypervisor reports.
 
     ``boot`` and ``project_id`` are the operator's settings at the launch, recorded with it.
+    ``ha`` and ``ha_priority`` (restart the instance elsewhere when its host fails, in this order)
+    are the requester's choice like the rest, but not part of the record: the ledger keeps them in
+    the instance's own columns, written with its claim, because berth.fleet.instance_ha changes them
+    after the launch and an HA run selects and orders instances by them; the record says how to
+    re-create the guest, which they do not change.
     ``topology`` (the guest's sockets, cores and threads) is derived from the flavor and the
     image, and refused when they contradict each other."""
 
@@ -396,6 +420,8 @@ class Request:
     project_id: str = DEFAULT_PROJECT_ID
     domain_type: str = ""
     autostart: bool = False
+    ha: bool = False
+    ha_priority: int = 0
     topology: Mapping[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -25,6 +25,9 @@ description:
     total is then null.
   - With the ledger on, the usage counted is the ledger's (claims plus unmanaged domains), as
     M(berth.fleet.schedule) sees it. Nothing is written.
+  - With O(failover_hosts) set, also the failover headroom - whether the HA instances of that many failed
+    hypervisors could be restarted on the rest, worked out with the filters and each instance's recorded
+    request as an evacuation would place them, and which single hypervisor's loss could not be absorbed (RV(headroom)).
   - A module rather than a Jinja filter, because it needs the ledger's host states and usage,
     which a filter cannot reach without being handed them.
 options:
@@ -102,6 +105,7 @@ extends_documentation_fragment:
   - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.limits
+  - berth.fleet.headroom
 attributes:
   check_mode:
     support: full
@@ -167,4 +171,25 @@ flavor:
   description: The resolved flavor.
   returned: always
   type: dict
+headroom:
+  description:
+    - The failover headroom (N+k) for O(failover_hosts) failed hypervisors, from the ledger's HA
+      instances (null when O(failover_hosts) is 0 or the ledger is off).
+  returned: always
+  type: dict
+  contains:
+    failover_hosts: {description: O(failover_hosts)., type: int}
+    held: {description: Whether every loss checked could be absorbed., type: bool}
+    ha_instances: {description: The HA instances placed on the fleet's hypervisors., type: int}
+    single_hosts_unabsorbed:
+      description: The hypervisors whose loss alone could not be absorbed (some HA instance of theirs finds no host).
+      type: list
+      elements: str
+    unabsorbed:
+      description: Each loss that could not be absorbed - C(failed) (the hosts), C(placed) (instance - host,
+        where the others would restart), C(unplaced) (each instance with the scheduler's reason).
+      type: list
+      elements: dict
+    losses_checked: {description: How many losses were worked out., type: int}
+    summary: {description: 'One line, e.g. C(failover headroom for 1 host (4 HA instances, 3 losses checked) - held).', type: str}
 """

@@ -77,6 +77,20 @@ options:
     description: Start the domain when its libvirtd starts.
     type: bool
     default: false
+  ha:
+    description:
+      - Restart the instance on another hypervisor when its own fails (an HA instance), highest
+        O(ha_priority) first; the ledger keeps it with the instance (not in its recorded request), and
+        M(berth.fleet.instance_ha) changes it later.
+      - The operator's C(berth_failover_hosts) keeps room free to restart the HA instances of that many
+        failed hypervisors (M(berth.fleet.capacity) reports it); a launch that would take that room is
+        refused or warned (C(berth_failover_enforce)).
+    type: bool
+    default: false
+  ha_priority:
+    description: The instance's place in the HA restart order, from 0 to 1000, highest first.
+    type: int
+    default: 0
   project_id:
     description:
       - The project the instance is for (AggregateMultiTenancyIsolation), recorded on it; see M(berth.fleet.schedule).
@@ -144,6 +158,7 @@ extends_documentation_fragment:
   - berth.fleet.scheduler
   - berth.fleet.devices
   - berth.fleet.uri_policy
+  - berth.fleet.headroom
   - berth.fleet.launch
   - berth.fleet.guest
   - berth.fleet.seed

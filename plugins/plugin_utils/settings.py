@@ -88,6 +88,8 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "shared_pools": "the storage pools every hypervisor shares, from which an evacuation keeps the disks",
     "decisions_max_age_days": "how long the ledger keeps scheduling decisions",
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
+    "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k)",
+    "failover_enforce": "whether a launch that would break that headroom is refused or warned",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -110,6 +112,8 @@ REQUESTER_OPTIONS: dict[str, str] = {
     "user_data": "cloud-init user data",
     "domain_type": "kvm or qemu",
     "autostart": "whether the domains start with their libvirtd",
+    "ha": "whether the instances are restarted on another host when theirs fails",
+    "ha_priority": "their place in that restart order, highest first",
 }
 REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})
 
@@ -216,6 +220,8 @@ class Settings:
     fence_command: tuple[str, ...] = ()
     fence_timeout: float = 60
     shared_pools: tuple[str, ...] = ()
+    failover_hosts: int = 0
+    failover_enforce: str = "refuse"
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:

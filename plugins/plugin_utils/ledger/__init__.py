@@ -347,7 +347,7 @@ class Ledger:
     def claim(self, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
               lease_s: int = DEFAULT_LEASE_S, server_group: str | None = None,
               image: str | None = None, request: Mapping[str, Any] | None = None,
-              exact: ExactRequest | None = None) -> list[dict[str, Any]]:
+              exact: ExactRequest | None = None, ha: bool = False, ha_priority: int = 0) -> list[dict[str, Any]]:
         """Write BUILDING instances and their claims in one transaction, or nothing.
 
         ``placements`` are dicts with ``name``, ``host`` and ``hypervisor_uuid`` (and optionally
@@ -361,10 +361,28 @@ class Ledger:
         request's NUMA cells, dedicated CPUs, pages and devices: assignment.of_spec), each claim
         fits it again on its locked host and records what it took as its ``assignment``.
         Returns the instances, each with ``claim_id``, ``generation_moved`` (the host changed
-        since the decision, and the re-check found it still fits) and ``assignment``.
+        since the decision, and the re-check found it still fits) and ``assignment``. ``ha`` and
+        ``ha_priority`` (the request's) mark the instances restarted elsewhere when their host fails.
         """
         with self._write() as db:
-            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request, exact)
+            return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request, exact,
+                                ha, ha_priority)
+
+    @database_errors
+    def ha_instances(self) -> list[dict[str, Any]]:
+        """The HA instances placed on a hypervisor (BUILDING, ACTIVE, STOPPED or PAUSED), each
+        with its server group's name (``server_group``, None outside any), highest ha_priority
+        first, then by name: the order an evacuation restarts them in."""
+        with self._read() as db:
+            return claims.ha_listing(db)
+
+    @database_errors
+    def set_instance_ha(self, name: str, ha: bool | None, ha_priority: int | None,
+                        dry_run: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Set the instance ``name``'s ``ha`` and ``ha_priority`` (None: left as they are);
+        returns the instance before and after. LedgerError if there is no such instance."""
+        with self._write(dry_run) as db:
+            return claims.set_ha(db, name, ha, ha_priority)
 
     @database_errors
     def claim_move(self, instance_uuid: str, hypervisor_uuid: str, owner: str,

@@ -57,6 +57,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     server_group_members,
     unmanaged_usage,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import server_groups as server_groups_table
 
 # The filters a claim re-checks: the resources. Group policy is re-checked by server_groups.violation.
 CLAIM_CHECK_FILTERS = ("RamFilter", "CoreFilter", "DiskFilter")
@@ -197,7 +198,8 @@ def take_exact(view: HostState, request: ExactRequest, host: str) -> dict[str, A
 
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None,
-          request: Mapping[str, Any] | None = None, exact: ExactRequest | None = None) -> list[dict[str, Any]]:
+          request: Mapping[str, Any] | None = None, exact: ExactRequest | None = None,
+          ha: bool = False, ha_priority: int = 0) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
@@ -225,7 +227,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 "missing_since": None, "created_at": now, "updated_at": now,
                 "project_id": placement.get("project_id") or DEFAULT_PROJECT_ID,
                 "image_properties": dict(placement.get("image_properties") or {}) or None,
-                "request": dict(request) if request is not None else None})
+                "request": dict(request) if request is not None else None, "ha": ha, "ha_priority": ha_priority})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
         _insert_instances(db, new, placements)
         claim_ids = [
@@ -266,6 +268,31 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
         # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE).
         db.execute(delete(instances).where(instances.c.uuid == uuid))
     db.execute(insert(instances), taken)
+
+
+def ha_listing(db: Connection) -> list[dict[str, Any]]:
+    """Ledger.ha_instances's read: one query, the group joined."""
+    query = (select(instances, server_groups_table.c.name.label("group_name"))
+             .outerjoin(server_group_members, server_group_members.c.instance_uuid == instances.c.uuid)
+             .outerjoin(server_groups_table, server_groups_table.c.uuid == server_group_members.c.group_uuid)
+             .where(instances.c.ha.is_(True), instances.c.state.in_((BUILDING, *PLACED_STATES)),
+                    instances.c.hypervisor_uuid.is_not(None))
+             .order_by(instances.c.ha_priority.desc(), instances.c.name))
+    return [{**instance_dict(row._mapping), "server_group": row.group_name} for row in db.execute(query)]
+
+
+def set_ha(db: Connection, name: str, ha: bool | None,
+           ha_priority: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Ledger.set_instance_ha's write."""
+    row = db.execute(select(instances).where(instances.c.name == name)).first()
+    if row is None:
+        raise LedgerError(f"no instance named {name!r} in the ledger")
+    before = instance_dict(row._mapping)
+    wanted = {key: value for key, value in (("ha", ha), ("ha_priority", ha_priority))
+              if value is not None and value != before[key]}
+    if wanted:
+        db.execute(update(instances).where(instances.c.uuid == before["uuid"]).values(**wanted, updated_at=utcnow()))
+    return before, {**before, **wanted}
 
 
 def _check_group(db: Connection, group: Any, new_hosts: Sequence[str], moving: str | None = None) -> None:

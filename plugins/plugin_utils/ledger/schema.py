@@ -33,6 +33,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
@@ -247,6 +248,10 @@ instances = Table(
     # The request it was launched with (request.Request.to_record), which every move schedules with; NULL for
     # instances from before schema 0006 and adopted ones.
     Column("request", JSON, nullable=True),
+    # Restarted on another host when its hypervisor fails, highest ha_priority first; kept here
+    # rather than in the request, since berth.fleet.instance_ha changes them after the launch.
+    Column("ha", Boolean, nullable=False, default=False, server_default=false()),
+    Column("ha_priority", Integer, nullable=False, default=0, server_default="0"),
 )
 
 # Resources one instance holds on one hypervisor. An instance holds one claim, or two while it
@@ -336,7 +341,7 @@ def instance_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "failure_reason": row["failure_reason"], "missing_since": iso(row["missing_since"]),
         "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
         "project_id": row["project_id"], "image_properties": row["image_properties"] or {},
-        "request": row.get("request"),
+        "request": row.get("request"), "ha": bool(row.get("ha")), "ha_priority": row.get("ha_priority") or 0,
     }
 
 

@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import (
     recorded_states,
     without_gc,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import launch_check
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     decision_request,
     ledger_group,
@@ -160,6 +161,16 @@ class Schedule:
                         continue
                     result.update(failed=True, msg=refused_message(refused))
                     return result
+            if ledger is not None and settings.failover_hosts:
+                # Before the claim, as the claim's own check: room kept to restart HA instances.
+                refusal, warnings, headroom = launch_check(ledger, settings, placements, request, group)
+                result["headroom"] = headroom.to_dict()
+                if warnings:
+                    result.setdefault("warnings", []).extend(warnings)
+                if refusal:
+                    record("refused")
+                    result.update(failed=True, msg=refusal)
+                    return result
             # Without the ledger nothing is claimed: a "what if" changes nothing.
             result["changed"] = ledger is not None
             if check_mode or ledger is None:
@@ -176,7 +187,7 @@ class Schedule:
             try:
                 rows = ledger.claim(placements, flavor, owner, settings.lease_seconds,
                                     server_group=group and group["name"], request=request.to_record(),
-                                    exact=self.exact)
+                                    exact=self.exact, ha=request.ha, ha_priority=request.ha_priority)
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")

@@ -144,6 +144,8 @@ VALUES = {
     "shared_pools": ["nfs"],
     "decisions_max_age_days": 7,
     "decisions_max_count": 100,
+    "failover_hosts": 2,
+    "failover_enforce": "warn",
     **{name: MULTIPLIER for name in OPERATOR_SETTINGS if name.endswith("_weight_multiplier")},
 }
 # What each action needs besides, to validate.
