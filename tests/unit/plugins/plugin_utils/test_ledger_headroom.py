@@ -1,4 +1,4 @@
-"""HA instances in the ledger (migration 0012): the flag written with the claim, listed in
+"""HA instances in the ledger (migration 0013): the flag written with the claim, listed in
 restart order, changed by berth.fleet.instance_ha's write; and the failover headroom a launch is
 checked against before its claim, on a real ledger (SQLite and PostgreSQL).
 
