@@ -1,5 +1,5 @@
 # The operator's failover headroom settings (N+k), shared by berth.fleet.server (a launch checks
-# them before it claims) and berth.fleet.capacity (which reports the headroom).
+# them before it claims), berth.fleet.schedule (the roles' launch, the same check) and berth.fleet.capacity (which reports the headroom).
 from __future__ import annotations
 
 

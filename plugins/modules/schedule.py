@@ -238,6 +238,7 @@ extends_documentation_fragment:
   - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.limits
+  - berth.fleet.headroom
 attributes:
   check_mode:
     support: full

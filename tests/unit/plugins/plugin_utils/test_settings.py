@@ -265,3 +265,13 @@ def test_the_role_takes_requester_options_from_instance_variables_and_settings_f
     assert (args["image"], args["storage_pool"], args["serial_log_dir"]) == ("debian.qcow2", "default", "/srv/serial")
     assert (args["name"], args["timeout"]) == (None, 30)
     assert result["warnings"] == [variable_warning("instance_storage_pool", "storage_pool")]
+
+
+@pytest.mark.parametrize("name", ["server", "schedule"])
+def test_both_launch_paths_take_the_operator_s_failover_headroom(name):
+    """launch.yml (berth.fleet.server) and the roles' launch (berth.fleet.schedule, which claims)
+    both run the headroom check before their claim: each reads the operator's berth_failover_*
+    settings, so that the roles cannot launch past a headroom launch.yml keeps."""
+    task_args = {"from_vars": True} if name == "server" else {}
+    _result, args = run_action(name, task_args, {"berth_failover_hosts": 1, "berth_failover_enforce": "warn"})
+    assert (args["failover_hosts"], args["failover_enforce"]) == (1, "warn")
