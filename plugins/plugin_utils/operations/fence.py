@@ -99,10 +99,12 @@ def ensure_fenced(ledger: Ledger, hypervisor: Mapping[str, Any], settings: Setti
                          f"run twice (split brain). Make sure it cannot (power it off, cut it from its storage), "
                          f"then run again with -e fenced=true, or set berth_fence_command to a command that fences it")
     argv = fence_argv(settings.fence_command, host)
+    # Named by its program only: its arguments may carry a credential (a BMC's password).
+    named = f"the fence command ({argv[0]} for {host})"
     if check_mode:
-        return {"how": f"would run the fence command {argv} (not run in check mode)", "fenced": None}
+        return {"how": f"would run {named} (not run in check mode)", "fenced": None}
     succeeded, output = run_fence_command(argv, settings.fence_timeout, run)
     if not succeeded:
-        raise BerthError(f"{host} is not fenced: the fence command {argv} failed: {output}")
+        raise BerthError(f"{host} is not fenced: {named} failed: {output}")
     record = ledger.fence(host, FENCE_COMMAND, who, output)
-    return {"how": f"fenced by the fence command {argv} at {record['fenced_at']}", "fenced": record}
+    return {"how": f"fenced by {named} at {record['fenced_at']}", "fenced": record}

@@ -10,6 +10,7 @@ real libvirt and ansible-playbook: tests/integration/test_evacuate.py."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import stat
 import threading
 import uuid as uuidlib
@@ -321,14 +322,17 @@ def script(tmp_path, body):
 def test_a_fence_command_that_succeeds_fences_the_host_and_its_output_is_recorded(fleet, tmp_path):
     ledger, hvs, _uuids = fleet
     command = script(tmp_path, 'echo "powered off $1 with $2"\n')
-    settings = Settings(fence_command=(command, "{hypervisor}", "--hard; rm -rf /"))
+    settings = Settings(fence_command=(command, "{hypervisor}", "--hard; rm -rf /", "--password=s3cret"))
     plan = evacuate(ledger, hvs, check_mode=True, settings=settings)
-    assert plan["fencing"]["how"].startswith(f"would run the fence command ['{command}', 'hv2', ") and not fenced(ledger)
+    # Named by its program: an argument may be a BMC's password, never printed.
+    assert plan["fencing"]["how"] == f"would run the fence command ({command} for hv2) (not run in check mode)"
+    assert not fenced(ledger)
     done = evacuate(ledger, hvs, settings=settings)
     record = fenced(ledger)
     # One argument each, no shell: the ";" is text.
     assert (record["method"], record["output"]) == ("fence_command", "powered off hv2 with --hard; rm -rf /\\x0a")
     assert [result["outcome"] for result in done["results"]] == [EVACUATED] * 3
+    assert "s3cret" not in json.dumps(done, default=str)
 
 
 def test_a_fence_command_that_fails_refuses_the_evacuation_with_its_output(fleet, tmp_path):
