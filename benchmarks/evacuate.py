@@ -252,6 +252,13 @@ def lab_part(work: Path) -> dict[str, Any]:
         fleet.down(lab_dir)
 
 
+def machine() -> str:
+    """The CPU model (/proc/cpuinfo) and the kernel."""
+    models = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+              if line.startswith("model name")]
+    return f"{models[0] if models else platform.processor() or 'unknown CPU'}, Linux {platform.release()}"
+
+
 def spread(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
     return (f"{statistics.median(values) * scale:.{digits}f} "
             f"({min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f})")
@@ -262,7 +269,7 @@ def write(args: argparse.Namespace, measured: dict[str, list], lab: list[dict[st
     load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     lines = [
         "# Evacuation (benchmarks/evacuate.py)", "",
-        f"Python {platform.python_version()}, {os.cpu_count()} cores shared with other work; load average "
+        f"{machine()}, Python {platform.python_version()}, {os.cpu_count()} cores shared with other work; load average "
         f"{load_before} before, {load_after} after. Command: `.venv/bin/python benchmarks/evacuate.py "
         f"--hosts {args.hosts} --instances {args.instances} --runs {args.runs} --backends {args.backends}"
         f"{f' --lab-runs {args.lab_runs}' if args.lab else ' --no-lab'}`.", "",
