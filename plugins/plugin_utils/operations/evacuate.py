@@ -43,7 +43,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.evacuations imp
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import (
     DEFAULT_TEMPLATE,
     Build,
-    DomainTemplate,
     recorded_definition,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.fence import ensure_fenced
@@ -93,8 +92,11 @@ class Evacuation:
         self.settings, self.ledger, self.task_vars = settings, ledger, task_vars
         self.sources = {source["uuid"]: source for source in sources}
         self.check_mode, self.hooks, self.connect, self.timeout_s = check_mode, hooks, connect, timeout_s
-        self.template_path = template or DEFAULT_TEMPLATE
         self.shared = settings.storage_pool in settings.shared_pools
+        # One build, its domain template compiled once for every instance (compiling it again
+        # per instance was half an evacuation's time: benchmarks/results/evacuate.md).
+        self.build = Build(settings, ledger, template or DEFAULT_TEMPLATE, check_mode=False, diff=False,
+                           hooks=hooks, timeout_s=timeout_s, connect=connect)
         self.progress = Progress()
 
     def disks(self, instance: Mapping[str, Any], source: Mapping[str, Any]) -> str:
@@ -178,9 +180,7 @@ class Evacuation:
         Returns its new build record, or None where the recorded one still holds."""
         name, uuid, pool = instance["name"], instance["uuid"], self.settings.storage_pool
         if not self.shared:
-            build = Build(self.settings, self.ledger, self.template_path, check_mode=False, diff=False,
-                          hooks=self.hooks, timeout_s=self.timeout_s, connect=self.connect)
-            made = build.rebuild(request, target, name, uuid, claim["assignment"])
+            made = self.build.rebuild(request, target, name, uuid, claim["assignment"])
             return Built(seed=request.wants_seed, cpu=made["cpu"]).to_record()
         policy = UriPolicy.from_settings(self.settings.uri_policy)
         with self.connect(target["host"], target["uri"], self.timeout_s, uri_policy=policy) as dst:
@@ -190,7 +190,7 @@ class Evacuation:
             found = dst.find_domain(uuid)
             if found is not None and found["state"] == "running":
                 return None
-            definition = recorded_definition(instance, DomainTemplate(self.template_path), dst.pool_path(pool),
+            definition = recorded_definition(instance, self.build.template, dst.pool_path(pool),
                                              list(target.get("domain_types") or []), self.settings.serial_log_dir,
                                              assignment=claim["assignment"], shared_cpus=target.get("cpu_shared_set"))
             dst.define(definition)
