@@ -16,7 +16,7 @@ description:
     to restart is fenced only by a fencing the ledger recorded since it went down (an operator's
     M(berth.fleet.evacuate) with C(fenced=true), say) or by the operator's O(fence_command); a
     scheduled run has no operator to confirm anything. A host that is not fenced - no fence command,
-    or one that failed - is reported, with why, and none of its instances is touched: one that may
+    or one that failed - is reported, with why, and none of its instances is touched; one that may
     still run them would run them twice (split brain). A down host without HA instances is reported
     and not fenced.
   - Then the HA instances of all the fenced hosts are rebuilt on other hosts as
