@@ -369,12 +369,13 @@ class Ledger:
                                 ha, ha_priority)
 
     @database_errors
-    def ha_instances(self) -> list[dict[str, Any]]:
-        """The HA instances placed on a hypervisor (BUILDING, ACTIVE, STOPPED or PAUSED), each
-        with its server group's name (``server_group``, None outside any), highest ha_priority
-        first, then by name: the order an evacuation restarts them in."""
+    def ha_instances(self, states: Sequence[str] = (BUILDING, *PLACED_STATES)) -> list[dict[str, Any]]:
+        """The HA instances on a hypervisor in one of ``states`` (by default those placed there:
+        BUILDING, ACTIVE, STOPPED or PAUSED), each with its server group's name
+        (``server_group``, None outside any) and its hypervisor's URI, highest ha_priority first,
+        then by name: the order an HA run restarts them in."""
         with self._read() as db:
-            return claims.ha_listing(db)
+            return claims.ha_listing(db, states)
 
     @database_errors
     def set_instance_ha(self, name: str, ha: bool | None, ha_priority: int | None,

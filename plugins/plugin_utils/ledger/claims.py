@@ -270,15 +270,17 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
     db.execute(insert(instances), taken)
 
 
-def ha_listing(db: Connection) -> list[dict[str, Any]]:
-    """Ledger.ha_instances's read: one query, the group joined."""
-    query = (select(instances, server_groups_table.c.name.label("group_name"))
+def ha_listing(db: Connection, states: Sequence[str]) -> list[dict[str, Any]]:
+    """Ledger.ha_instances's read: one query, the group and the hypervisor's URI joined."""
+    query = (select(instances, server_groups_table.c.name.label("group_name"), hypervisors.c.uri)
              .outerjoin(server_group_members, server_group_members.c.instance_uuid == instances.c.uuid)
              .outerjoin(server_groups_table, server_groups_table.c.uuid == server_group_members.c.group_uuid)
-             .where(instances.c.ha.is_(True), instances.c.state.in_((BUILDING, *PLACED_STATES)),
+             .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
+             .where(instances.c.ha.is_(True), instances.c.state.in_(list(states)),
                     instances.c.hypervisor_uuid.is_not(None))
              .order_by(instances.c.ha_priority.desc(), instances.c.name))
-    return [{**instance_dict(row._mapping), "server_group": row.group_name} for row in db.execute(query)]
+    return [{**instance_dict(row._mapping), "server_group": row.group_name, "uri": row.uri}
+            for row in db.execute(query)]
 
 
 def set_ha(db: Connection, name: str, ha: bool | None,

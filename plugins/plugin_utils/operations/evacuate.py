@@ -58,6 +58,12 @@ CLAIM_RETRIES = 3
 EVACUATED, WOULD_EVACUATE, FAILED, TAKEN = "evacuated", "would evacuate", "error", "evacuated by another run"
 
 
+def is_down(hypervisor: Mapping[str, Any], service_down_time_s: int) -> bool:
+    """Whether ``hypervisor`` (a row of Ledger.hypervisors) counts as down: its last sync is
+    older than ``service_down_time_s`` (one never synced is not down: nothing ran there)."""
+    return hypervisor["sync_age_s"] is not None and hypervisor["sync_age_s"] > service_down_time_s
+
+
 def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict[str, Any]:
     """The ledger's row of ``host`` (Ledger.hypervisors'), which must be down: its last sync older
     than ``service_down_time_s`` (Nova's service_down_time: what the scheduler counts as down).
@@ -69,7 +75,7 @@ def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict
         raise InputError("host", f"no hypervisor {host!r} in {ledger.label} (known: {known})")
     row = rows[0]
     age_s = row["sync_age_s"]
-    if age_s is None or age_s <= service_down_time_s:
+    if not is_down(row, service_down_time_s):
         status = f"its sync status is {row['sync_status']}" + (f" ({row['down_reason']})" if row["down_reason"] else "")
         synced = "it was never synced" if age_s is None else f"its last sync was {age_s:.0f} s ago at {row['synced_at']}"
         raise BerthError(f"{host} is not down: {synced} and {status}; a host counts as down once its last sync is older than service_down_time "
@@ -232,7 +238,7 @@ class Evacuate:
         evacuation = Evacuation(settings, ledger, self.task_vars, [source], self.check_mode, self.hooks, self.connect,
                                 args["timeout"], args.get("template"))
         results = evacuation.run(placed)
-        lines = [_line(result) for result in results]
+        lines = [result_line(result) for result in results]
         failed = [result for result in results if result["outcome"] == FAILED]
         outcome: dict[str, Any] = {
             "changed": any(result["outcome"] in (EVACUATED, WOULD_EVACUATE) for result in results)
@@ -252,7 +258,7 @@ class Evacuate:
         return outcome
 
 
-def _line(result: Mapping[str, Any]) -> str:
+def result_line(result: Mapping[str, Any]) -> str:
     """One instance's outcome, as the report lists it."""
     name, outcome = result["name"], result["outcome"]
     if outcome in (EVACUATED, WOULD_EVACUATE):
