@@ -10,7 +10,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet, without_gc
-from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import check_failover_settings, ledger_headroom
+from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import (
+    check_failover_settings,
+    keeps_headroom,
+    ledger_headroom,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     ledger_group,
     request_spec,
@@ -44,7 +48,7 @@ class ActionModule(BerthAction):
         check_failover_settings(settings)
         # The HA instances' room: only the ledger knows them, and only an operator who keeps some asks.
         headroom = (ledger_headroom(ledger, settings).to_dict()
-                    if ledger is not None and settings.failover_hosts else None)
+                    if ledger is not None and keeps_headroom(settings.failover_hosts) else None)
         return {
             "headroom": headroom,
             "changed": False,

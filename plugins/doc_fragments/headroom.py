@@ -15,8 +15,11 @@ options:
         never by summing free memory. Checked are the loss of each hypervisor that holds an HA
         instance and, for more than 1, each such hypervisor with the others that hold the most HA
         memory; the docs' headroom guide says what that leaves out.
+      - "Per aggregate, a mapping of aggregate names to k (V({prod: 2, batch: 0})): a hypervisor keeps the
+        largest k of its aggregates (none in no aggregate named), and the hosts lost together with it are of
+        the same aggregate. Restarts go wherever the filters let them."
       - An operator setting (C(berth_failover_hosts)), never a requester's.
-    type: int
+    type: raw
     default: 0
   failover_enforce:
     description:

@@ -178,7 +178,7 @@ headroom:
   returned: always
   type: dict
   contains:
-    failover_hosts: {description: O(failover_hosts)., type: int}
+    failover_hosts: {description: "O(failover_hosts): the fleet's k, or each aggregate's.", type: raw}
     held: {description: Whether every loss checked could be absorbed., type: bool}
     ha_instances: {description: The HA instances placed on the fleet's hypervisors., type: int}
     single_hosts_unabsorbed:

@@ -13,6 +13,11 @@ Which losses are checked (all k-subsets of a fleet are far too many):
   A loss of hosts that hold no HA instance but whose free room the others would need is not
   checked: the answer can say "held" where such a combination could not be absorbed.
 
+k is the fleet's (``berth_failover_hosts: 1``) or each aggregate's (``berth_failover_hosts:
+{prod: 2, batch: 0}``): a hypervisor's k is the largest of its aggregates' (0 in none named), its
+single loss is checked where that is 1 or more, and the k - 1 heaviest others it is lost with are
+of the same aggregate. Restarts go wherever the filters let them, inside the aggregate or not.
+
 How it stays fast on a large fleet: for each distinct request (the HA instances of one flavor,
 request and group share one), the real scheduler is run once on the whole fleet for its best
 hosts (its placement and alternates: the shortlist). A loss is then decided on the shortlists
@@ -30,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
@@ -90,11 +95,43 @@ class Loss:
             f"{name} ({why})" for name, why in self.unplaced.items())
 
 
+FailoverHosts = Union[int, Mapping[str, int]]
+
+
+def failover_text(failover_hosts: FailoverHosts) -> str:
+    """'1 host', '2 hosts', or per aggregate 'prod: 2 hosts, batch: 1 host'."""
+    if isinstance(failover_hosts, Mapping):
+        return ", ".join(f"{name}: {failover_text(k)}" for name, k in sorted(failover_hosts.items()))
+    return f"{failover_hosts} host{'' if failover_hosts == 1 else 's'}"
+
+
+def host_failover(table: HostTable, failover_hosts: FailoverHosts) -> dict[str, int]:
+    """Each host's k: the fleet's, or the largest of its aggregates' (0 in none named)."""
+    hosts = table.column("host")
+    if not isinstance(failover_hosts, Mapping):
+        return dict.fromkeys(hosts, failover_hosts)
+    return {host: max([failover_hosts.get(aggregate["name"], 0) for aggregate in aggregates or []] or [0])
+            for host, aggregates in zip(hosts, table.column("aggregates"))}
+
+
+def loss_groups(table: HostTable, failover_hosts: FailoverHosts) -> list[tuple[int, set[str]]]:
+    """The hosts lost together, each set with its k: the whole fleet, or each aggregate."""
+    hosts = table.column("host")
+    if not isinstance(failover_hosts, Mapping):
+        return [(failover_hosts, set(hosts))]
+    members: dict[str, set[str]] = {}
+    for host, aggregates in zip(hosts, table.column("aggregates")):
+        for aggregate in aggregates or []:
+            members.setdefault(aggregate["name"], set()).add(host)
+    return [(k, members.get(name, set())) for name, k in sorted(failover_hosts.items())]
+
+
 @dataclass
 class Headroom:
-    """The answer: whether every checked loss of up to ``failover_hosts`` hosts is absorbed."""
+    """The answer: whether every checked loss of up to ``failover_hosts`` hosts (the fleet's,
+    or each aggregate's) is absorbed."""
 
-    failover_hosts: int
+    failover_hosts: FailoverHosts
     ha_instances: int
     single: list[Loss]
     combined: list[Loss]
@@ -112,9 +149,9 @@ class Headroom:
         return [loss.failed[0] for loss in self.single if not loss.absorbed]
 
     def summary(self) -> str:
-        if self.failover_hosts == 0:
+        if not keeps_headroom(self.failover_hosts):
             return "no failover headroom is kept (berth_failover_hosts is 0)"
-        said = (f"failover headroom for {self.failover_hosts} host{'s' if self.failover_hosts > 1 else ''} "
+        said = (f"failover headroom for {failover_text(self.failover_hosts)} "
                 f"({self.ha_instances} HA instances, {len(self.single) + len(self.combined)} losses checked)")
         if self.held:
             return f"{said}: held"
@@ -245,8 +282,9 @@ class Evacuations:
 
 def failover_headroom(table: HostTable, instances: Sequence[HaInstance], failover_hosts: int,
                       overrides: Mapping[str, HostState] | None = None) -> Headroom:
-    """Whether the HA ``instances`` of any ``failover_hosts`` failed hosts of ``table`` could be
-    restarted on the others (the losses checked: this module's docstring)."""
+    """Whether the HA ``instances`` of any ``failover_hosts`` failed hosts of ``table`` (the
+    fleet's k, or each aggregate's) could be restarted on the others (the losses checked: this
+    module's docstring)."""
     by_host: dict[str, list[HaInstance]] = {}
     for instance in sorted(instances, key=lambda item: (-item.priority, item.name)):
         by_host.setdefault(instance.host, []).append(instance)
@@ -257,22 +295,27 @@ def failover_headroom(table: HostTable, instances: Sequence[HaInstance], failove
     for listed in by_host.values():
         for key in {instance.key for instance in listed}:
             most_per_host[key] = max(most_per_host.get(key, 0), sum(item.key == key for item in listed))
-    wanted = SHORTLIST_SPARE_HOSTS + max(failover_hosts, 1) * max(most_per_host.values() or [1])
-    single = [evacuations.lose([host], listed, wanted) for host, listed in sorted(by_host.items())]
+    ks = host_failover(table, failover_hosts)
+    wanted = SHORTLIST_SPARE_HOSTS + max([*ks.values(), 1]) * max(most_per_host.values() or [1])
+    single = [evacuations.lose([host], listed, wanted) for host, listed in sorted(by_host.items()) if ks[host] >= 1]
     combined = []
-    if failover_hosts > 1:
-        load = {host: sum(instance.spec.flavor.memory_mb for instance in listed) for host, listed in by_host.items()}
-        heaviest = sorted(load, key=lambda host: (-load[host], host))
-        seen = set()
-        for host in sorted(by_host):
-            failed = tuple(sorted({host, *[other for other in heaviest if other != host][:failover_hosts - 1]}))
+    load = {host: sum(instance.spec.flavor.memory_mb for instance in listed) for host, listed in by_host.items()}
+    heaviest = sorted(load, key=lambda host: (-load[host], host))
+    seen = set()
+    for k, members in loss_groups(table, failover_hosts):
+        if k < 2:
+            continue
+        for host in sorted(set(by_host) & members):
+            others = [other for other in heaviest if other != host and other in members]
+            failed = tuple(sorted({host, *others[:k - 1]}))
             if len(failed) < 2 or failed in seen:
                 continue
             seen.add(failed)
             restarted = sorted((instance for lost in failed for instance in by_host.get(lost, [])),
                                key=lambda item: (-item.priority, item.name))
             combined.append(evacuations.lose(list(failed), restarted, wanted))
-    return Headroom(failover_hosts, sum(len(listed) for listed in by_host.values()), single, combined)
+    counted = sum(len(listed) for host, listed in by_host.items() if ks[host] >= 1)
+    return Headroom(failover_hosts, counted, single, combined)
 
 
 def with_planned(table: HostTable, placements: Sequence[Mapping[str, Any]], flavor: Flavor,
@@ -313,6 +356,8 @@ def ledger_headroom(ledger: Any, settings: Settings, planned: Sequence[Mapping[s
     if request is not None:
         specs.append(request_spec(request, settings))
     fields = set().union(*(needed_host_fields(spec) for spec in specs)) if specs else set()
+    if isinstance(settings.failover_hosts, Mapping):
+        fields.add("aggregates")
     networks = sorted({network for spec in specs for network in spec.requested_networks})
     table, _generations = ledger.host_table(fields, (), networks)
     overrides = (with_planned(table, planned, request.flavor, request, settings)
@@ -320,12 +365,23 @@ def ledger_headroom(ledger: Any, settings: Settings, planned: Sequence[Mapping[s
     return failover_headroom(table, instances, settings.failover_hosts, overrides)
 
 
+def keeps_headroom(failover_hosts: FailoverHosts) -> bool:
+    """Whether the setting keeps any room (a launch does the work only then)."""
+    if isinstance(failover_hosts, Mapping):
+        return any(failover_hosts.values())
+    return bool(failover_hosts)
+
+
 def check_failover_settings(settings: Settings) -> None:
-    """berth_failover_hosts: 0 or more; berth_failover_enforce: refuse or warn."""
-    if isinstance(settings.failover_hosts, bool) or not isinstance(settings.failover_hosts, int) \
-            or settings.failover_hosts < 0:
-        raise InputError("failover_hosts", f"failover_hosts (berth_failover_hosts) must be an integer of 0 or "
-                                           f"more, got {settings.failover_hosts!r}")
+    """berth_failover_hosts: 0 or more, or a mapping of aggregate names to 0 or more;
+    berth_failover_enforce: refuse or warn."""
+    value = settings.failover_hosts
+    counts = value.items() if isinstance(value, Mapping) else [(None, value)]
+    for aggregate, k in counts:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0 \
+                or (aggregate is not None and (not isinstance(aggregate, str) or not aggregate)):
+            raise InputError("failover_hosts", f"failover_hosts (berth_failover_hosts) must be an integer of 0 or "
+                                               f"more, or a mapping of aggregate names to such integers, got {value!r}")
     if settings.failover_enforce not in ENFORCE_MODES:
         raise InputError("failover_enforce", f"failover_enforce (berth_failover_enforce) must be one of "
                                              f"{', '.join(ENFORCE_MODES)}, got {settings.failover_enforce!r}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import GUEST_OPTION_NAMES
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
@@ -88,7 +88,7 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "shared_pools": "the storage pools every hypervisor shares, from which an evacuation keeps the disks",
     "decisions_max_age_days": "how long the ledger keeps scheduling decisions",
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
-    "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k)",
+    "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k), for the fleet or per aggregate",
     "failover_enforce": "whether a launch that would break that headroom is refused or warned",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
@@ -220,7 +220,8 @@ class Settings:
     fence_command: tuple[str, ...] = ()
     fence_timeout: float = 60
     shared_pools: tuple[str, ...] = ()
-    failover_hosts: int = 0
+    # The fleet's k, or {aggregate: k} (_headroom.py).
+    failover_hosts: Union[int, Mapping[str, int]] = 0
     failover_enforce: str = "refuse"
 
     @classmethod

@@ -27,7 +27,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import (
     recorded_states,
     without_gc,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import launch_check
+from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import keeps_headroom, launch_check
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     decision_request,
     ledger_group,
@@ -161,7 +161,7 @@ class Schedule:
                         continue
                     result.update(failed=True, msg=refused_message(refused))
                     return result
-            if ledger is not None and settings.failover_hosts:
+            if ledger is not None and keeps_headroom(settings.failover_hosts):
                 # Before the claim, as the claim's own check: room kept to restart HA instances.
                 refusal, warnings, headroom = launch_check(ledger, settings, placements, request, group)
                 result["headroom"] = headroom.to_dict()

@@ -128,3 +128,43 @@ def test_a_loss_of_the_host_an_earlier_loss_restarted_on_is_decided_anew():
     hosts = [host("hv1", 0), host("hv2", 12000), host("hv3", 9000)]
     _headroom, losses = answer(hosts, [ha("a", "hv1"), ha("b", "hv2")])
     assert losses == {("hv1",): ({"a": "hv2"}, []), ("hv2",): ({"b": "hv3"}, [])}
+
+
+def member(name, free_ram_mb, *aggregates):
+    state = host(name, free_ram_mb)
+    state.aggregates = [{"name": aggregate, "metadata": {}} for aggregate in aggregates]
+    return state
+
+
+def test_per_aggregate_each_host_keeps_its_aggregates_k_and_is_lost_with_its_own():
+    # prod (hv1..hv3) keeps 2, batch (hv4, hv5) keeps none; hv5 is also in db, which keeps 1.
+    hosts = [member("hv1", 4096, "prod"), member("hv2", 4096, "prod"), member("hv3", 10000, "prod"),
+             member("hv4", 0, "batch"), member("hv5", 9000, "batch", "db")]
+    instances = [ha("a", "hv1"), ha("b", "hv2"), ha("heavy-1", "hv4"), ha("heavy-2", "hv4"), ha("d", "hv5")]
+    headroom, losses = answer(hosts, instances, k={"prod": 2, "batch": 0, "db": 1})
+    # hv4 keeps no headroom: neither its loss nor its instances are counted, though it holds the
+    # most HA memory; prod's pair is lost together, never with hv4 or hv5.
+    assert sorted(losses) == [("hv1",), ("hv1", "hv2"), ("hv2",), ("hv5",)]
+    assert headroom.ha_instances == 3
+    # Restarts go wherever the filters let them: b leaves prod for hv5 once hv3 took a.
+    assert losses[("hv1", "hv2")] == ({"a": "hv3", "b": "hv5"}, [])
+    assert losses[("hv5",)] == ({"d": "hv3"}, [])
+    assert headroom.held
+    assert headroom.summary().startswith("failover headroom for batch: 0 hosts, db: 1 host, prod: 2 hosts (3 HA")
+
+
+def test_per_aggregate_a_host_in_no_aggregate_named_keeps_none():
+    hosts = [member("hv1", 0, "prod"), member("hv2", 0), member("hv3", 16384)]
+    headroom, losses = answer(hosts, [ha("a", "hv1"), ha("b", "hv2")], k={"prod": 1})
+    assert list(losses) == [("hv1",)] and headroom.held
+    headroom, _losses = answer(hosts, [ha("a", "hv1")], k={"prod": 0})
+    assert headroom.summary() == "no failover headroom is kept (berth_failover_hosts is 0)"
+
+
+@pytest.mark.parametrize("value", [-1, "2", True, {"prod": -1}, {"prod": "2"}, {"": 1}, [1]])
+def test_a_bad_failover_setting_is_refused_naming_it(value):
+    from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+    from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import check_failover_settings
+
+    with pytest.raises(InputError, match=r"failover_hosts \(berth_failover_hosts\) must be an integer"):
+        check_failover_settings(Settings(failover_hosts=value))

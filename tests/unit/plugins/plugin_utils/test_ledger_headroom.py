@@ -145,3 +145,22 @@ def test_the_launch_options_are_kept_by_the_request_and_not_in_its_record():
                             Settings())
     assert (request.ha, request.ha_priority) == (True, 7)
     assert "ha" not in request.to_record() and "ha_priority" not in request.to_record()
+
+
+def test_per_aggregate_headroom_reads_the_aggregates_from_the_ledger(ledger):
+    # hv1 and hv2 in prod, hv3 in lab: prod keeps 1, so hv1's loss is checked (db-1 to hv3) and
+    # the lab host's is not; a launch taking hv3's room is refused for prod's sake.
+    ledger.sync_hypervisors([{**host(1), "aggregates": [{"name": "prod", "metadata": {}}]},
+                             {**host(2), "aggregates": [{"name": "prod", "metadata": {}}]},
+                             {**host(3), "aggregates": [{"name": "lab", "metadata": {}}]}])
+    record = Request(flavor=MEDIUM).to_record()
+    ledger.claim([on("db-1", 1)], MEDIUM, "test", request=record, ha=True)
+    ledger.claim([on("lab-1", 3)], Flavor(name="tiny", vcpus=1, memory_mb=256, root_gb=1), "test",
+                 request=record, ha=True)
+    settings = Settings(failover_hosts={"prod": 1})
+    headroom = ledger_headroom(ledger, settings)
+    assert headroom.held and [loss.failed for loss in headroom.single] == [("hv1",)]
+    refusal, _warnings, _after = launch_check(ledger, settings, [on("app-1", 2), on("app-2", 3)],
+                                              Request(flavor=MEDIUM), None)
+    assert refusal.startswith("the failover headroom (berth_failover_hosts={'prod': 1}) would be broken")
+    assert "the loss of hv1 could not be absorbed: db-1" in refusal
