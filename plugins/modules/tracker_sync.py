@@ -221,6 +221,11 @@ report:
     released_claims: {description: "Expired claims released (no running domain), each with instance_name.", type: list, elements: dict}
     kept_expired_claims: {description: 'Expired claims kept, each with why.', type: list, elements: dict}
     finished_builds: {description: "Expired claims of BUILDING instances whose domain runs - the instance is ACTIVE now.", type: list, elements: dict}
+    finished_evacuations:
+      description: "Expired claims of evacuations whose domain runs on the destination while the instance's old host is
+        fenced - the evacuation died before its last word; the instance is ACTIVE there now."
+      type: list
+      elements: dict
     leftovers:
       description:
         - What dead builds left on the hypervisors, one entry per instance - host, instance_uuid,

@@ -14,7 +14,7 @@ import check
 import fleet
 import pytest
 from conftest import drift, failed_messages, task_result
-from test_seed import lab_subnet_prefix, make_key, wait_for_lines
+from test_seed import lab_subnet_prefix, make_key, seed_files, wait_for_lines
 
 pytestmark = pytest.mark.integration
 
@@ -62,6 +62,9 @@ def go_down(lab, host: str) -> None:
     lab.gather(*SHORT)
 
 
+USER_DATA = "#cloud-config\n# evacuation-user-data\n"
+
+
 def test_a_dead_host_s_instances_are_rebuilt_elsewhere_once_it_is_fenced(lab, tmp_path):
     lab.server_group("evgrp", "present")
     _key, public = make_key(tmp_path, "evkey")
@@ -70,7 +73,7 @@ def test_a_dead_host_s_instances_are_rebuilt_elsewhere_once_it_is_fenced(lab, tm
     launch_on(lab, "hv1", "evg", server_group="evgrp")
     before = {
         "eva-1": launch_on(lab, "hv2", "eva", server_group="evgrp"),
-        "evs-1": launch_on(lab, "hv2", "evs", ssh_authorized_keys=[public], cdrom_bus="ide", networks=[
+        "evs-1": launch_on(lab, "hv2", "evs", ssh_authorized_keys=[public], cdrom_bus="ide", user_data=USER_DATA, networks=[
             {"type": "network", "name": fleet.NETWORK_NAME, "addresses": [f"{address}/24"], "gateway": f"{prefix}.1"}]),
         "evp-1": launch_on(lab, "hv2", "evp"),
     }
@@ -106,6 +109,10 @@ def test_a_dead_host_s_instances_are_rebuilt_elsewhere_once_it_is_fenced(lab, tm
         log = fleet.log_dir(lab.dir, after["evs-1"]["host"]) / "evs-1.serial.log"
         text = wait_for_lines(log, ["BERTH-GUEST-KEYS 1", f"BERTH-GUEST-NET eth0 {address}"], BOOT_TIMEOUT_S)
         assert "BERTH-GUEST-KEYS 1" in text and f"BERTH-GUEST-NET eth0 {address}" in text
+        # Its user_data too, kept by the ledger apart from what the modules list.
+        seed = seed_files(lab, after["evs-1"]["host"], f"berth-{after['evs-1']['uuid']}-seed.iso", tmp_path)
+        assert seed["user-data"] == USER_DATA
+        assert "evacuation-user-data" not in json.dumps(result)
     finally:
         lab.start_daemon("hv2")
 

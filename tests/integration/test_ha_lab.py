@@ -2,16 +2,25 @@
 one ordinary instance on hv2; hv2's libvirtd stops and the sync marks it down. Without a fence
 command the HA run reports hv2 down and not fenced and moves nothing; with the operator's fence
 command (a script of this test's own) it fences hv2 once and restarts the HA instances elsewhere,
-highest priority first in its report, leaving the ordinary one to evacuate.yml; a second run
-changes nothing. hv2 is started again in a finally: the other tests share this fleet."""
+highest priority first in its report, their guests booting there (serial marker), leaving the
+ordinary one to evacuate.yml; a second run changes nothing. hv2 is started again in a finally: the other tests share this fleet."""
 
 from __future__ import annotations
 
 import json
 
+import check
+import fleet
 import pytest
 from conftest import drift, failed_messages, task_result
-from test_evacuate import SHORT, assert_runs_only_where_the_ledger_says, go_down, launch_on, row_of
+from test_evacuate import (
+    BOOT_TIMEOUT_S,
+    SHORT,
+    assert_runs_only_where_the_ledger_says,
+    go_down,
+    launch_on,
+    row_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +59,11 @@ def test_the_ha_run_restarts_a_fenced_host_s_ha_instances_by_priority_and_only_t
         instance_lines = [line for line in result["report"] if line.startswith("priority ")]
         assert [line.split(":")[0] for line in instance_lines] == ["priority 900", "priority 100"]
         for name, row in (("hhigh-1", high), ("hlow-1", low)):
-            assert assert_runs_only_where_the_ledger_says(lab, name, "hv2")["uuid"] == row["uuid"]
+            now = assert_runs_only_where_the_ledger_says(lab, name, "hv2")
+            assert now["uuid"] == row["uuid"]
+            # Its guest boots there (the lab guest's serial marker).
+            log = fleet.log_dir(lab.dir, now["host"]) / f"{name}.serial.log"
+            assert check.wait_for_marker(log, row["uuid"], BOOT_TIMEOUT_S), f"{name} did not boot on {now['host']}"
         # The ordinary instance is left where it was, for evacuate.yml.
         assert (row_of(lab, "hplain-1")["host"], row_of(lab, "hplain-1")["uuid"]) == ("hv2", plain["uuid"])
 

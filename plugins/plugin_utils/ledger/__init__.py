@@ -32,6 +32,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import _librari
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -314,6 +315,14 @@ class Ledger:
         with self._read() as db:
             return claims.instance_listing(db, names, launch)
 
+    @database_errors
+    def instances_on(self, hypervisor_uuids: Sequence[str],
+                     states: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The instances the ledger places on ``hypervisor_uuids`` (in ``states``, or any), by
+        name, as ``instances`` gives them."""
+        with self._read() as db:
+            return claims.instance_listing(db, hypervisor_uuids=hypervisor_uuids, states=states)
+
     def launch_instances(self, name: str) -> list[dict[str, Any]]:
         """The instances a name stands for, as playbooks take it (``-e name=web``): ``web`` itself
         (an adopted instance keeps the name it was given) and ``web-<n>``, in index order;
@@ -347,7 +356,8 @@ class Ledger:
     def claim(self, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
               lease_s: int = DEFAULT_LEASE_S, server_group: str | None = None,
               image: str | None = None, request: Mapping[str, Any] | None = None,
-              exact: ExactRequest | None = None, ha: bool = False, ha_priority: int = 0) -> list[dict[str, Any]]:
+              exact: ExactRequest | None = None, ha: bool = False, ha_priority: int = 0,
+              user_data: str | None = None) -> list[dict[str, Any]]:
         """Write BUILDING instances and their claims in one transaction, or nothing.
 
         ``placements`` are dicts with ``name``, ``host`` and ``hypervisor_uuid`` (and optionally
@@ -363,10 +373,20 @@ class Ledger:
         Returns the instances, each with ``claim_id``, ``generation_moved`` (the host changed
         since the decision, and the re-check found it still fits) and ``assignment``. ``ha`` and
         ``ha_priority`` (the request's) mark the instances restarted elsewhere when their host fails.
+        ``user_data`` (the request's) is kept apart from the rows, never listed (see user_data).
         """
         with self._write() as db:
             return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request, exact,
-                                ha, ha_priority)
+                                ha, ha_priority, user_data)
+
+    @database_errors
+    def user_data(self, instance_uuid: str) -> str | None:
+        """The user_data the instance was launched with (None: without, or before schema 0014),
+        checked against the launch's limit: a ledger row is not trusted. Only a rebuild from the
+        image reads it, to make the seed again; no listing returns it, for it may hold secrets."""
+        with self._read() as db:
+            found = claims.recorded_user_data(db, instance_uuid)
+        return None if found is None else limits.USER_DATA.check(found)
 
     @database_errors
     def ha_instances(self, states: Sequence[str] = (BUILDING, *PLACED_STATES)) -> list[dict[str, Any]]:

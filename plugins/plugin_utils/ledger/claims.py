@@ -53,6 +53,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     claims,
     hypervisors,
     instance_dict,
+    instance_user_data,
     instances,
     server_group_members,
     unmanaged_usage,
@@ -65,14 +66,20 @@ DEFAULT_LEASE_S = 3600
 
 
 def instance_listing(db: Connection, names: Iterable[str] | None = None,
-                     launch: str | None = None) -> list[dict[str, Any]]:
+                     launch: str | None = None, hypervisor_uuids: Iterable[str] | None = None,
+                     states: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Instances by name (``names``), or those of a launch (``launch``: the name itself and
-    ``<launch>-<index>``), or all, by name; each with the URI of its hypervisor's last sync (``uri``)."""
+    ``<launch>-<index>``), or those on ``hypervisor_uuids``, in ``states``, or all, by name; each
+    with the URI of its hypervisor's last sync (``uri``)."""
     query = (select(instances, hypervisors.c.uri)
              .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
              .order_by(instances.c.name))
     if names is not None:
         query = query.where(instances.c.name.in_(list(names)))
+    if hypervisor_uuids is not None:
+        query = query.where(instances.c.hypervisor_uuid.in_(list(hypervisor_uuids)))
+    if states is not None:
+        query = query.where(instances.c.state.in_(list(states)))
     if launch is not None:
         query = query.where((instances.c.name == launch)
                             | instances.c.name.startswith(f"{launch}-", autoescape=True))
@@ -199,7 +206,7 @@ def take_exact(view: HostState, request: ExactRequest, host: str) -> dict[str, A
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None,
           request: Mapping[str, Any] | None = None, exact: ExactRequest | None = None,
-          ha: bool = False, ha_priority: int = 0) -> list[dict[str, Any]]:
+          ha: bool = False, ha_priority: int = 0, user_data: str | None = None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
@@ -230,6 +237,9 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 "request": dict(request) if request is not None else None, "ha": ha, "ha_priority": ha_priority})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
         _insert_instances(db, new, placements)
+        if user_data is not None:
+            db.execute(insert(instance_user_data), [{"instance_uuid": instance["uuid"], "user_data": user_data}
+                                                    for instance in new])
         claim_ids = [
             driver_execute(db, _INSERT_CLAIM, claim_columns(
                 instance["uuid"], instance["hypervisor_uuid"], flavor, owner, lease_s, now, assignment)).fetchall()[0][0]
@@ -607,3 +617,9 @@ def find_hypervisor(db: Connection, host: str, missing_ok: bool = False) -> Any:
         raise InputError("host", f"no hypervisor {host!r} in the ledger (known: {known}); run "
                                  f"playbooks/gather.yml to record the inventory's hypervisors")
     return row
+
+
+def recorded_user_data(db: Connection, instance_uuid: str) -> str | None:
+    """Ledger.user_data's read: the instance's user_data, None where it was launched without."""
+    return db.execute(select(instance_user_data.c.user_data)
+                      .where(instance_user_data.c.instance_uuid == instance_uuid)).scalar()

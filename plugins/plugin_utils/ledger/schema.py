@@ -254,6 +254,16 @@ instances = Table(
     Column("ha_priority", Integer, nullable=False, default=0, server_default="0"),
 )
 
+# The user_data an instance was launched with, apart from its row: it may carry secrets, so no
+# listing that selects the instance's columns returns it; only Ledger.user_data reads it, for an
+# evacuation that makes the instance anew from its image (its seed is made again with it, as
+# Nova's rebuild and evacuate keep instances.user_data). Gone with its instance.
+instance_user_data = Table(
+    "instance_user_data", metadata,
+    Column("instance_uuid", String(36), ForeignKey("instances.uuid", ondelete="CASCADE"), primary_key=True),
+    Column("user_data", Text, nullable=False),
+)
+
 # Resources one instance holds on one hypervisor. An instance holds one claim, or two while it
 # moves (the destination is claimed before the move, the source released after).
 claims = Table(

@@ -26,12 +26,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFA
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts as builds
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.evacuations import finish_evacuation
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     ACTIVE,
     BUILDING,
     CAPACITY_FIELDS,
     COLD_FACT_FIELDS,
     DIGEST_COLUMNS,
+    DOMAIN,
     DOMAIN_STATE_INSTANCE_STATES,
     HOT_FACT_FIELDS,
     HOST_MEMORY_FIELDS,
@@ -212,7 +214,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
 
     Returns the report: hypervisors (per answering one: host, uuid, generation, changed,
     orphans), down, missing_instances, found_again, released_claims, kept_expired_claims,
-    finished_builds, and, on the answering hypervisors, what dead builds left there
+    finished_builds, finished_evacuations, and, on the answering hypervisors, what dead builds left there
     (leftovers, see artefacts.sort_out) and their orphan volumes (orphan_volumes).
     """
     states, conflicts = _identity_conflicts(db, [_within_range(_uri_allowed(state, uri_policy)) for state in states],
@@ -221,7 +223,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
-                              "leftovers": [], "orphan_volumes": [], "power_states": [],
+                              "finished_evacuations": [], "leftovers": [], "orphan_volumes": [], "power_states": [],
                               "unfenced": [], "identity_conflicts": conflicts}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
@@ -287,7 +289,7 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
         report["kept_expired_claims"].append({**claim_dict(claim._mapping), "why": "its hypervisor did not answer"})
     report["changed"] = bool(changed) or any(entry["changed"] for entry in report["down"]) or any(
         report[key] for key in ("missing_instances", "found_again", "released_claims", "finished_builds",
-                                "power_states", "unfenced"))
+                                "finished_evacuations", "power_states", "unfenced"))
     return report
 
 
@@ -528,6 +530,14 @@ def _settle(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.date
             release(db, claim, f"build abandoned by {claim.owner}: lease expired at "
                                f"{iso(claim.lease_expires_at)} and {found} on {state['host']}", now)
             report["released_claims"].append({**entry, "domain_state": domain_state})
+        elif domain_state in builds.ACTIVE_DOMAIN_STATES and _evacuated_from_fenced(db, claim):
+            # An evacuation started the domain here and died before its last word: its old host
+            # is fenced, so the copy here is the one that runs. Its domain there is recorded as
+            # left (its volumes, which may be on a shared pool, are not: the sync that reaches
+            # that host reports them as orphans).
+            finish_evacuation(db, claim.instance_uuid, claim.id, [{"kind": DOMAIN, "pool": None,
+                                                                   "name": claim.instance_name}], None, claim.owner, now)
+            report["finished_evacuations"].append({**entry, "domain_state": domain_state})
         elif domain_state is not None:
             report["kept_expired_claims"].append({**entry, "why": "its domain exists"})
             continue
@@ -537,6 +547,14 @@ def _settle(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.date
             report["released_claims"].append({**entry, "domain_state": None})
         touched.add(claim.hypervisor_uuid)
     refresh_usage(db, touched)
+
+
+def _evacuated_from_fenced(db: Connection, claim: Any) -> bool:
+    """Whether ``claim`` is an evacuation's: its instance is placed on another hypervisor, which
+    is fenced."""
+    fenced_at = db.execute(select(H.fenced_at).join(instances, instances.c.hypervisor_uuid == H.uuid).where(
+        instances.c.uuid == claim.instance_uuid, instances.c.hypervisor_uuid != claim.hypervisor_uuid)).scalar()
+    return fenced_at is not None
 
 
 def _leftovers(db: Connection, answering: Sequence[Mapping[str, Any]], report: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ An instance no host can take stays on the dead host in the ledger, ERROR, with t
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from typing import Any, Callable, Mapping, Sequence
 
@@ -22,6 +23,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver impo
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.rules import stale
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import instance_volume_names, root_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
@@ -59,9 +61,10 @@ EVACUATED, WOULD_EVACUATE, FAILED, TAKEN = "evacuated", "would evacuate", "error
 
 
 def is_down(hypervisor: Mapping[str, Any], service_down_time_s: int) -> bool:
-    """Whether ``hypervisor`` (a row of Ledger.hypervisors) counts as down: its last sync is
-    older than ``service_down_time_s`` (one never synced is not down: nothing ran there)."""
-    return hypervisor["sync_age_s"] is not None and hypervisor["sync_age_s"] > service_down_time_s
+    """Whether ``hypervisor`` (a row of Ledger.hypervisors) counts as down: the scheduler's rule,
+    its last sync older than ``service_down_time_s`` (one never synced is not down: nothing ran
+    there)."""
+    return hypervisor["sync_age_s"] is not None and bool(stale(hypervisor["sync_age_s"], service_down_time_s))
 
 
 def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict[str, Any]:
@@ -69,11 +72,11 @@ def down_hypervisor(ledger: Ledger, host: str, service_down_time_s: int) -> dict
     than ``service_down_time_s`` (Nova's service_down_time: what the scheduler counts as down).
     InputError for a host the ledger does not know; BerthError, saying when it would count as
     down, for one that is not down."""
-    rows = [row for row in ledger.hypervisors() if row["host"] == host]
-    if not rows:
-        known = ", ".join(sorted(row["host"] for row in ledger.hypervisors())) or "none"
+    every = ledger.hypervisors()
+    row = next((row for row in every if row["host"] == host), None)
+    if row is None:
+        known = ", ".join(sorted(row["host"] for row in every)) or "none"
         raise InputError("host", f"no hypervisor {host!r} in {ledger.label} (known: {known})")
-    row = rows[0]
     age_s = row["sync_age_s"]
     if not is_down(row, service_down_time_s):
         status = f"its sync status is {row['sync_status']}" + (f" ({row['down_reason']})" if row["down_reason"] else "")
@@ -186,6 +189,9 @@ class Evacuation:
         Returns its new build record, or None where the recorded one still holds."""
         name, uuid, pool = instance["name"], instance["uuid"], self.settings.storage_pool
         if not self.shared:
+            # Its seed is made again too, with the user_data it was launched with (the ledger keeps
+            # it apart from the request, which is listed: it may hold secrets).
+            request = dataclasses.replace(request, user_data=self.ledger.user_data(uuid))
             made = self.build.rebuild(request, target, name, uuid, claim["assignment"])
             return Built(seed=request.wants_seed, cpu=made["cpu"]).to_record()
         policy = UriPolicy.from_settings(self.settings.uri_policy)
@@ -233,8 +239,7 @@ class Evacuate:
         source = down_hypervisor(ledger, host, settings.service_down_time)
         fencing = ensure_fenced(ledger, source, settings, bool(args.get("fenced")), args.get("fenced_by"),
                                 self.check_mode, self.run_fence)
-        placed = [row for row in ledger.instances() if row["hypervisor_uuid"] == source["uuid"]
-                  and row["state"] in EVACUABLE_STATES]
+        placed = ledger.instances_on([source["uuid"]], EVACUABLE_STATES)
         evacuation = Evacuation(settings, ledger, self.task_vars, [source], self.check_mode, self.hooks, self.connect,
                                 args["timeout"], args.get("template"))
         results = evacuation.run(placed)

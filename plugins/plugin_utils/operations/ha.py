@@ -57,8 +57,8 @@ class HaRestart:
         ha_rows = [row for row in self.ledger.ha_instances(EVACUABLE_STATES) if row["hypervisor_uuid"] in down_uuids]
         others: dict[str, int] = {}
         ha_uuids = {row["uuid"] for row in ha_rows}
-        for row in self.ledger.instances():
-            if row["hypervisor_uuid"] in down_uuids and row["uuid"] not in ha_uuids:
+        for row in self.ledger.instances_on(sorted(down_uuids)):
+            if row["uuid"] not in ha_uuids:
                 others[row["hypervisor_uuid"]] = others.get(row["hypervisor_uuid"], 0) + 1
         hosts, fenced, newly_fenced = [], [], False
         for row in sorted(down, key=lambda hv: hv["host"]):
@@ -105,9 +105,9 @@ class HaRestart:
             return {**entry, "why": "no HA instance to restart", "line": f"{said}; no HA instance to restart{left}"}
         try:
             fencing = ensure_fenced(self.ledger, row, self.settings, False, None, self.check_mode, self.run_fence)
-        except InputError:
-            raise
         except BerthError as exc:
+            if isinstance(exc, InputError):
+                raise  # the operator's fence setting is wrong: not a verdict on this host
             return {**entry, "why": str(exc),
                     "line": f"{said}; NOT FENCED, none of its {ha_count} HA instance(s) restarted: {exc}{left}"}
         return {**entry, "fenced": True, "how": fencing["how"],

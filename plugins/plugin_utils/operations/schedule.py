@@ -187,7 +187,8 @@ class Schedule:
             try:
                 rows = ledger.claim(placements, flavor, owner, settings.lease_seconds,
                                     server_group=group and group["name"], request=request.to_record(),
-                                    exact=self.exact, ha=request.ha, ha_priority=request.ha_priority)
+                                    exact=self.exact, ha=request.ha, ha_priority=request.ha_priority,
+                                    user_data=request.user_data)
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")

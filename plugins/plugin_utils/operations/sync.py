@@ -42,7 +42,7 @@ READ_DEADLINE_TIMEOUTS = 2
 FRESHNESS_WARNING_SHARE = 0.5
 # The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
-                 "kept_expired_claims", "finished_builds", "leftovers", "orphan_volumes", "power_states",
+                 "kept_expired_claims", "finished_builds", "finished_evacuations", "leftovers", "orphan_volumes", "power_states",
                  "unfenced", "identity_conflicts")
 
 
@@ -403,6 +403,11 @@ def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
         lines.append((entry["host"], f"{entry['instance_name']}: build finished by this sync: its domain is "
                                      f"{entry['domain_state']} on {entry['host']} though {entry['owner']} never said "
                                      f"so before its lease expired at {entry['lease_expires_at']}; ACTIVE"))
+    for entry in report.get("finished_evacuations", []):
+        lines.append((entry["host"], f"{entry['instance_name']}: evacuation finished by this sync: its domain is "
+                                     f"{entry['domain_state']} on {entry['host']} and its old host is fenced, though "
+                                     f"{entry['owner']} never said so before its lease expired at "
+                                     f"{entry['lease_expires_at']}; ACTIVE there"))
     lines += [(group["host"], _leftover_line(group)) for group in report.get("leftovers", [])]
     for entry in report.get("orphan_volumes", []):
         lines.append((entry["host"], f"{entry['host']}: orphan volume {entry['pool']}/{entry['name']}: named as Berth "

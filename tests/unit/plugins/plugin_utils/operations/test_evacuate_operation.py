@@ -22,10 +22,10 @@ from sqlalchemy import update
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import BEFORE_CLAIM, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ERROR, Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisors
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims, hypervisors
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import (
     EVACUATED,
     FAILED,
@@ -191,6 +191,39 @@ def test_every_instance_is_rebuilt_elsewhere_its_group_held_and_its_claim_moved(
     assert again["results"] == [] and again["msg"].endswith("no instance to evacuate")
 
 
+def test_an_instance_made_anew_from_its_image_gets_its_seed_again_with_its_user_data(ledger):
+    # Not in the recorded request, which instance_info lists: kept apart, and read only here.
+    hv1, hv2 = FakeHypervisor("hv1"), FakeHypervisor("hv2")
+    sync(ledger, hv1, hv2)
+    request = Request(flavor=TINY, domain_type="qemu", user_data="#cloud-config\nrun: secret-marker-42\n")
+    [row] = ledger.claim([{"name": "app-1", "host": "hv2", "hypervisor_uuid": hv_uuid("hv2")}], TINY, "launch",
+                         request=request.to_record(), user_data=request.user_data)
+    ledger.mark_active(row["uuid"], Built(seed=True).to_record())
+    listed = json.dumps([ledger.instances(), ledger.ha_instances(), ledger.inventory_instances([ACTIVE])],
+                        default=str)
+    assert "secret-marker-42" not in listed and "user_data" not in listed
+    go_down(ledger, hv2)
+    done = evacuate(ledger, (hv1, hv2), fenced=True)
+    assert [result["outcome"] for result in done["results"]] == [EVACUATED]
+    seed = hv1.pools["default"]["volumes"][seed_volume_name(row["uuid"])]["data"]
+    assert b"run: secret-marker-42" in seed
+    assert "secret-marker-42" not in json.dumps(done, default=str)
+    assert ledger.user_data(row["uuid"]) == request.user_data
+    # Gone with its instance.
+    assert ledger.delete_instance(row["uuid"])
+    assert ledger.user_data(row["uuid"]) is None
+
+
+def test_user_data_read_back_from_the_ledger_is_held_to_the_launch_s_limit(ledger):
+    hv1 = FakeHypervisor("hv1")
+    sync(ledger, hv1)
+    [row] = ledger.claim([{"name": "big-1", "host": "hv1", "hypervisor_uuid": hv_uuid("hv1")}], TINY, "launch",
+                         user_data="x" * (64 * 1024 + 1))
+    with pytest.raises(InputError, match="user_data"):
+        ledger.user_data(row["uuid"])
+    assert ledger.user_data("no-such-uuid") is None
+
+
 def test_an_instance_no_host_can_take_is_error_on_the_old_host_and_keeps_its_claim_there(fleet):
     ledger, (hv1, hv2, hv3), _uuids = fleet
     hv2.unreachable = None
@@ -211,6 +244,53 @@ def test_an_instance_no_host_can_take_is_error_on_the_old_host_and_keeps_its_cla
     assert claimed_on(ledger)["big-1"] == ["hv2"] and hv2.domain_state(huge) == "running"
     # The others went all the same.
     assert sorted(result["outcome"] for result in done["results"]) == [FAILED, EVACUATED, EVACUATED, EVACUATED]
+
+
+class Killed(BaseException):
+    """The evacuating process dies (SIGKILL): nothing after this point runs."""
+
+
+def expire_leases(ledger):
+    with ledger.engine.begin() as db:
+        db.execute(update(claims).where(claims.c.lease_expires_at.is_not(None)).values(
+            lease_expires_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=1)))
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_an_evacuation_that_dies_before_its_last_word_is_settled_by_the_next_sync(fleet, monkeypatch, started):
+    ledger, (hv1, hv2, hv3), uuids = fleet
+    dying = ledger.finish_evacuation if started else ledger.claim_evacuation
+
+    def die(*args, **kwargs):
+        if not started:
+            dying(*args, **kwargs)  # claimed, then dead before the rebuild
+        raise Killed()
+
+    monkeypatch.setattr(ledger, "finish_evacuation" if started else "claim_evacuation", die)
+    with pytest.raises(Killed):
+        evacuate(ledger, (hv1, hv2, hv3), fenced=True)
+    monkeypatch.undo()
+    [first] = sorted(uuids, key=lambda name: name)[:1]  # evacuations go by name: cache-1 first
+    # Two claims: the old host's and the destination's, with its lease.
+    [destination] = [host for host in claimed_on(ledger)[first] if host != "hv2"]
+    assert sorted(claimed_on(ledger)[first]) == sorted(["hv2", destination])
+    where = {"hv1": hv1, "hv3": hv3}[destination]
+    expire_leases(ledger)
+    synced = sync(ledger, hv1, hv2, hv3)
+    if started:
+        # The domain runs there and hv2 is fenced: the sync finishes it.
+        assert where.domain_state(uuids[first]) == "running"
+        assert hosts_of(ledger)[first] == (destination, ACTIVE) and claimed_on(ledger)[first] == [destination]
+        assert any(f"{first}: evacuation finished by this sync" in line for line in synced["drift"]), synced["drift"]
+    else:
+        # Nothing made there: the claim is given back, and the evacuation can run again.
+        assert hosts_of(ledger)[first][0] == "hv2" and claimed_on(ledger)[first] == ["hv2"]
+        assert any("move abandoned" in line or "released" in line for line in synced["drift"]), synced["drift"]
+    again = evacuate(ledger, (hv1, hv2, hv3), fenced=True)
+    assert not again.get("failed"), again["msg"]
+    placed = hosts_of(ledger)
+    assert all(host != "hv2" and state == ACTIVE for host, state in placed.values())
+    assert claimed_on(ledger) == {name: [host] for name, (host, _state) in placed.items()}
 
 
 def test_a_rebuild_that_fails_gives_the_destination_back_and_leaves_the_instance_error_on_the_old_host(fleet):
