@@ -97,8 +97,9 @@ class HypervisorDriver(Protocol):
     def resume(self, uuid: str) -> None:
         """Resume a paused domain."""
 
-    def remove_domain(self, uuid: str) -> bool:
-        """Power off and undefine the domain if it is there; True if it was."""
+    def remove_domain(self, uuid: str, keep_nvram: bool = False) -> bool:
+        """Power off and undefine the domain if it is there, with its UEFI variables file unless
+        ``keep_nvram``; True if it was."""
 
     def set_berth_metadata(self, uuid: str, fields: dict[str, Any] | None) -> None:
         """Write Berth's metadata (uuid, name, flavor, metadata) into the running domain and its

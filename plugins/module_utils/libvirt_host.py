@@ -1033,15 +1033,17 @@ class Hypervisor:
         self._call(dom.setMetadata, libvirt.VIR_DOMAIN_METADATA_ELEMENT, element,
                    METADATA_PREFIX if element else None, METADATA_NAMESPACE, flags)
 
-    def remove_domain(self, uuid: str) -> bool:
-        """Stop and undefine a domain if it exists; True if one was removed."""
+    def remove_domain(self, uuid: str, keep_nvram: bool = False) -> bool:
+        """Stop and undefine a domain if it exists, with its NVRAM file unless ``keep_nvram``;
+        True if one was removed."""
         try:
             dom = self._call(self.conn.lookupByUUIDString, uuid)
         except HypervisorError:
             return False
         if self._call(dom.isActive):
             self._call(dom.destroy)
-        flags = libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
+        flags = libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | (
+            libvirt.VIR_DOMAIN_UNDEFINE_KEEP_NVRAM if keep_nvram else libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
         self._call(dom.undefineFlags, flags)
         return True
 

@@ -90,7 +90,9 @@ def remove_recorded(hv: HypervisorDriver, instance_uuid: str, items: Sequence[Ma
     removed = []
     for item in sorted(items, key=lambda item: item["kind"] != DOMAIN):
         if item["kind"] == DOMAIN:
-            gone = hv.remove_domain(instance_uuid)
+            # Its NVRAM goes where it is recorded (a volume item); where it is not, it may be on
+            # a shared pool, where the instance's evacuated domain uses it.
+            gone = hv.remove_domain(instance_uuid, keep_nvram=True)
         else:
             gone = hv.delete_volume(item["pool"], item["name"])
         if gone:

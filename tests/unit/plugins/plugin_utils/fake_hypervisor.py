@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Callable
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.host_devices import domain_holdings
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import METADATA_NAMESPACE
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import nvram_volume_name
 
 POOL = "default"
 POOL_PATH = "/var/lib/libvirt/images"
@@ -279,8 +280,11 @@ class FakeHypervisor:
         self._call("resume")
         self._domain(uuid)["state"] = "running"
 
-    def remove_domain(self, uuid: str) -> bool:
+    def remove_domain(self, uuid: str, keep_nvram: bool = False) -> bool:
         self._call("remove_domain")
+        if not keep_nvram:  # as libvirt's VIR_DOMAIN_UNDEFINE_NVRAM: the variables file goes too
+            for pool in self.pools.values():
+                pool["volumes"].pop(nvram_volume_name(uuid), None)
         return self.domains.pop(uuid, None) is not None
 
     def set_berth_metadata(self, uuid: str, fields: dict[str, Any] | None) -> None:

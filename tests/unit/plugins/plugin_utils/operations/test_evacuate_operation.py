@@ -22,7 +22,11 @@ from sqlalchemy import update
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
-from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name, seed_volume_name
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
+    nvram_volume_name,
+    root_volume_name,
+    seed_volume_name,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import BEFORE_CLAIM, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ERROR, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims, hypervisors
@@ -317,6 +321,14 @@ def test_disks_on_a_shared_pool_are_kept_and_the_domain_defined_on_them(fleet):
     web_b = uuids["web-b"]
     assert hv3.domain_state(web_b) == "running" and hv3.pools["default"]["volumes"][root_volume_name(web_b)][
         "data"] == b"the guest's disk"
+    # hv2 comes back: the sync removes the old domains, never the shared disks or UEFI variables.
+    for uuid in uuids.values():
+        hv2.add_volume(nvram_volume_name(uuid), capacity_mb=1, fmt="raw", data=b"uefi vars")
+    hv2.unreachable = None
+    synced = sync(ledger, hv1, hv2, hv3)
+    assert sum(line.startswith("hv2: evacuated, removed") for line in synced["drift"]) == 3, synced["drift"]
+    assert not set(hv2.domains) & set(uuids.values())
+    assert {root_volume_name(web_b), nvram_volume_name(web_b)} <= set(hv2.volume_names_of())
 
 
 # ---- two runs at once ------------------------------------------------------------------------------
