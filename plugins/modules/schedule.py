@@ -222,6 +222,19 @@ options:
         otherwise), C(members) (mapping of host to its number of members).
       - Each placed instance joins the group on its host before the next one is placed.
     type: raw
+  ha:
+    description:
+      - Mark the claimed instances HA - restarted on another hypervisor when their own fails,
+        highest O(ha_priority) first (M(berth.fleet.ha_restart)); as M(berth.fleet.server)'s
+        option of that name, for the roles' launch. M(berth.fleet.instance_ha) changes it later.
+      - The operator's C(berth_failover_hosts) keeps room to restart them; a placement that would take that
+        room is refused or warned (C(berth_failover_enforce)).
+    type: bool
+    default: false
+  ha_priority:
+    description: The instances' place in the HA restart order, from 0 to 1000, highest first.
+    type: int
+    default: 0
   ledger:
     description: Use the ledger (claims, identity). Off, the module only decides.
     type: bool

@@ -13,6 +13,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     Network,
     RecordError,
     Request,
+    ha_option,
+    ha_priority_option,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
@@ -90,7 +92,8 @@ def scheduling_request(args: Mapping[str, Any], flavor: Flavor, settings: Settin
         availability_zone=limits.check_name("availability_zone", args.get("availability_zone")),
         server_group=server_group_value(args.get("server_group")),
         scheduler_hints=limits.check_mapping_size("scheduler_hints", args.get("scheduler_hints") or {}),
-        project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID)
+        project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID,
+        ha=ha_option(args.get("ha") or False), ha_priority=ha_priority_option(args.get("ha_priority") or 0))
 
 
 def server_group_value(value: Any) -> Any:

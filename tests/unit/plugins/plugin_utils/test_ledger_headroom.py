@@ -164,3 +164,20 @@ def test_per_aggregate_headroom_reads_the_aggregates_from_the_ledger(ledger):
                                               Request(flavor=MEDIUM), None)
     assert refusal.startswith("the failover headroom (berth_failover_hosts={'prod': 1}) would be broken")
     assert "the loss of hv1 could not be absorbed: db-1" in refusal
+
+
+def test_the_roles_launch_marks_its_instances_ha_and_refuses_a_bad_priority(fleet):
+    # berth.fleet.schedule's options, as the roles' launch gives them: the claim writes the flag.
+    from ansible_collections.berth.fleet.plugins.action.schedule import ActionModule
+    from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import scheduling_request
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import Schedule
+
+    args = {key: None for key in ActionModule.ARGUMENT_SPEC}
+    args.update(ha=True, ha_priority=700)
+    settings = Settings.from_args(args)
+    request = scheduling_request(args, Flavor(name="tiny", vcpus=1, memory_mb=256, root_gb=1), settings)
+    assert not Schedule(request, settings, ["svc-1"], "svc", fleet, {}, False).run().get("failed")
+    assert [(row["name"], row["ha_priority"]) for row in fleet.ha_instances()] == [
+        ("svc-1", 700), ("db-1", 10), ("web-1", 0)]
+    with pytest.raises(InputError, match="ha_priority must be an integer from 0 to 1000"):
+        scheduling_request({**args, "ha_priority": 5000}, MEDIUM, settings)
