@@ -23,6 +23,8 @@ BUILD_POINTS = (AFTER_ROOT_VOLUME, AFTER_SEED_VOLUME, AFTER_DEFINE, AFTER_START)
 AFTER_MOVE = "after-move"
 # A resize: the domain is redefined with the new size (and its root disk grown), not started yet.
 BEFORE_RESIZE_START = "before-resize-start"
+# A rebuild: the instance's old domain and disks are removed from its host, nothing made anew yet.
+AFTER_REBUILD_REMOVE = "after-rebuild-remove"
 
 
 class Hooks:

@@ -511,6 +511,24 @@ class Ledger:
             return claims.mark_active(db, instance_uuid, built)
 
     @database_errors
+    def start_rebuild(self, instance_uuid: str, reason: str) -> dict[str, Any]:
+        """A rebuild is about to remove the instance's disks on its host: ERROR with ``reason``
+        until it is ACTIVE again (finish_rebuild), so that a run that dies half way leaves it
+        saying so; its one claim stays, and a sync leaves an ERROR instance alone. Refused for
+        an instance that holds no claim on its host, or another action's (a lease)."""
+        with self._write() as db:
+            return claims.start_rebuild(db, instance_uuid, reason)
+
+    @database_errors
+    def finish_rebuild(self, instance_uuid: str, request: Mapping[str, Any], image: str | None,
+                       image_properties: Mapping[str, Any]) -> dict[str, Any]:
+        """The instance runs again from its new image: its recorded ``request`` (with the new
+        image and build record), its ``image`` and ``image_properties`` (canonical) replaced,
+        and ACTIVE as mark_active makes it. Returns the instance."""
+        with self._write() as db:
+            return claims.finish_rebuild(db, instance_uuid, request, image, image_properties)
+
+    @database_errors
     def build_failed(self, instance_uuid: str) -> int:
         """A build of the instance failed on the hypervisor it is placed on (before it is retried
         elsewhere or marked ERROR): that hypervisor's ``failed_builds`` goes up by one, as Nova's

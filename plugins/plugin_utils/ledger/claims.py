@@ -501,6 +501,29 @@ def mark_active(db: Connection, instance_uuid: str, built: Mapping[str, Any] | N
     return instance_dict({**instance, **active})
 
 
+def start_rebuild(db: Connection, instance_uuid: str, reason: str) -> dict[str, Any]:
+    """Ledger.start_rebuild's transaction (see there)."""
+    instance = find_instance(db, instance_uuid)
+    held = db.execute(select(claims.c.hypervisor_uuid, claims.c.lease_expires_at, claims.c.owner)
+                      .where(claims.c.instance_uuid == instance_uuid)).all()
+    if [claim.hypervisor_uuid for claim in held] != [instance["hypervisor_uuid"]] or instance["hypervisor_uuid"] is None:
+        raise BerthError(f"{instance['name']} cannot be rebuilt: it holds {len(held)} claim(s), not the one on its "
+                         f"host {instance['host']} (it is being built or moved, or lost its claim)")
+    if held[0].lease_expires_at is not None:
+        raise BerthError(f"{instance['name']} cannot be rebuilt: {held[0].owner} is building, moving or resizing it")
+    values = {"state": ERROR, "failure_reason": reason, "updated_at": utcnow()}
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(values))
+    return instance_dict({**instance, **values})
+
+
+def finish_rebuild(db: Connection, instance_uuid: str, request: Mapping[str, Any], image: str | None,
+                   image_properties: Mapping[str, Any]) -> dict[str, Any]:
+    """Ledger.finish_rebuild's transaction (see there)."""
+    db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
+        request=dict(request), image=image, image_properties=dict(image_properties) or None))
+    return mark_active(db, instance_uuid)
+
+
 def build_failed(db: Connection, instance_uuid: str) -> int:
     """Ledger.build_failed's transaction (see there)."""
     hv_uuid = find_instance(db, instance_uuid)["hypervisor_uuid"]

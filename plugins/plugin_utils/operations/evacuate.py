@@ -132,7 +132,7 @@ class Evacuation:
                                   "disks": self.disks(instance, source)}
         step = self.progress.of(name, source["host"])
         try:
-            request = _recorded_request(instance)
+            request = rebuildable_request(instance)
         except InputError as exc:
             return self._failed(result, instance, str(exc))
         for attempt in range(CLAIM_RETRIES):
@@ -210,7 +210,7 @@ class Evacuation:
         return None
 
 
-def _recorded_request(instance: Mapping[str, Any]) -> Request:
+def rebuildable_request(instance: Mapping[str, Any]) -> Request:
     """The request the instance was launched with, read back into its type; InputError for one
     without (adopted, or launched before Berth kept them): Berth cannot make it anew."""
     if not instance.get("request"):

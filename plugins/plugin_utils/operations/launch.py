@@ -53,8 +53,7 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
         raise InputError("flavor", "flavor is required to launch an instance (a name from the flavors file, or a dict "
                                    "of sizes)")
     flavor = flavor_option(options["flavor"], settings.flavors_file)
-    image = Image.from_option(options.get("image"))
-    check_image_source(image, image_source_dirs(settings), settings.image_max_mb)
+    image = check_image(options.get("image"), settings)
     request = Request(
         flavor=flavor, image=image,
         guest=Guest.from_options(options, image.properties if image is not None else None),
@@ -72,9 +71,21 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
         ha=ha_option(options.get("ha") or False), ha_priority=ha_priority_option(options.get("ha_priority") or 0))
     refuse_idle_hints(request_spec(request, settings))
     # Last, after every cheap check: the download.
-    if image is not None and image.url:
-        request = dataclasses.replace(request, image=fetch_image(image, settings))
-    return request
+    return dataclasses.replace(request, image=fetched(image, settings))
+
+
+def check_image(option: Any, settings: Settings) -> Image | None:
+    """The requester's ``image`` option (a launch's, a rebuild's), checked: its name, format,
+    URL and checksum, and a source file only inside the operator's image directories."""
+    image = Image.from_option(option)
+    check_image_source(image, image_source_dirs(settings), settings.image_max_mb)
+    return image
+
+
+def fetched(image: Image | None, settings: Settings) -> Image | None:
+    """An image by URL downloaded into the controller's cache (in check mode too) and its
+    checksum checked; any other as it is."""
+    return fetch_image(image, settings) if image is not None and image.url else image
 
 
 class Launch:
