@@ -187,6 +187,7 @@ class Schedule:
             try:
                 rows = ledger.claim(placements, flavor, owner, settings.lease_seconds,
                                     server_group=group and group["name"], request=request.to_record(),
+                                    image=request.image.name if request.image is not None else None,
                                     exact=self.exact, ha=request.ha, ha_priority=request.ha_priority,
                                     user_data=request.user_data)
             except ClaimConflict as conflict:
