@@ -60,6 +60,8 @@ def decision_request(options: Mapping[str, Any], names: Sequence[str]) -> dict[s
     recorded["flavor"] = options["flavor"].to_dict()
     if options.get("server_group") is not None:
         recorded["server_group"] = options["server_group"].to_dict()
+    if options.get("host_rules"):
+        recorded["host_rules"] = [rule.to_dict() for rule in options["host_rules"]]
     return {**recorded, "names": list(names)}
 
 
