@@ -107,6 +107,7 @@ REQUESTER_OPTIONS: dict[str, str] = {
     "availability_zone": "the availability zone",
     "server_group": "the server group the instances join",
     "scheduler_hints": "Nova's scheduler hints",
+    "labels": "short names the operator's host rules select instances by",
     "ignore_hosts": "hosts the instances must not go to",
     "metadata": "key/value pairs kept in the domains' metadata",
     "user_data": "cloud-init user data",
