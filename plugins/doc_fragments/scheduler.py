@@ -91,7 +91,7 @@ options:
         request that asks nothing of the kind passes every host.
       - C(HostRuleFilter) (Berth's own) - the operator's hard host rules (C(must), C(must_not), written with
         M(berth.fleet.host_rule)) that select the instances - by their names, their server group or the
-        O(berth.fleet.server#module:labels) given at launch - must hold on the host - in the rule's aggregate for
+        O(berth.fleet.schedule#module:labels) given at launch - must hold on the host - in the rule's aggregate for
         C(must), outside it for C(must_not); the rejection names the rule. The claim re-checks them. Without such a
         rule it passes every host.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,

@@ -30,7 +30,7 @@ SHOULD_NOT = "should_not"
 KINDS = (MUST, SHOULD, MUST_NOT, SHOULD_NOT)
 HARD_KINDS = (MUST, MUST_NOT)
 # What may select a rule's instances: at least one, and every one given must match.
-SELECTORS = ("instance_name", "server_group", "label")
+SELECTORS = ("instance_name", "instance_group", "instance_label")
 _KEYS = ("name", "kind", "aggregate", "weight", *SELECTORS)
 
 
@@ -44,8 +44,8 @@ class HostRule:
     kind: str
     aggregate: str
     instance_name: str | None = None
-    server_group: str | None = None
-    label: str | None = None
+    instance_group: str | None = None
+    instance_label: str | None = None
     weight: float = 1.0
 
     @property
@@ -57,9 +57,9 @@ class HostRule:
         ``labels``, is one this rule is about."""
         if self.instance_name is not None and not fnmatch.fnmatchcase(name, self.instance_name):
             return False
-        if self.server_group is not None and server_group != self.server_group:
+        if self.instance_group is not None and server_group != self.instance_group:
             return False
-        return self.label is None or self.label in labels
+        return self.instance_label is None or self.instance_label in labels
 
     def holds_on(self, aggregates: Iterable[str]) -> bool:
         """Whether a host in ``aggregates`` (their names) is where the rule wants its instances:
@@ -78,34 +78,36 @@ class HostRule:
 
 
 def host_rule_from_dict(data: Any, field_name: str = "host_rule") -> HostRule:
-    """A rule from its dict form (to_dict's), every part checked, naming the field at fault."""
+    """A rule from its dict form (to_dict's), every part checked, naming the field at fault
+    (``field_name``.key, or the key alone with an empty ``field_name``: a task's own options)."""
     if isinstance(data, HostRule):
         return data
+
+    def named(key: str) -> str:
+        return f"{field_name}.{key}" if field_name else key
+
     if not isinstance(data, Mapping):
         raise SchedulerInputError(field_name, f"{field_name} must be a mapping, got {data!r}")
     for key in data:
         if key not in _KEYS:
-            raise SchedulerInputError(f"{field_name}.{key}",
-                                      f"{field_name} has an unknown key {key!r}; allowed: {', '.join(_KEYS)}")
+            raise SchedulerInputError(named(key), f"a host rule has no key {key!r}; allowed: {', '.join(_KEYS)}")
     for key in ("name", "aggregate"):
         value = data.get(key)
         if not isinstance(value, str) or not value:
-            raise SchedulerInputError(f"{field_name}.{key}",
-                                      f"{field_name}.{key} must be a non-empty string, got {value!r}")
+            raise SchedulerInputError(named(key), f"{named(key)} must be a non-empty string, got {value!r}")
     if data.get("kind") not in KINDS:
-        raise SchedulerInputError(f"{field_name}.kind",
-                                  f"{field_name}.kind must be one of {', '.join(KINDS)}, got {data.get('kind')!r}")
+        raise SchedulerInputError(named("kind"), f"{named('kind')} must be one of {', '.join(KINDS)}, "
+                                                 f"got {data.get('kind')!r}")
     selectors = {key: data.get(key) for key in SELECTORS if data.get(key) is not None}
     if not selectors:
-        raise SchedulerInputError(field_name, f"{field_name} must select its instances by at least one of "
-                                              f"{', '.join(SELECTORS)}")
+        raise SchedulerInputError(field_name or SELECTORS[0], f"a host rule must select its instances by at least "
+                                                              f"one of {', '.join(SELECTORS)}")
     for key, value in selectors.items():
         if not isinstance(value, str) or not value:
-            raise SchedulerInputError(f"{field_name}.{key}",
-                                      f"{field_name}.{key} must be a non-empty string, got {value!r}")
+            raise SchedulerInputError(named(key), f"{named(key)} must be a non-empty string, got {value!r}")
     weight = data.get("weight")
     weight = 1.0 if weight is None else weight
-    check_positive_number(f"{field_name}.weight", weight)
+    check_positive_number(named("weight"), weight)
     return HostRule(name=data["name"], kind=data["kind"], aggregate=data["aggregate"], weight=float(weight),
                     **selectors)
 

@@ -326,8 +326,8 @@ host_rules = Table(
     Column("aggregate", String(255), nullable=False),
     Column("weight", Float, nullable=False, default=1.0, server_default="1"),
     Column("instance_name", String(255), nullable=True),
-    Column("server_group", String(255), nullable=True),
-    Column("label", String(63), nullable=True),
+    Column("instance_group", String(255), nullable=True),
+    Column("instance_label", String(63), nullable=True),
     Column("created_at", DateTime, nullable=False),
     Column("updated_at", DateTime, nullable=False),
 )

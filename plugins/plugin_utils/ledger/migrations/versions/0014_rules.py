@@ -28,8 +28,8 @@ def upgrade() -> None:
         sa.Column("aggregate", sa.String(255), nullable=False),
         sa.Column("weight", sa.Float, nullable=False, server_default="1"),
         sa.Column("instance_name", sa.String(255), nullable=True),
-        sa.Column("server_group", sa.String(255), nullable=True),
-        sa.Column("label", sa.String(63), nullable=True),
+        sa.Column("instance_group", sa.String(255), nullable=True),
+        sa.Column("instance_label", sa.String(63), nullable=True),
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.Column("updated_at", sa.DateTime, nullable=False),
     )

@@ -291,6 +291,6 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
         # The operator's host rules on the fleet's aggregates (agg0..agg3), of every kind.
         request["host_rules"] = [
             {"name": f"rule{index}", "kind": rng.choice(["must", "should", "must_not", "should_not"]),
-             "aggregate": f"agg{rng.randint(0, 3)}", "label": "db", "weight": rng.choice([1.0, 2.5])}
+             "aggregate": f"agg{rng.randint(0, 3)}", "instance_label": "db", "weight": rng.choice([1.0, 2.5])}
             for index in range(rng.randint(1, 2))]
     return request
