@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_rule
 short_description: Write, delete or list the operator's host rules in Berth's ledger
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - A host rule says where some instances go with respect to a host aggregate, as oVirt's VM-to-host affinity and
     VMware DRS's VM-host rules do. C(must) - only hosts in the aggregate; C(must_not) - never a host in it;

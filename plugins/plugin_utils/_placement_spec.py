@@ -173,6 +173,6 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings
     elif request.flavor != flavor:
         request = request.resized(flavor)
     group = server_group_from_dict(dict(current_group)) if current_group is not None else None
-    selected = request_rules(rules, [instance["name"]], request, current_group)
+    selected = request_rules(rules, [instance["name"]], request, current_group) if rules else []
     return request_spec(request, settings, 1, group, image_volume=None, ignore_hosts=list(ignore_hosts),
                         host_rules=selected), why_not
