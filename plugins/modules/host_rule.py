@@ -113,9 +113,9 @@ rule:
     kind: {description: Its kind., type: str}
     aggregate: {description: Its aggregate., type: str}
     weight: {description: Its weight (the soft kinds')., type: float}
-    instance_name: {description: Its name pattern, or null., type: str}
-    instance_group: {description: Its server group, or null., type: str}
-    instance_label: {description: Its label, or null., type: str}
+    instance_name: {description: "Its name pattern, or null.", type: str}
+    instance_group: {description: "Its server group, or null.", type: str}
+    instance_label: {description: "Its label, or null.", type: str}
 before:
   description: The rule of that name as it was before this task wrote it; null if it is new.
   returned: with state present
