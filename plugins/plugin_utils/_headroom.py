@@ -1,9 +1,8 @@
 """Failover headroom (N+k): could the HA instances of failed hypervisors be restarted on the
 rest of the fleet? Worked out as an evacuation would place them: each HA instance scheduled
 from its recorded request (zone, group, hints, image properties, NUMA and devices) and the host
-rules that select it, with the
-operator's filters and weighers of this run, highest ha_priority first, each placement consumed
-before the next is decided. Private to the collection.
+rules that select it, with the operator's filters and weighers of this run, highest ha_priority
+first, each placement consumed before the next is decided. Private to the collection.
 
 Which losses are checked (all k-subsets of a fleet are far too many):
 
