@@ -89,13 +89,19 @@ options:
         the asked size (total - reserved - used), per cell; the rejection says which cell was
         short. Not a default, as in Nova - enable it where flavors ask for NUMA placement. A
         request that asks nothing of the kind passes every host.
+      - C(HostRuleFilter) (Berth's own) - the operator's hard host rules (C(must), C(must_not), written with
+        M(berth.fleet.host_rule)) that select the instances - by their names, their server group or the
+        O(berth.fleet.schedule#module:labels) given at launch - must hold on the host - in the rule's aggregate for
+        C(must), outside it for C(must_not); the rejection names the rule. The claim re-checks them. Without such a
+        rule it passes every host.
       - Filters Nova runs once per request (host up, zone, capabilities, image properties,
         aggregate extra specs, type, image isolation and tenants, isolated hosts, hints,
-        CIDR) check the first instance only; so do Berth's image and network filters.
+        CIDR) check the first instance only; so do Berth's image, network and host rule filters.
       - Default C(ComputeFilter), C(AvailabilityZoneFilter), C(RamFilter), C(CoreFilter),
         C(DiskFilter), C(ComputeCapabilitiesFilter), C(ImagePropertiesFilter),
         C(ServerGroupAntiAffinityFilter), C(ServerGroupAffinityFilter), C(PoolImageFilter),
-        C(NetworkFilter) (the last two do nothing unless the launch names an image volume or networks).
+        C(NetworkFilter), C(HostRuleFilter) (the last three do nothing unless the launch names an image volume or
+        networks, or the operator writes a hard host rule).
     type: list
     elements: str
   weighers:
@@ -124,6 +130,10 @@ options:
         an alias of O(pci_alias) matches, at most 99 counted, as Nova), so that instances without
         devices keep off the hosts with them; O(pci_weight_multiplier). Without aliases it
         weighs nothing.
+      - C(HostRuleWeigher) (Berth's own) - the operator's soft host rules (C(should), C(should_not), written with
+        M(berth.fleet.host_rule)) that select the instances - the sum of the weights of those the host satisfies
+        (in a C(should) rule's aggregate, outside a C(should_not) rule's) less those it breaks;
+        O(host_rule_weight_multiplier). Without such a rule it weighs nothing.
       - Not provided - Nova's C(CrossCellWeigher) (it weighs Nova's cells, which Berth has no
         counterpart of).
       - Each weigher's values are normalised to 0..1 over the candidates (RAM, CPU, disk and
@@ -175,6 +185,10 @@ options:
     type: float
   pci_weight_multiplier:
     description: Multiplier of C(PCIWeigher). Default 1.0; 0.0 turns it off.
+    type: float
+  host_rule_weight_multiplier:
+    description: Multiplier of C(HostRuleWeigher) (the soft host rules). Default 1.0, as the soft affinity
+      weighers; raise it for a soft rule to outweigh the free RAM and CPU weighers.
     type: float
   image_props_weight_setting:
     description:

@@ -265,6 +265,22 @@ def ha_option(value: Any) -> bool:
     return value
 
 
+# How many labels one launch may give: a handful of short names, not a tag store.
+LABELS_MAX = 16
+
+
+def labels_option(value: Any) -> tuple[str, ...]:
+    """``labels``: a list of short names (DNS labels) the operator's host rules select
+    instances by; duplicates dropped, order kept."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InputError("labels", f"labels must be a list of short names, got {value!r}")
+    if len(value) > LABELS_MAX:
+        raise InputError("labels", f"labels holds at most {LABELS_MAX} names, got {len(value)}")
+    return tuple(dict.fromkeys(dns_label(f"labels[{index}]", label) for index, label in enumerate(value)))
+
+
 # ---- the launch request, typed ----------------------------------------------------------------
 
 # The schema of an instance's recorded request (the ledger's instances.request): 1 kept the
@@ -417,6 +433,9 @@ class Request:
     # A ledger group by name, or a group described in full (a "what if" without the ledger).
     server_group: Any = None
     scheduler_hints: Mapping[str, Any] = field(default_factory=dict)
+    # Short names the requester gives, which the operator's host rules select instances by
+    # (berth.fleet.host_rule); recorded, so every move is held to the same rules.
+    labels: tuple[str, ...] = ()
     project_id: str = DEFAULT_PROJECT_ID
     domain_type: str = ""
     autostart: bool = False
@@ -462,6 +481,7 @@ class Request:
             "key_name": self.key_name, "public_keys": list(self.public_keys), "metadata": dict(self.metadata),
             "boot": self.boot.to_dict(), "availability_zone": self.availability_zone,
             "server_group": self.server_group, "scheduler_hints": dict(self.scheduler_hints),
+            "labels": list(self.labels),
             "project_id": self.project_id, "domain_type": self.domain_type, "autostart": self.autostart,
         }
 
@@ -495,6 +515,8 @@ class Request:
             availability_zone=_optional_name("availability_zone", record.get("availability_zone")),
             server_group=record.get("server_group"),
             scheduler_hints=limits.check_mapping_size("scheduler_hints", record.get("scheduler_hints") or {}),
+            # Records written before labels were read have none.
+            labels=labels_option(record.get("labels")),
             project_id=_optional_name("project_id", record.get("project_id")) or DEFAULT_PROJECT_ID,
             domain_type=domain_type_option(record.get("domain_type")),
             autostart=record.get("autostart") is True)

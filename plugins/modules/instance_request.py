@@ -81,7 +81,7 @@ request:
       extra specs, C(image) (C(name), C(format), C(url), C(checksum), C(properties)), C(guest) (every guest hardware
       option as it will be built, the image's properties filling what the request did not say), C(networks) with
       their static settings (normalised), C(key_name), C(public_keys), C(metadata), C(boot), C(availability_zone),
-      C(server_group), C(scheduler_hints), C(project_id), C(domain_type), C(autostart). User data is checked but not
+      C(server_group), C(scheduler_hints), C(labels), C(project_id), C(domain_type), C(autostart). User data is checked but not
       returned (it may hold secrets).
   returned: always
   type: dict

@@ -170,6 +170,13 @@ options:
         allowed. The placed instances record these properties.
     type: dict
     default: {}
+  labels:
+    description:
+      - Short names the operator's host rules (M(berth.fleet.host_rule)) select the instances by; with the ledger,
+        the rules that select them (by these labels, the instances' names or O(server_group)) apply.
+    type: list
+    elements: str
+    default: []
   scheduler_hints:
     description:
       - Nova's scheduler hints - C(same_host) and C(different_host) (instance uuids, for

@@ -104,6 +104,15 @@ options:
   server_group:
     description: The server group (a name from M(berth.fleet.server_group)) the instance joins; see M(berth.fleet.schedule).
     type: raw
+  labels:
+    description:
+      - Short names (DNS labels, at most 16) the operator's host rules (M(berth.fleet.host_rule)) select instances
+        by - C(labels=[db]) puts the instances under every rule written for the label C(db). The requester picks
+        labels; the operator writes the rules. Recorded with each instance, so that every move is held to the same
+        rules.
+    type: list
+    elements: str
+    default: []
   scheduler_hints:
     description: Nova's scheduler hints (C(different_host), C(same_host), C(query), C(build_near_host_ip)...); see M(berth.fleet.schedule).
     type: dict

@@ -1,8 +1,8 @@
 """Failover headroom (N+k): could the HA instances of failed hypervisors be restarted on the
 rest of the fleet? Worked out as an evacuation would place them: each HA instance scheduled
-from its recorded request (zone, group, hints, image properties, NUMA and devices) with the
-operator's filters and weighers of this run, highest ha_priority first, each placement consumed
-before the next is decided. Private to the collection.
+from its recorded request (zone, group, hints, image properties, NUMA and devices) and the host
+rules that select it, with the operator's filters and weighers of this run, highest ha_priority
+first, each placement consumed before the next is decided. Private to the collection.
 
 Which losses are checked (all k-subsets of a fleet are far too many):
 
@@ -41,6 +41,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import needed_host_fields, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
@@ -48,7 +49,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group
     ServerGroup,
     server_group_from_dict,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request, request_spec
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
+    move_request,
+    request_rules,
+    request_spec,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import instance_flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
@@ -173,23 +178,25 @@ def instance_key(spec: RequestSpec) -> str:
 
 
 def ha_instances(rows: Iterable[Mapping[str, Any]], settings: Settings,
-                 groups: Mapping[str, Mapping[str, Any]]) -> list[HaInstance]:
+                 groups: Mapping[str, Mapping[str, Any]], rules: Sequence[HostRule] = ()) -> list[HaInstance]:
     """The ledger's HA instances (Ledger.ha_instances) as restarts would schedule them: each from
-    its recorded request, with the group its ledger row names as ``groups`` has it."""
+    its recorded request, with the group its ledger row names as ``groups`` has it and the host
+    ``rules`` (the ledger's) that select it."""
     found = []
     for row in rows:
         group = groups.get(row["server_group"]) if row.get("server_group") else None
-        spec, _why_not = move_request(row, instance_flavor(row), settings, current_group=group)
+        spec, _why_not = move_request(row, instance_flavor(row), settings, current_group=group, rules=rules)
         found.append(HaInstance(row["name"], row["host"], row["ha_priority"], spec, instance_key(spec)))
     return found
 
 
 def planned_instances(placements: Sequence[Mapping[str, Any]], request: Request, settings: Settings,
-                      group: Mapping[str, Any] | None) -> list[HaInstance]:
+                      group: Mapping[str, Any] | None, rules: Sequence[HostRule] = ()) -> list[HaInstance]:
     """A launch's placements as HA instances (for a launch with ``ha``), as a restart would
-    schedule them (no image volume: as a move)."""
+    schedule them (no image volume: as a move), held to the host ``rules`` that select them."""
+    selected = request_rules(rules, [placement["name"] for placement in placements], request, group)
     spec = request_spec(request, settings, 1, server_group_from_dict(dict(group)) if group else None,
-                        image_volume=None)
+                        image_volume=None, host_rules=selected)
     key = instance_key(spec)
     return [HaInstance(placement["name"], placement["host"], request.ha_priority, spec, key)
             for placement in placements]
@@ -349,9 +356,11 @@ def ledger_headroom(ledger: Any, settings: Settings, planned: Sequence[Mapping[s
         for placement in planned:
             with_new.add(placement["host"])
         groups[group["name"]] = with_new.to_dict()
-    instances = ha_instances(rows, settings, groups)
+    rules = ledger.scheduler_rules()
+    instances = ha_instances(rows, settings, groups, rules)
     if request is not None and request.ha and planned:
-        instances += planned_instances(planned, request, settings, groups.get(group["name"]) if group else None)
+        instances += planned_instances(planned, request, settings, groups.get(group["name"]) if group else None,
+                                       rules)
     specs = [instance.spec for instance in instances]
     if request is not None:
         specs.append(request_spec(request, settings))

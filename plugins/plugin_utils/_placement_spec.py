@@ -15,7 +15,9 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     Request,
     ha_option,
     ha_priority_option,
+    labels_option,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule, rules_for
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import (
     DEFAULT_PROJECT_ID,
@@ -62,6 +64,8 @@ def decision_request(options: Mapping[str, Any], names: Sequence[str]) -> dict[s
     recorded["flavor"] = options["flavor"].to_dict()
     if options.get("server_group") is not None:
         recorded["server_group"] = options["server_group"].to_dict()
+    if options.get("host_rules"):
+        recorded["host_rules"] = [rule.to_dict() for rule in options["host_rules"]]
     return {**recorded, "names": list(names)}
 
 
@@ -92,6 +96,7 @@ def scheduling_request(args: Mapping[str, Any], flavor: Flavor, settings: Settin
         availability_zone=limits.check_name("availability_zone", args.get("availability_zone")),
         server_group=server_group_value(args.get("server_group")),
         scheduler_hints=limits.check_mapping_size("scheduler_hints", args.get("scheduler_hints") or {}),
+        labels=labels_option(args.get("labels")),
         project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID,
         ha=ha_option(args.get("ha") or False), ha_priority=ha_priority_option(args.get("ha_priority") or 0))
 
@@ -124,6 +129,20 @@ def ledger_group(server_group: Any, ledger: Any) -> dict[str, Any] | None:
     return group
 
 
+def request_rules(rules: Sequence[HostRule], names: Sequence[str], request: Request,
+                  group: Mapping[str, Any] | None = None) -> list[HostRule]:
+    """The host rules (``rules``: the ledger's) that select the instances ``names`` of
+    ``request``: by their names, their labels, and their server group (``group``, the ledger's,
+    else the one the request names)."""
+    if group is not None:
+        group_name = group.get("name")
+    elif isinstance(request.server_group, Mapping):
+        group_name = request.server_group.get("name")
+    else:
+        group_name = request.server_group
+    return rules_for(rules, names, group_name, request.labels)
+
+
 def recorded_request(instance: Mapping[str, Any]) -> tuple[Request | None, str | None]:
     """The request ``instance`` (a ledger row) recorded at its launch, or None with why not: it
     has none (adopted, or launched before Berth recorded them) or one this Berth cannot read."""
@@ -136,13 +155,16 @@ def recorded_request(instance: Mapping[str, Any]) -> tuple[Request | None, str |
 
 
 def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings, ignore_hosts: Sequence[str] = (),
-                 current_group: Mapping[str, Any] | None = None) -> tuple[RequestSpec, str | None]:
+                 current_group: Mapping[str, Any] | None = None,
+                 rules: Sequence[HostRule] = ()) -> tuple[RequestSpec, str | None]:
     """The engine's request of a move (migrate, drain, resize) of one instance, for ``flavor``
     (its own, or the new one of a resize): the request the instance recorded at its launch, with
     ``ignore_hosts`` (the source), the moving run's ``settings`` (its filters, weighers, staleness
     age, devices: the operator's now, never the launch's), no image volume (a move carries its
     disks), and its server group as it is now (``current_group``: the ledger's group with the
-    moving instance left out, so that the scheduler sees what the claim will check).
+    moving instance left out, so that the scheduler sees what the claim will check), and the
+    host ``rules`` (the ledger's) that select it by its name, recorded labels and group, which
+    the claim re-checks too.
 
     An instance whose request is not known moves with its flavor, project and image properties
     only; the second value says why (None when the request was read)."""
@@ -154,4 +176,6 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings
     elif request.flavor != flavor:
         request = request.resized(flavor)
     group = server_group_from_dict(dict(current_group)) if current_group is not None else None
-    return request_spec(request, settings, 1, group, image_volume=None, ignore_hosts=list(ignore_hosts)), why_not
+    selected = request_rules(rules, [instance["name"]], request, current_group) if rules else []
+    return request_spec(request, settings, 1, group, image_volume=None, ignore_hosts=list(ignore_hosts),
+                        host_rules=selected), why_not

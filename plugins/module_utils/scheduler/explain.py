@@ -22,6 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_DIFFERENT_HOST,
     REASON_HOST_DISABLED,
     REASON_HOST_DOWN,
+    REASON_HOST_RULE,
     REASON_HOST_STALE,
     REASON_IGNORED,
     REASON_IMAGE_MISSING,
@@ -86,6 +87,7 @@ _PLAIN_PHRASES = {
     REASON_PCI_IN_USE: "with the requested devices in use ({devices})",
     REASON_PCI_MISSING: "without the requested devices ({devices})",
     REASON_NUMA: "without NUMA cells that fit (CPUs, pages or memory)",
+    REASON_HOST_RULE: "against host rule {rules}",
 }
 
 _INSUFFICIENT_PHRASES = {
@@ -122,7 +124,8 @@ class ReasonCount:
                 service_down_time=spec.service_down_time, image=spec.image_volume,
                 networks=", ".join(spec.requested_networks), project=spec.project_id,
                 near=affinity_network(spec.scheduler_hints),
-                devices=spec.pci.describe() if spec.pci is not None else "")
+                devices=spec.pci.describe() if spec.pci is not None else "",
+                rules=", ".join(rule.name for rule in spec.host_rules if rule.hard))
         return self.reason.replace("_", " ")
 
     def to_dict(self, spec: RequestSpec) -> dict[str, Any]:

@@ -59,6 +59,7 @@ METRICS_FILTER = _filter("MetricsFilter")
 SIMPLE_CIDR_AFFINITY_FILTER = _filter("SimpleCIDRAffinityFilter")
 NUMA_TOPOLOGY_FILTER = _filter("NUMATopologyFilter")
 PCI_PASSTHROUGH_FILTER = _filter("PciPassthroughFilter")
+HOST_RULE_FILTER = _filter("HostRuleFilter")
 
 RAM_WEIGHER, RAM_WEIGHT_MULTIPLIER = _weigher("RAMWeigher", "ram_weight_multiplier")
 CPU_WEIGHER, CPU_WEIGHT_MULTIPLIER = _weigher("CPUWeigher", "cpu_weight_multiplier")
@@ -78,6 +79,7 @@ HYPERVISOR_VERSION_WEIGHER, HYPERVISOR_VERSION_WEIGHT_MULTIPLIER = _weigher(
 IMAGE_PROPERTIES_WEIGHER, IMAGE_PROPS_WEIGHT_MULTIPLIER = _weigher(
     "ImagePropertiesWeigher", "image_props_weight_multiplier")
 PCI_WEIGHER, PCI_WEIGHT_MULTIPLIER = _weigher("PCIWeigher", "pci_weight_multiplier")
+HOST_RULE_WEIGHER, HOST_RULE_WEIGHT_MULTIPLIER = _weigher("HostRuleWeigher", "host_rule_weight_multiplier")
 
 # Every filter a request may name, in the order of their declarations above (error messages
 # list them so); every weigher with its multiplier option, likewise.

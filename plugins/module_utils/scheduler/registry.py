@@ -35,6 +35,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.aggr
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.metrics import MetricsFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.simple_cidr_affinity import SimpleCIDRAffinityFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.pci_passthrough import PciPassthroughFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.host_rule import HostRuleFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.numa_topology import NUMATopologyFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.ram import RAMWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.cpu import CPUWeigher
@@ -48,6 +49,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.bui
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.hypervisor_version import HypervisorVersionWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.image_properties import ImagePropertiesWeigher
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.pci import PCIWeigher
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.weighers.host_rule import HostRuleWeigher
 
 # Listed by hand, not discovered: AnsiballZ ships module_utils by following static imports,
 # so a directory scan would find nothing on a hypervisor. Each class carries its name from
@@ -87,6 +89,7 @@ FILTERS: dict[str, type[BaseHostFilter]] = {host_filter.name: host_filter for ho
     SimpleCIDRAffinityFilter,
     NUMATopologyFilter,
     PciPassthroughFilter,
+    HostRuleFilter,
 )}
 
 WEIGHERS: dict[str, type[BaseWeigher]] = {weigher.name: weigher for weigher in (
@@ -102,4 +105,5 @@ WEIGHERS: dict[str, type[BaseWeigher]] = {weigher.name: weigher for weigher in (
     HypervisorVersionWeigher,
     ImagePropertiesWeigher,
     PCIWeigher,
+    HostRuleWeigher,
 )}

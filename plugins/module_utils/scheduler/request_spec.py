@@ -23,6 +23,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.image_meta i
     canonical_image_properties,
     parse_version_requirement,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule, host_rule_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.json_query import parse_query
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import (
     AVAILABILITY_ZONE_FILTER,
@@ -32,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import
     DIFFERENT_HOST_FILTER,
     DISK_FILTER,
     FILTER_NAMES,
+    HOST_RULE_FILTER,
     IMAGE_PROPERTIES_FILTER,
     JSON_FILTER,
     NETWORK_FILTER,
@@ -65,13 +67,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.validation i
 )
 
 # Newton's default list with CoreFilter added (retries use alternates, so no
-# RetryFilter), and Berth's two for what a libvirt build needs on the host (its image volume,
-# its networks), which do nothing unless the launch names them; every weigher, with Nova's
-# default multipliers.
+# RetryFilter), Berth's two for what a libvirt build needs on the host (its image volume,
+# its networks), which do nothing unless the launch names them, and HostRuleFilter, which does
+# nothing until the operator writes a hard host rule (so that one written takes effect); every
+# weigher, with Nova's default multipliers.
 DEFAULT_FILTERS = [
     COMPUTE_FILTER, AVAILABILITY_ZONE_FILTER, RAM_FILTER, CORE_FILTER, DISK_FILTER,
     COMPUTE_CAPABILITIES_FILTER, IMAGE_PROPERTIES_FILTER, SERVER_GROUP_ANTI_AFFINITY_FILTER,
-    SERVER_GROUP_AFFINITY_FILTER, POOL_IMAGE_FILTER, NETWORK_FILTER,
+    SERVER_GROUP_AFFINITY_FILTER, POOL_IMAGE_FILTER, NETWORK_FILTER, HOST_RULE_FILTER,
 ]
 DEFAULT_WEIGHERS = list(WEIGHER_MULTIPLIER_OPTIONS)
 
@@ -138,6 +141,9 @@ class RequestSpec:
     image_properties: dict[str, Any] = field(default_factory=dict)
     scheduler_hints: dict[str, Any] = field(default_factory=dict)
     server_group: ServerGroup | None = None
+    # The operator's host rules that select this request's instances (host_rules.rules_for):
+    # HostRuleFilter reads the hard ones, HostRuleWeigher the soft ones.
+    host_rules: list[HostRule] = field(default_factory=list)
     # Nova's project_id (AggregateMultiTenancyIsolation).
     project_id: str = DEFAULT_PROJECT_ID
     # [host, nodename] pairs this instance was already tried on (a host name alone: all its
@@ -232,6 +238,10 @@ class RequestSpec:
                 f"scheduler_hints.group names server group {group_hint!r}, but server_group "
                 f"describes {self.server_group.name if self.server_group else 'no group'}",
             )
+        if not isinstance(self.host_rules, (list, tuple)):
+            raise SchedulerInputError("host_rules", f"host_rules must be a list, got {self.host_rules!r}")
+        self.host_rules = [host_rule_from_dict(rule, f"host_rules[{index}]")
+                           for index, rule in enumerate(self.host_rules)]
         self.retry_hosts = check_retry_hosts(self.retry_hosts)
         if not isinstance(self.project_id, str) or not self.project_id:
             raise SchedulerInputError("project_id", f"project_id must be a non-empty string, "

@@ -47,6 +47,8 @@ REASON_PCI_MISSING = "pci_devices_missing"
 # No NUMA cell (or set of cells) has the CPUs, pages or memory the instance asks: the detail
 # says which cell was short of what.
 REASON_NUMA = "numa"
+# The host breaks one of the operator's hard host rules (HostRuleFilter): the detail names it.
+REASON_HOST_RULE = "host_rule"
 
 # "Not now" (kube's Unschedulable): the host would do once usage goes down. Every other reason
 # is "never" (UnschedulableAndUnresolvable): only a change of the request or the fleet's

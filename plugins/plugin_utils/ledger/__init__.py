@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
@@ -43,6 +44,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     claims,
     decisions,
     evacuations,
+    host_rules,
     host_states,
     inventory,
     server_groups,
@@ -653,6 +655,39 @@ class Ledger:
         that instance left out (see server_groups.moving_member_group); None if it has none."""
         with self._read() as db:
             return server_groups.moving_member_group(db, instance_uuid)
+
+    # ---- host rules ----------------------------------------------------------------------------
+
+    @database_errors
+    def put_host_rule(self, rule: HostRule, dry_run: bool = False) -> dict[str, Any]:
+        """Write a host rule by its name (idempotent: a rule of that name is changed to this
+        one). Returns ``before`` (the rule as it was, None if new), ``changed``, ``breaking`` (the
+        instances placed now against it, if hard: it holds for what is placed or moved from now
+        on, they stay until moved) and ``known_aggregate`` (whether any hypervisor of the ledger
+        is in its aggregate: a must rule on an aggregate none is in rejects every host). May be
+        written before the first tracker sync: this creates a SQLite ledger too."""
+        with self._write(dry_run, create=True) as db:
+            before, changed = host_rules.put(db, rule)
+            return {"before": before, "changed": changed, "breaking": host_rules.breaking(db, rule),
+                    "known_aggregate": rule.aggregate in host_rules.known_aggregates(db)}
+
+    @database_errors
+    def delete_host_rule(self, name: str, dry_run: bool = False) -> dict[str, Any] | None:
+        """Delete a host rule; returns it as it was, None if there was none."""
+        with self._write(dry_run) as db:
+            return host_rules.remove(db, name)
+
+    @database_errors
+    def host_rules(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every host rule (or the one named), by name, with when it was written."""
+        with self._read() as db:
+            return host_rules.listing(db, name)
+
+    @database_errors
+    def scheduler_rules(self) -> list[HostRule]:
+        """Every host rule in the engine's form, for a schedule to select the request's from."""
+        with self._read() as db:
+            return host_rules.rules(db)
 
     # ---- decisions -----------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """Claims: the resources an instance holds on a hypervisor, and the instance rows they belong to.
 
 A claim is one transaction that locks the chosen hypervisors (and the server group, if any),
-re-checks their room with the placement engine's own resource filters and the group's hard
-policy, and commits only if everything still fits. Every transaction that adds or drops a
+re-checks their room with the placement engine's own resource filters, the group's hard
+policy and the operator's hard host rules, and commits only if everything still fits. Every transaction that adds or drops a
 claim (or unmanaged usage) ends with ``refresh_usage`` on the hypervisors it touched, which
 re-sums their usage from the rows and moves their generation: the hypervisor row's usage
 summary, which the scheduler reads, is never computed any other way.
@@ -34,7 +34,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
     DEFAULT_PROJECT_ID,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, host_rules, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
     insert_skipping,
@@ -185,6 +185,9 @@ class ClaimGuard:
     def check_group(self, db: Connection, group: Any, new_hosts: Sequence[str]) -> None:
         _check_group(db, group, new_hosts)
 
+    def check_rules(self, db: Connection, entries: Sequence[Mapping[str, Any]]) -> None:
+        _check_rules(db, entries)
+
     def take_exact(self, view: HostState, request: ExactRequest, host: str) -> dict[str, Any]:
         """The CPUs, cells, pages and devices ``view`` still gives one instance of ``request``
         (ClaimConflict with the reason otherwise), taken from ``view`` for the next one."""
@@ -236,6 +239,9 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 "image_properties": dict(placement.get("image_properties") or {}) or None,
                 "request": dict(request) if request is not None else None, "ha": ha, "ha_priority": ha_priority})
             moved.append(placement.get("generation") is not None and placement["generation"] != generation)
+        guard.check_rules(db, [{"name": instance["name"], "server_group": server_group,
+                                "labels": host_rules.request_labels(request), "hypervisor_uuid": instance["hypervisor_uuid"],
+                                "host": instance["host"]} for instance in new])
         _insert_instances(db, new, placements)
         if user_data is not None:
             db.execute(insert(instance_user_data), [{"instance_uuid": instance["uuid"], "user_data": user_data}
@@ -313,6 +319,15 @@ def _check_group(db: Connection, group: Any, new_hosts: Sequence[str], moving: s
         raise ClaimConflict(*broken)
 
 
+def _check_rules(db: Connection, entries: Sequence[Mapping[str, Any]]) -> None:
+    """ClaimConflict unless every instance of ``entries`` keeps the hard host rules where it is
+    claimed (host_rules.violation), read in this transaction: a rule written since the decision
+    holds too."""
+    broken = host_rules.violation(db, entries)
+    if broken is not None:
+        raise ClaimConflict(*broken)
+
+
 def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: str, lease_s: int,
                       keep_others: bool, host: str | None = None, flavor: Flavor | None = None,
                       exact: ExactRequest | None = None) -> dict[str, Any]:
@@ -348,6 +363,9 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
         assignment = take_exact(view, exact, view.host)
     if group is not None:
         _check_group(db, group, [view.host], moving=instance_uuid)
+    _check_rules(db, [{"name": instance["name"], "server_group": group.name if group is not None else None,
+                       "labels": host_rules.request_labels(instance["request"]), "hypervisor_uuid": hv_uuid,
+                       "host": view.host}])
     columns = claim_columns(instance_uuid, hv_uuid, flavor, owner, lease_s, now, assignment)
     claim_id = db.execute(_INSERT_CLAIM, columns).scalar_one()
     refresh_usage(db, [hv_uuid])

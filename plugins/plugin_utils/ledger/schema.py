@@ -325,6 +325,23 @@ server_group_members = Table(
            index=True),
 )
 
+# The operator's host rules (berth.fleet.host_rule; module_utils/scheduler/host_rules.py): what
+# selects a rule's instances (a name pattern, a server group, a label: at least one, all must
+# match), its kind, the aggregate it is about and, for the soft kinds, its weight. Read by every
+# schedule and, the hard ones, by every claim's re-check.
+host_rules = Table(
+    "host_rules", metadata,
+    Column("name", String(255), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("aggregate", String(255), nullable=False),
+    Column("weight", Float, nullable=False, default=1.0, server_default="1"),
+    Column("instance_name", String(255), nullable=True),
+    Column("instance_group", String(255), nullable=True),
+    Column("instance_label", String(63), nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+)
+
 # One scheduling decision with what it was made on, so the engine can replay it.
 decisions = Table(
     "decisions", metadata,

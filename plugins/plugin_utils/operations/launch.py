@@ -22,6 +22,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     domain_type_option,
     ha_option,
     ha_priority_option,
+    labels_option,
     metadata_spec,
     user_data_spec,
 )
@@ -45,7 +46,7 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
     """A launch's request from the requester's ``options`` (a task's validated arguments) and the
     operator's ``settings``, every part checked against its limits before anything is scheduled:
     the flavor, image, networks (with their static settings), metadata, user data, SSH keys, boot
-    paths, the guest's hardware and vCPU topology, HA and its priority, the zone, group and hints (a hint no enabled
+    paths, the guest's hardware and vCPU topology, HA and its priority, the zone, group, labels and hints (a hint no enabled
     filter reads is refused). An image by URL is downloaded into the controller's cache (in check
     mode too) and its checksum checked, last. Contacts no hypervisor. The one place a request is
     checked: everything after it takes the Request as it is."""
@@ -66,6 +67,7 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
         availability_zone=limits.check_name("availability_zone", options.get("availability_zone")),
         server_group=server_group_value(options.get("server_group")),
         scheduler_hints=limits.check_mapping_size("scheduler_hints", options.get("scheduler_hints") or {}),
+        labels=labels_option(options.get("labels")),
         project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID,
         domain_type=domain_type_option(options.get("domain_type")), autostart=bool(options.get("autostart")),
         ha=ha_option(options.get("ha") or False), ha_priority=ha_priority_option(options.get("ha_priority") or 0))

@@ -69,8 +69,8 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
     - else the scheduler picks among the other hosts (never the source).
 
     Every search uses the request the instance recorded at launch (its zone, server group,
-    hints...: _placement_spec.move_request), with the source ignored and the group as the move's
-    claim will check it (without the moving instance).
+    hints, labels...: _placement_spec.move_request), with the source ignored, the group as the
+    move's claim will check it (without the moving instance), and the host rules that select it.
 
     ``screen`` (a live migration's CPU check, CpuCheck) is asked about each host chosen: one it
     turns down is passed over with its reason, and the scheduler asked again with it ignored, as
@@ -88,7 +88,9 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
         raise InputError("migrate_max_retries", f"migrate_max_retries must be -1 (no limit) or more, got {retries}")
     flavor = new_flavor or instance_flavor(instance)
     group = ledger.moving_member_group(instance["uuid"])
-    spec, unknown = move_request(instance, flavor, settings, [source], group)
+    # The operator's host rules as they are now: those that select the instance hold for its move.
+    rules = ledger.scheduler_rules()
+    spec, unknown = move_request(instance, flavor, settings, [source], group, rules)
     warnings = [] if unknown is None else [
         f"{name}: {unknown}: it moves with its flavor, project and image properties only - the availability "
         f"zone and scheduler hints it was launched with are not known; its server group, if any, still holds"]
@@ -108,7 +110,7 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
             here = fleet.hosts[names.index(source)].copy()
             for claim in held:
                 here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, settings, (), group)[0])
+            decision = schedule([here], move_request(instance, flavor, settings, (), group, rules)[0])
             if decision.ok:
                 return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
                         "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
@@ -154,7 +156,8 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
         if 0 <= retries < len(passed_over):
             return _no_live_destination(passed_over, args, name,
                                         f"no more than {retries} other hosts tried (migrate_max_retries)")
-        spec = move_request(instance, flavor, settings, [source, *(host["host"] for host in passed_over)], group)[0]
+        spec = move_request(instance, flavor, settings, [source, *(host["host"] for host in passed_over)], group,
+                            rules)[0]
     if passed_over:
         return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
     if new_flavor is not None:

@@ -31,6 +31,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import keeps
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     decision_request,
     ledger_group,
+    request_rules,
     spec_options,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import attempt_targets, controller_refusal
@@ -116,6 +117,10 @@ class Schedule:
             current = None if group is None else server_group_from_dict(
                 group if attempt == 1 else ledger.scheduler_group(group["name"]))
             run = dict(self.run_options)
+            if ledger is not None:
+                # Read on every attempt, as the group is: the claim re-checks the hard rules as
+                # they are then, so a rule written since the last attempt must be seen here.
+                run["host_rules"] = request_rules(ledger.scheduler_rules(), missing, request, group)
             if refused:
                 run["ignore_hosts"] = [*(run.get("ignore_hosts") or []), *refused]
             options = spec_options(request, settings, len(missing), current, **run)

@@ -35,7 +35,7 @@ def full_request() -> Request:
         key_name="ops", public_keys=(KEY,), metadata={"team": "blue"}, user_data="#cloud-config\n",
         boot=Boot("/boot/vmlinuz", "/boot/initrd", "console=ttyS0"), availability_zone="az1",
         server_group="web", scheduler_hints={"different_host": ["0b9a0e4e-6a54-4c5e-8d9f-2f4d3c1b2a10"]},
-        project_id="team-a", domain_type="qemu", autostart=True)
+        labels=("db", "blue"), project_id="team-a", domain_type="qemu", autostart=True)
 
 
 def test_a_request_reads_back_from_its_record_as_it_was_less_the_user_data():
@@ -49,6 +49,14 @@ def test_a_request_reads_back_from_its_record_as_it_was_less_the_user_data():
     assert again.guest.values == {"firmware": "bios", "disk_bus": "sata", "nic_model": "e1000", "cdrom_bus": "sata",
                                   "guest_agent": True, "graphics": {"type": "vnc", "listen": "127.0.0.1"}}
     assert again.topology == {"sockets": 2, "cores": 2, "threads": 1}
+    # The labels the operator's host rules select by are kept, for every move.
+    assert record["labels"] == ["db", "blue"] and again.labels == ("db", "blue")
+
+
+def test_a_record_from_before_labels_reads_with_none():
+    record = full_request().to_record()
+    del record["labels"]
+    assert Request.from_record(record)[0].labels == ()
 
 
 def test_the_build_record_reads_back_beside_the_request():
@@ -119,6 +127,8 @@ def test_a_record_of_an_unknown_schema_is_refused_naming_it():
     ("flavor", {"name": "x", "vcpus": -1, "memory_mb": 1, "root_gb": 1}, "flavor.vcpus"),
     ("domain_type", "lxc", "domain_type"),
     ("public_keys", ["not a key"], "public_keys[0]"),
+    ("labels", ["db", "Not A Label"], "labels[1]"),
+    ("labels", "db", "labels"),
 ], ids=str)
 def test_a_hostile_record_is_refused_naming_the_field(part, value, field):
     with pytest.raises(InputError) as raised:

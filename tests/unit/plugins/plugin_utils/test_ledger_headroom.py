@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError, LedgerError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import launch_check, ledger_headroom
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
@@ -181,3 +182,14 @@ def test_the_roles_launch_marks_its_instances_ha_and_refuses_a_bad_priority(flee
         ("svc-1", 700), ("db-1", 10), ("web-1", 0)]
     with pytest.raises(InputError, match="ha_priority must be an integer from 0 to 1000"):
         scheduling_request({**args, "ha_priority": 5000}, MEDIUM, settings)
+
+
+def test_a_host_rule_that_leaves_an_ha_instance_no_host_breaks_the_headroom(fleet):
+    """The restart of db-1 is planned under the host rules, as its evacuation would be held to
+    them: a must rule on an aggregate no host is in leaves it nowhere to go when hv1 is lost."""
+    assert ledger_headroom(fleet, Settings(failover_hosts=1)).held
+    fleet.put_host_rule(HostRule(name="db-pinned", kind="must", aggregate="rack1", instance_name="db-*"))
+    headroom = ledger_headroom(fleet, Settings(failover_hosts=1))
+    assert not headroom.held and headroom.single_hosts_unabsorbed == ["hv1"]
+    [loss] = headroom.unabsorbed
+    assert list(loss.unplaced) == ["db-1"] and "against host rule db-pinned" in loss.unplaced["db-1"]

@@ -287,4 +287,10 @@ def random_request(rng: random.Random, host_names: list[str]) -> dict[str, Any]:
             flavor["extra_specs"]["hw:mem_page_size"] = rng.choice(["2MB", "small", "any"])
         if rng.random() < 0.2:
             flavor["extra_specs"]["hw:numa_nodes"] = "2"
+    if rng.random() < 0.2:
+        # The operator's host rules on the fleet's aggregates (agg0..agg3), of every kind.
+        request["host_rules"] = [
+            {"name": f"rule{index}", "kind": rng.choice(["must", "should", "must_not", "should_not"]),
+             "aggregate": f"agg{rng.randint(0, 3)}", "instance_label": "db", "weight": rng.choice([1.0, 2.5])}
+            for index in range(rng.randint(1, 2))]
     return request

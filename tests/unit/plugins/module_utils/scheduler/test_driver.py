@@ -368,7 +368,7 @@ def test_request_from_dict_refuses(data, field):
          "AggregateMultiTenancyIsolation, AggregateNumInstancesFilter, AggregateRamFilter, "
          "AggregateTypeAffinityFilter, AllHostsFilter, AvailabilityZoneFilter, "
          "ComputeCapabilitiesFilter, ComputeFilter, CoreFilter, DifferentHostFilter, DiskFilter, "
-         "ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, MetricsFilter, "
+         "HostRuleFilter, ImagePropertiesFilter, IoOpsFilter, IsolatedHostsFilter, JsonFilter, MetricsFilter, "
          "NUMATopologyFilter, NetworkFilter, NumInstancesFilter, PciPassthroughFilter, PoolImageFilter, RamFilter, RetryFilter, "
          "SameHostFilter, ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter, "
          "SimpleCIDRAffinityFilter"),
@@ -376,7 +376,7 @@ def test_request_from_dict_refuses(data, field):
          "enabled_filters must be a list of strings, got 'RamFilter'"),
         ({"weighers": ["CPUWeigher", "NoSuchWeigher"]}, "weighers",
          "weighers names an unknown weigher 'NoSuchWeigher'; allowed: BuildFailureWeigher, "
-         "CPUWeigher, DiskWeigher, HypervisorVersionWeigher, ImagePropertiesWeigher, "
+         "CPUWeigher, DiskWeigher, HostRuleWeigher, HypervisorVersionWeigher, ImagePropertiesWeigher, "
          "IoOpsWeigher, MetricsWeigher, "
          "NumInstancesWeigher, PCIWeigher, RAMWeigher, ServerGroupSoftAffinityWeigher, "
          "ServerGroupSoftAntiAffinityWeigher"),
@@ -386,7 +386,7 @@ def test_request_from_dict_refuses(data, field):
         ({"weight_multipliers": {"cross_cell_move_weight_multiplier": 1.0}}, "weight_multipliers",
          "weight_multipliers names an unknown option 'cross_cell_move_weight_multiplier'; "
          "allowed: build_failure_weight_multiplier, cpu_weight_multiplier, "
-         "disk_weight_multiplier, hypervisor_version_weight_multiplier, "
+         "disk_weight_multiplier, host_rule_weight_multiplier, hypervisor_version_weight_multiplier, "
          "image_props_weight_multiplier, io_ops_weight_multiplier, "
          "metrics_weight_multiplier, num_instances_weight_multiplier, pci_weight_multiplier, "
          "ram_weight_multiplier, soft_affinity_weight_multiplier, soft_anti_affinity_weight_multiplier"),

@@ -211,9 +211,10 @@ def test_registry_names_match_the_classes():
         assert issubclass(filter_class, BaseHostFilter)
         assert filter_class.name == name
     # DESIGN.md: Newton's defaults with CoreFilter added, and Berth's image and network
-    # filters (no-ops unless a launch names an image volume or networks).
+    # filters (no-ops unless a launch names an image volume or networks) and host rule filter
+    # (a no-op until the operator writes a hard rule).
     assert DEFAULT_FILTERS == [
         "ComputeFilter", "AvailabilityZoneFilter", "RamFilter", "CoreFilter", "DiskFilter",
         "ComputeCapabilitiesFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-        "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter",
+        "ServerGroupAffinityFilter", "PoolImageFilter", "NetworkFilter", "HostRuleFilter",
     ]

@@ -353,7 +353,9 @@ ONCE = {"ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
         "AggregateImagePropertiesIsolation", "AggregateMultiTenancyIsolation",
         "SimpleCIDRAffinityFilter",
         # Berth's own: a pool's images and a host's networks do not change within a request.
-        "PoolImageFilter", "NetworkFilter"}
+        "PoolImageFilter", "NetworkFilter",
+        # The operator's rules and a host's aggregates do not change within a request either.
+        "HostRuleFilter"}
 
 
 @pytest.mark.parametrize("name", sorted(FILTERS))

@@ -22,6 +22,8 @@ NOVA_DEFAULTS = {
     "HypervisorVersionWeigher": ("hypervisor_version_weight_multiplier", 1.0, None),
     "ImagePropertiesWeigher": ("image_props_weight_multiplier", 0.0, None),
     "PCIWeigher": ("pci_weight_multiplier", 1.0, None),
+    # Berth's own.
+    "HostRuleWeigher": ("host_rule_weight_multiplier", 1.0, None),
 }
 
 

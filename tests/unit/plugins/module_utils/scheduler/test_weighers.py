@@ -58,6 +58,7 @@ def test_ram_weigher_declares_nova_defaults():
         "RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher",
         "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "MetricsWeigher",
         "BuildFailureWeigher", "HypervisorVersionWeigher", "ImagePropertiesWeigher", "PCIWeigher",
+        "HostRuleWeigher",
     ]
 
 
