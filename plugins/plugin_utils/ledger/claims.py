@@ -373,6 +373,9 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
         db.execute(delete(claims).where(claims.c.id.in_([other.id for other in others])))
     now = utcnow()
     moved = {"hypervisor_uuid": target.hypervisor_uuid, "host": name, "missing_since": None, "updated_at": now}
+    if target.hypervisor_uuid != instance["hypervisor_uuid"]:
+        # The rebalancer's cooldown counts from here.
+        moved["moved_at"] = now
     if flavor is not None:
         moved.update(flavor_columns(flavor))
         if instance["request"] is not None:
