@@ -161,9 +161,17 @@ def counted(state: HostState) -> bool:
     return bool(state.service_up and not state.disabled and state.total_usable_ram_mb > 0 and state.vcpus_total > 0)
 
 
-def imbalance(states: Sequence[HostState]) -> float:
-    """The imbalance figure of ``states`` (this module's docstring), over those counted."""
-    fractions = [load_fractions(state) for state in states if counted(state)]
+def imbalance(hosts: HostTable | Sequence[HostState]) -> float:
+    """The imbalance figure of ``hosts`` (this module's docstring), over those counted; read
+    column by column, so that a sync's report of a large fleet builds no host state."""
+    table = HostTable.of(hosts)
+    columns = [table.column(name) for name in (
+        "service_up", "disabled", "total_usable_ram_mb", "free_ram_mb", "ram_allocation_ratio", "vcpus_total",
+        "vcpus_used", "cpu_allocation_ratio")]
+    fractions = []
+    for up, disabled, ram_mb, free_mb, ram_ratio, vcpus, vcpus_used, cpu_ratio in zip(*columns):
+        if up and not disabled and ram_mb > 0 and vcpus > 0:
+            fractions.append(((ram_mb - free_mb) / (ram_mb * ram_ratio), vcpus_used / (vcpus * cpu_ratio)))
     return _Spread.of(fractions).figure()
 
 
