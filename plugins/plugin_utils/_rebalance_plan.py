@@ -432,7 +432,8 @@ class _PlanState:
                 plan.stopped = "no instance of the most used hosts can go anywhere that lowers the imbalance"
                 break
             gain, item, source, destination, why = best
-            if gain < controls.min_gain:
+            # A move that gains nothing is churn, whatever the minimum gain says.
+            if gain < controls.min_gain or gain <= 0:
                 plan.stopped = (f"the best move left ({item.name} to {self.states[destination].host}) lowers the "
                                 f"imbalance by {gain:.4f}, under the minimum gain {controls.min_gain} "
                                 f"(berth_rebalance_min_gain)")
@@ -494,7 +495,7 @@ class _PlanState:
                 saved = self.snapshot()
                 planned = self._empty(source, items, emptied)
                 after = self.figure("pack")
-                if planned is None or figure - after < controls.min_gain or (
+                if planned is None or figure - after < controls.min_gain or figure <= after or (
                         failover and headroom_before and not self.headroom(failover)):
                     self.restore(saved)
                     continue
