@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: rebalance
 short_description: Plan and make moves that even out or pack the fleet, or empty one hypervisor
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Plans a list of moves of the ledger's instances for O(goal), on the host states the scheduler
     reads from the ledger (claims as usage), and makes them in that order through the move of
