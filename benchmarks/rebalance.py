@@ -107,7 +107,11 @@ def main() -> None:
         lines.append(f"| {hosts} | {count} | {spread_s:.2f} | {len(spread.moves)} | {spread.imbalance_before:.4f} | "
                      f"{spread.imbalance_after:.4f} | {drain_s:.2f} | {len(drain.moves)} | "
                      f"{len({move.to_host for move in drain.moves})} |")
-    lines += ["", "Command: `.venv/bin/python benchmarks/rebalance.py --hosts "
+    lines += ["", "Why each spread plan stopped (its ``stopped``):", ""]
+    lines += [f"- {hosts} hosts: {spread.stopped}" for hosts, _count, _spread_s, spread, _drain_s, _drain in rows]
+    lines += ["", "Most of a synthetic host's usage is its own domains, which the ledger records as unmanaged "
+              "usage that no move takes away, so the figure cannot fall far however many instances move.",
+              "", "Command: `.venv/bin/python benchmarks/rebalance.py --hosts "
               f"{' '.join(str(hosts) for hosts in args.hosts)} --moves {args.moves}`"]
     text = "\n".join(lines) + "\n"
     print(text)

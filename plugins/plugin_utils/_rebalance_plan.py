@@ -54,14 +54,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import (
-    ServerGroup,
-    server_group_from_dict,
-)
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import recorded_constraints
 from ansible_collections.berth.fleet.plugins.plugin_utils._headroom import HaInstance, failover_headroom, instance_key
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, PAUSED, STOPPED, instance_flavor
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, STOPPED, instance_flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 GOALS = ("spread", "pack", "drain")
@@ -578,4 +575,3 @@ class _PlanState:
         plan.imbalance_after = self.figure("spread")
         plan.stopped = f"every instance of {host} planned" if not plan.held else f"{len(plan.held)} left on {host}"
         return plan
-
