@@ -430,7 +430,10 @@ class _PlanState:
                 break
             gain, item, source, destination, why = best
             # A move that gains nothing is churn, whatever the minimum gain says.
-            if gain < controls.min_gain or gain <= 0:
+            if gain <= 0:
+                plan.stopped = "no move of an instance of the most used hosts lowers the imbalance"
+                break
+            if gain < controls.min_gain:
                 plan.stopped = (f"the best move left ({item.name} to {self.states[destination].host}) lowers the "
                                 f"imbalance by {gain:.4f}, under the minimum gain {controls.min_gain} "
                                 f"(berth_rebalance_min_gain)")

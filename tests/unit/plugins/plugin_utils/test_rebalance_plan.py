@@ -222,3 +222,12 @@ def test_an_unknown_goal_or_drained_host_is_refused():
         Planner(rows, {}, Settings()).plan(fleet(HOSTS, rows), "even")
     with pytest.raises(InputError, match="unknown host hv9"):
         Planner(rows, {}, Settings()).plan(fleet(HOSTS, rows), "drain", drain_host="hv9")
+
+
+def test_a_move_that_gains_nothing_is_not_proposed_even_with_no_minimum_gain():
+    # Two instances on hv1, one on hv2 and hv3: any move only swaps which host holds two.
+    rows = [row("vm-1", "hv1", 4096), row("vm-2", "hv1", 4096), row("vm-3", "hv2", 4096), row("vm-4", "hv3", 4096)]
+    states = fleet(["hv1", "hv2", "hv3"], rows)
+    assert imbalance(states) > 0
+    plan = Planner(rows, {}, Settings()).plan(states, "spread", Controls(threshold=0.0, min_gain=0.0), now=NOW)
+    assert plan.moves == [] and plan.stopped == "no move of an instance of the most used hosts lowers the imbalance"
