@@ -199,7 +199,8 @@ findings:
 summary:
   description: >-
     The figures of the summary line - hypervisors, changed, down, with_findings, duration_s, per_1000_s,
-    workers, batch_size.
+    workers, batch_size, and imbalance (the fleet's imbalance figure after the sync, as
+    M(berth.fleet.rebalance) reads it).
   returned: unless O(mark_missing)
   type: dict
 report:

@@ -90,6 +90,10 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
     "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k), for the fleet or per aggregate",
     "failover_enforce": "whether a launch that would break that headroom is refused or warned",
+    "rebalance_threshold": "the imbalance figure at or under which the rebalancer moves nothing",
+    "rebalance_min_gain": "how much a rebalancing move must lower the imbalance figure to be proposed",
+    "rebalance_max_moves": "how many moves one rebalance run makes at most",
+    "rebalance_cooldown_seconds": "how long after it moved an instance is left where it is by the rebalancer",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -137,6 +141,7 @@ TASK_OPTIONS: dict[str, str] = {
     "requested_networks": "the networks the hosts must define, from the checked request",
     "retry_hosts": "the hosts a retried build already failed on",
     "to_host": "the host a migration goes to",
+    "goal": "what a rebalance plans for: spread, pack or drain",
     "fenced": "the operator's word, now, that the down hypervisor is fenced",
     "fenced_by": "who the fencing is recorded as done by",
     "mode": "how an instance moves: live, cold or auto",
@@ -230,6 +235,11 @@ class Settings:
     # The fleet's k, or {aggregate: k} (_headroom.py).
     failover_hosts: Union[int, Mapping[str, int]] = 0
     failover_enforce: str = "refuse"
+    # The rebalancer's anti-churn controls (_rebalance_plan.Controls).
+    rebalance_threshold: float = 0.1
+    rebalance_min_gain: float = 0.005
+    rebalance_max_moves: int = 10
+    rebalance_cooldown_seconds: int = 3600
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:

@@ -400,6 +400,14 @@ class Ledger:
             return claims.ha_listing(db, states)
 
     @database_errors
+    def placed_instances(self) -> list[dict[str, Any]]:
+        """Every instance placed on a hypervisor (BUILDING, ACTIVE, STOPPED or PAUSED), each with
+        its server group's name (``server_group``) and its hypervisor's URI: what the rebalancer
+        plans with."""
+        with self._read() as db:
+            return claims.ha_listing(db, (BUILDING, *PLACED_STATES), ha_only=False)
+
+    @database_errors
     def set_instance_ha(self, name: str, ha: bool | None, ha_priority: int | None,
                         dry_run: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
         """Set the instance ``name``'s ``ha`` and ``ha_priority`` (None: left as they are);

@@ -286,15 +286,17 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
     db.execute(insert(instances), taken)
 
 
-def ha_listing(db: Connection, states: Sequence[str]) -> list[dict[str, Any]]:
-    """Ledger.ha_instances's read: one query, the group and the hypervisor's URI joined."""
+def ha_listing(db: Connection, states: Sequence[str], ha_only: bool = True) -> list[dict[str, Any]]:
+    """Ledger.ha_instances's read (Ledger.placed_instances's with ``ha_only`` false): one query,
+    the group and the hypervisor's URI joined."""
     query = (select(instances, server_groups_table.c.name.label("group_name"), hypervisors.c.uri)
              .outerjoin(server_group_members, server_group_members.c.instance_uuid == instances.c.uuid)
              .outerjoin(server_groups_table, server_groups_table.c.uuid == server_group_members.c.group_uuid)
              .outerjoin(hypervisors, hypervisors.c.uuid == instances.c.hypervisor_uuid)
-             .where(instances.c.ha.is_(True), instances.c.state.in_(list(states)),
-                    instances.c.hypervisor_uuid.is_not(None))
+             .where(instances.c.state.in_(list(states)), instances.c.hypervisor_uuid.is_not(None))
              .order_by(instances.c.ha_priority.desc(), instances.c.name))
+    if ha_only:
+        query = query.where(instances.c.ha.is_(True))
     return [{**instance_dict(row._mapping), "server_group": row.group_name, "uri": row.uri}
             for row in db.execute(query)]
 
@@ -401,6 +403,9 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
         db.execute(delete(claims).where(claims.c.id.in_([other.id for other in others])))
     now = utcnow()
     moved = {"hypervisor_uuid": target.hypervisor_uuid, "host": name, "missing_since": None, "updated_at": now}
+    if target.hypervisor_uuid != instance["hypervisor_uuid"]:
+        # The rebalancer's cooldown counts from here.
+        moved["moved_at"] = now
     if flavor is not None:
         moved.update(flavor_columns(flavor))
         if instance["request"] is not None:

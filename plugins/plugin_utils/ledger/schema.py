@@ -252,6 +252,9 @@ instances = Table(
     # rather than in the request, since berth.fleet.instance_ha changes them after the launch.
     Column("ha", Boolean, nullable=False, default=False, server_default=false()),
     Column("ha_priority", Integer, nullable=False, default=0, server_default="0"),
+    # When it last moved to another hypervisor (finish_move): the rebalancer's cooldown per
+    # instance; NULL for one that never moved (or moved before schema 0016).
+    Column("moved_at", DateTime, nullable=True),
 )
 
 # The user_data an instance was launched with, apart from its row: it may carry secrets, so no
@@ -369,6 +372,7 @@ def instance_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
         "project_id": row["project_id"], "image_properties": row["image_properties"] or {},
         "request": row.get("request"), "ha": bool(row.get("ha")), "ha_priority": row.get("ha_priority") or 0,
+        "moved_at": iso(row.get("moved_at")),
     }
 
 

@@ -30,6 +30,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver impo
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_recorded
+from ansible_collections.berth.fleet.plugins.plugin_utils._rebalance_plan import imbalance
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 
 # What became of each group of leftovers (report.leftovers[].outcome).
@@ -174,10 +175,12 @@ class Sync:
         # The first sync of a SQLite ledger made its file: say where, so a path nobody meant
         # (a typo in ledger_url) shows at once.
         created = self.ledger.shown_url if self.ledger.created else None
+        figure = fleet_imbalance(self.ledger)
+        summary["imbalance"] = figure
         return {"changed": changed, "report": report, "findings": findings, "summary": summary,
                 "ledger_created": created,
                 "drift": [*([f"created a new ledger: {created}"] if created else []), summary["line"],
-                          *not_in_step(findings, self.request.names)],
+                          imbalance_line(figure), *not_in_step(findings, self.request.names)],
                 "warnings": self._freshness_warnings(duration_s)}
 
     # ---- reading -------------------------------------------------------------------------------
@@ -344,6 +347,20 @@ class _BoundedReader:
 
 
 # ---- the drift report ---------------------------------------------------------------------------
+
+def fleet_imbalance(ledger: Ledger) -> float:
+    """The ledger's fleet's imbalance figure (_rebalance_plan.imbalance), as the scheduler reads
+    the hosts (claims as usage)."""
+    table, _generations = ledger.host_table()
+    return round(imbalance(table), 4)
+
+
+def imbalance_line(figure: float) -> str:
+    """The drift report's line of the imbalance figure."""
+    return (f"imbalance {figure:.4f} (the larger standard deviation across the up and enabled hypervisors of "
+            f"their used RAM and vCPU fractions; playbooks/rebalance.yml evens it, "
+            f"berth_rebalance_threshold says when)")
+
 
 def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
                hypervisors: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:

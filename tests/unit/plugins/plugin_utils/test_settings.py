@@ -146,6 +146,10 @@ VALUES = {
     "decisions_max_count": 100,
     "failover_hosts": 2,
     "failover_enforce": "warn",
+    "rebalance_threshold": 0.2,
+    "rebalance_min_gain": 0.01,
+    "rebalance_max_moves": 3,
+    "rebalance_cooldown_seconds": 60,
     **{name: MULTIPLIER for name in OPERATOR_SETTINGS if name.endswith("_weight_multiplier")},
 }
 # What each action needs besides, to validate.

@@ -12,11 +12,13 @@ from sqlalchemy import select
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.plugin_utils._rebalance_plan import imbalance
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import hypervisor_facts, hypervisors
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import (
     Sync,
     SyncRequest,
     Target,
+    imbalance_line,
 )
 
 # The operator's policy of a fleet of test-driver node files (labs only).
@@ -64,6 +66,10 @@ def test_a_sync_writes_every_host_in_batches_and_a_steady_one_moves_only_their_s
     created = [f"created a new ledger: {first['ledger_created']}"] if first["ledger_created"] else []
     assert first["drift"][:len(created)] == created
     assert first["drift"][len(created)].startswith("synced 7 hypervisor(s) in ")
+    # Then the fleet's imbalance figure, as the rebalancer reads it from the ledger.
+    figure = first["summary"]["imbalance"]
+    assert figure == round(imbalance(ledger.host_table()[0]), 4) and figure > 0
+    assert first["drift"][len(created) + 1] == imbalance_line(figure)
 
     written = writes_of(ledger)
     steady = Sync(request, ledger).run()
