@@ -107,6 +107,8 @@ FLAVOR_MEMORY_MB = Limit("flavor.memory_mb", 1, 4 * 1024 * 1024, "MiB",
 FLAVOR_ROOT_GB = Limit("flavor.root_gb", 0, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_EPHEMERAL_GB = Limit("flavor.ephemeral_gb", 0, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_SWAP_MB = Limit("flavor.swap", 0, 16 * 1024 * 1024, "MiB", _DISK_WHY)
+# A data volume (berth.fleet.volume): a qcow2 file of the pool, as large as a flavor's disk may be.
+VOLUME_SIZE_GB = Limit("size_gb", 1, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_SIZES = {"vcpus": FLAVOR_VCPUS, "memory_mb": FLAVOR_MEMORY_MB, "root_gb": FLAVOR_ROOT_GB,
                 "ephemeral_gb": FLAVOR_EPHEMERAL_GB, "swap": FLAVOR_SWAP_MB}
 FLAVOR_NAME = LengthLimit("flavor.name", NAME_COLUMN_CHARACTERS, "characters",

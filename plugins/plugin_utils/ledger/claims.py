@@ -34,7 +34,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
     DEFAULT_PROJECT_ID,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups, volumes
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
     insert_skipping,
@@ -106,19 +106,23 @@ def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
 
 def _usage_statement() -> Any:
     """The UPDATE that re-sums the usage of the hypervisors bound to ``uuids`` from their rows
-    and moves their generation: one pass over each hypervisor's claims and unmanaged usage for
-    all five sums. Built once, as text: it is the same on SQLite and PostgreSQL, and it runs in
-    every claim."""
+    and moves their generation: one pass over each hypervisor's claims, unmanaged usage and
+    data volumes for all five sums. A data volume's row is its claim: its size is used disk,
+    and it is no instance. Built once, as text: it is the same on SQLite and PostgreSQL, and it
+    runs in every claim."""
     return text("""
         UPDATE hypervisors SET (vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops) = (
             SELECT COALESCE(SUM(used.vcpus), 0), COALESCE(SUM(used.memory_mb), 0), COALESCE(SUM(used.disk_mb), 0),
-                   COUNT(*), COALESCE(SUM(used.building), 0)
+                   COALESCE(SUM(used.instance), 0), COALESCE(SUM(used.building), 0)
             FROM (SELECT vcpus, memory_mb, disk_mb,
-                         CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building
+                         CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building, 1 AS instance
                   FROM claims WHERE claims.hypervisor_uuid = hypervisors.uuid
                   UNION ALL
-                  SELECT vcpus, memory_mb, disk_mb, 0 FROM unmanaged_usage
-                  WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid) AS used),
+                  SELECT vcpus, memory_mb, disk_mb, 0, 1 FROM unmanaged_usage
+                  WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid
+                  UNION ALL
+                  SELECT 0, 0, size_gb * 1024, 0, 0 FROM volumes
+                  WHERE volumes.hypervisor_uuid = hypervisors.uuid) AS used),
             generation = generation + 1
         WHERE uuid IN :uuids""").bindparams(bindparam("uuids", expanding=True))
 
@@ -265,7 +269,9 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
     for uuid, name, state in db.execute(_INSTANCES_NAMED, {"names": [entry["name"] for entry in taken]}):
         if state != ERROR:
             raise ClaimConflict(hosts[name], f"instance {name} was launched meanwhile")
-        # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE).
+        # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE),
+        # and its volumes are attached to none.
+        volumes.detach_all(db, [uuid])
         db.execute(delete(instances).where(instances.c.uuid == uuid))
     db.execute(insert(instances), taken)
 
@@ -386,7 +392,9 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
         db.execute(update(claims).where(claims.c.id == claim_id).values(lease_expires_at=None))
     # Whatever an earlier failed build of it recorded there is the instance's own now.
     artefacts.drop(db, instance_uuid, target.hypervisor_uuid)
-    refresh_usage(db, {target.hypervisor_uuid, *(other.hypervisor_uuid for other in others)})
+    # Its attached volumes moved with its disks: their claims follow.
+    left = volumes.follow(db, instance_uuid, target.hypervisor_uuid)
+    refresh_usage(db, {target.hypervisor_uuid, *left, *(other.hypervisor_uuid for other in others)})
     return instance_dict({**instance, **moved})
 
 
@@ -520,6 +528,8 @@ def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Itera
     db.execute(delete(server_group_members).where(server_group_members.c.instance_uuid == instance_uuid))
     touched = db.execute(delete(claims).where(claims.c.instance_uuid == instance_uuid)
                          .returning(claims.c.hypervisor_uuid)).scalars().all()
+    # Its volumes stay, attached to none (Nova detaches them), still claimed on their host.
+    volumes.detach_all(db, [instance_uuid])
     db.execute(delete(instances).where(instances.c.uuid == instance_uuid))
     refresh_usage(db, touched)
     return True
