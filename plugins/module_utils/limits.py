@@ -180,7 +180,8 @@ HYPERVISORS_AT_ONCE = 20
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                                                   MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
-                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT, CONSOLE_LINES)}
+                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT, CONSOLE_LINES,
+                                                  VOLUME_SIZE_GB)}
 
 
 def check_options(args: Mapping[str, Any]) -> None:
@@ -347,7 +348,7 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                           MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
-                          DECISIONS_MAX_COUNT, CONSOLE_LINES)]
+                          DECISIONS_MAX_COUNT, CONSOLE_LINES, VOLUME_SIZE_GB)]
     rows += [(f"C({limit.field})", f"at most {limit.describe()}", limit.why) for limit in (FLAVOR_NAME, EXTRA_SPEC_TEXT)]
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: volume
 short_description: Create, attach, detach and delete data volumes of Berth instances
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - A data volume (OpenStack Cinder's volume, on a hypervisor's storage pool) is a qcow2 file
     C(berth-volume-<name>.qcow2) of the operator's O(storage_pool) on one hypervisor, recorded in
@@ -39,7 +39,7 @@ options:
     choices: [present, absent, attached, detached]
     default: present
   size_gb:
-    description: Its size in GiB (1 to 16384), to create it (V(present)).
+    description: Its size in GiB, to create it (V(present)).
     type: int
   host:
     description: Inventory name of the hypervisor whose O(storage_pool) holds it, to create it (V(present)).
@@ -58,6 +58,7 @@ options:
 extends_documentation_fragment:
   - berth.fleet.uri_policy
   - berth.fleet.ledger
+  - berth.fleet.limits
 attributes:
   check_mode:
     support: full

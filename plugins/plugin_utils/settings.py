@@ -136,6 +136,7 @@ TASK_OPTIONS: dict[str, str] = {
     "requested_networks": "the networks the hosts must define, from the checked request",
     "retry_hosts": "the hosts a retried build already failed on",
     "to_host": "the host a migration goes to",
+    "size_gb": "the size of a data volume the task creates",
     "fenced": "the operator's word, now, that the down hypervisor is fenced",
     "fenced_by": "who the fencing is recorded as done by",
     "mode": "how an instance moves: live, cold or auto",

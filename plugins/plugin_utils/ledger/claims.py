@@ -34,7 +34,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec
     DEFAULT_PROJECT_ID,
     RequestSpec,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups, volumes
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts, server_groups
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import (
     driver_execute,
     insert_skipping,
@@ -56,6 +56,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     instances,
     server_group_members,
     unmanaged_usage,
+    volumes,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import server_groups as server_groups_table
 
@@ -271,7 +272,7 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
             raise ClaimConflict(hosts[name], f"instance {name} was launched meanwhile")
         # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE),
         # and its volumes are attached to none.
-        volumes.detach_all(db, [uuid])
+        detach_volumes(db, [uuid])
         db.execute(delete(instances).where(instances.c.uuid == uuid))
     db.execute(insert(instances), taken)
 
@@ -393,7 +394,7 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
     # Whatever an earlier failed build of it recorded there is the instance's own now.
     artefacts.drop(db, instance_uuid, target.hypervisor_uuid)
     # Its attached volumes moved with its disks: their claims follow.
-    left = volumes.follow(db, instance_uuid, target.hypervisor_uuid)
+    left = volumes_follow(db, instance_uuid, target.hypervisor_uuid)
     refresh_usage(db, {target.hypervisor_uuid, *left, *(other.hypervisor_uuid for other in others)})
     return instance_dict({**instance, **moved})
 
@@ -529,7 +530,7 @@ def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Itera
     touched = db.execute(delete(claims).where(claims.c.instance_uuid == instance_uuid)
                          .returning(claims.c.hypervisor_uuid)).scalars().all()
     # Its volumes stay, attached to none (Nova detaches them), still claimed on their host.
-    volumes.detach_all(db, [instance_uuid])
+    detach_volumes(db, [instance_uuid])
     db.execute(delete(instances).where(instances.c.uuid == instance_uuid))
     refresh_usage(db, touched)
     return True
@@ -617,3 +618,23 @@ def find_hypervisor(db: Connection, host: str, missing_ok: bool = False) -> Any:
         raise InputError("host", f"no hypervisor {host!r} in the ledger (known: {known}); run "
                                  f"playbooks/gather.yml to record the inventory's hypervisors")
     return row
+
+
+# Data volumes (volumes.py) as an instance's claims see them: they follow it, and are attached to
+# none once it is gone.
+def detach_volumes(db: Connection, instance_uuids: Iterable[str]) -> None:
+    """The volumes attached to these instances (being deleted, or replaced) are attached to none."""
+    wanted = list(instance_uuids)
+    if wanted:
+        db.execute(update(volumes).where(volumes.c.instance_uuid.in_(wanted)).values(instance_uuid=None, target=None))
+
+
+def volumes_follow(db: Connection, instance_uuid: str, hv_uuid: str) -> list[str]:
+    """The instance moved to ``hv_uuid``: its attached volumes moved with it. Returns the
+    hypervisors whose usage changed (the caller refreshes them)."""
+    sources = list(db.execute(select(volumes.c.hypervisor_uuid).where(
+        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid)).scalars())
+    if sources:
+        db.execute(update(volumes).where(volumes.c.instance_uuid == instance_uuid).values(hypervisor_uuid=hv_uuid))
+    return sources
+

@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
-# The module, not its names: claims imports this one (detach_all, follow).
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import locked_views
@@ -116,21 +115,3 @@ def detach(db: Connection, name: str) -> dict[str, Any]:
     volume = _one(db, name)
     db.execute(update(volumes).where(V.name == name).values(instance_uuid=None, target=None))
     return volume
-
-
-def detach_all(db: Connection, instance_uuids: Iterable[str]) -> None:
-    """The volumes attached to these instances (being deleted, or replaced) are attached to none."""
-    wanted = list(instance_uuids)
-    if wanted:
-        db.execute(update(volumes).where(V.instance_uuid.in_(wanted)).values(instance_uuid=None, target=None))
-
-
-def follow(db: Connection, instance_uuid: str, hv_uuid: str) -> list[str]:
-    """The instance moved to ``hv_uuid``: its attached volumes moved with it. Returns the
-    hypervisors whose usage changed (the caller refreshes them)."""
-    sources = list(db.execute(select(V.hypervisor_uuid).where(V.instance_uuid == instance_uuid,
-                                                               V.hypervisor_uuid != hv_uuid)).scalars())
-    if sources:
-        db.execute(update(volumes).where(V.instance_uuid == instance_uuid).values(hypervisor_uuid=hv_uuid))
-    return sources
-
