@@ -2,7 +2,8 @@
 against its disk, hot-plugged into a running instance (libvirt's live definition and the
 persistent one both have it), carried by a cold migration with its data (a pattern written into
 the qcow2 from the host side with qemu-io before, read back on the destination after) and seen by
-the guest as a disk of its size when it boots there, detached and deleted, with the ledger's
+the guest as a disk of its size when it boots there, then by a live one (the pattern read again),
+detached and deleted, with the ledger's
 used disk equal to its claims plus its volumes at every step."""
 
 from __future__ import annotations
@@ -93,16 +94,28 @@ def test_a_volume_is_created_attached_carried_by_a_cold_move_detached_and_delete
         fleet.host_uuid(lab.dir, "hv2"), uuid, "vde")
     assert_disk_claims_agree(lab)
 
+    # Live, onward to hv3: QEMU copies the volume while the guest runs.
+    live = lab.playbook("migrate.yml", "-e", "instance=vol-1", "-e", "to_host=hv3", "-e", "mode=live")
+    assert live["rc"] == 0, failed_messages(live)
+    assert task_result(live, "Migrate the instance")["mode"] == "live"
+    assert blocks(lab, "hv3", uuid)["vde"] == inner and blocks(lab, "hv3", uuid, "--inactive")["vde"] == inner
+    assert FILE not in lab.virsh("hv2", "vol-list", "default")
+    read = qemu_io("-U", "-r", "-f", "qcow2", "-c", f"read -P {PATTERN} 0 {LENGTH}", path_on(lab, "hv3"))
+    assert "read 65536/65536 bytes" in read and "Pattern verification failed" not in read
+    [row] = lab.ledger_rows("volumes")
+    assert (row["hypervisor_uuid"], row["instance_uuid"]) == (fleet.host_uuid(lab.dir, "hv3"), uuid)
+    assert_disk_claims_agree(lab)
+
     refused = lab.playbook("volume.yml", "-e", f"volume={VOLUME}", "-e", "state=absent")
     assert refused["rc"] != 0 and "is attached to vol-1: detach it first" in " ".join(failed_messages(refused))
 
     detached = volume(lab, "detached")
     assert detached["changed"]
-    assert "vde" not in blocks(lab, "hv2", uuid, "--inactive")
+    assert "vde" not in blocks(lab, "hv3", uuid, "--inactive")
     assert lab.ledger_rows("volumes")[0]["instance_uuid"] is None
 
     deleted = volume(lab, "absent")
-    assert deleted["changed"] and FILE not in lab.virsh("hv2", "vol-list", "default")
+    assert deleted["changed"] and FILE not in lab.virsh("hv3", "vol-list", "default")
     assert lab.ledger_rows("volumes") == []
     assert_disk_claims_agree(lab)
 
