@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
     LedgerError,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
@@ -337,6 +338,11 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     view, _generation = views[hv_uuid]
     flavor = flavor or instance_flavor(instance_dict(instance))
     check_room(view, _one_of(flavor), view.host)
+    moving_mb = _attached_volumes_mb(db, instance_uuid, hv_uuid) if keep_others else 0
+    if moving_mb:
+        # A move carries its attached volumes, whose claims follow it there (finish_move).
+        check_disk(view, flavor.requested_disk_mb + moving_mb, f"its disks and its attached volumes "
+                                                                f"({flavor.requested_disk_mb + moving_mb} MB)")
     # Its pinned CPUs, cells and devices are fitted anew on the destination, as Nova's
     # migration claims do: the source's numbers mean nothing there.
     assignment = None
@@ -618,6 +624,21 @@ def find_hypervisor(db: Connection, host: str, missing_ok: bool = False) -> Any:
         raise InputError("host", f"no hypervisor {host!r} in the ledger (known: {known}); run "
                                  f"playbooks/gather.yml to record the inventory's hypervisors")
     return row
+
+
+def check_disk(view: HostState, disk_mb: int, what: str) -> None:
+    """ClaimConflict unless ``view`` has ``disk_mb`` more of disk, as DiskFilter counts it
+    (``what`` names it in the reason)."""
+    fit = rules.disk_fit(view.total_usable_disk_gb, view.free_disk_mb, view.disk_allocation_ratio, disk_mb)
+    if fit.applies and (fit.larger_than_host or fit.short):
+        raise ClaimConflict(view.host, f"no room for {what}: {max(fit.free, 0):.0f} MB left under its disk "
+                                       f"allocation ratio {view.disk_allocation_ratio}")
+
+
+def _attached_volumes_mb(db: Connection, instance_uuid: str, hv_uuid: str) -> int:
+    """The size of the instance's attached volumes that are not on ``hv_uuid`` yet."""
+    return int(db.execute(select(func.coalesce(func.sum(volumes.c.size_gb), 0)).where(
+        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid)).scalar_one()) * 1024
 
 
 # Data volumes (volumes.py) as an instance's claims see them: they follow it, and are attached to

@@ -15,7 +15,6 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import claims
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import utcnow
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.host_states import locked_views
@@ -60,10 +59,7 @@ def create(db: Connection, name: str, host: str, pool: str, size_gb: int, owner:
                                      f"{volume['pool']} on {volume['host']}: delete it first, or name another")
         return volume, False
     view, _generation = locked_views(db, [hv.uuid])[hv.uuid]
-    fit = rules.disk_fit(view.total_usable_disk_gb, view.free_disk_mb, view.disk_allocation_ratio, size_gb * 1024)
-    if fit.applies and (fit.larger_than_host or fit.short):
-        raise claims.ClaimConflict(hv.name, f"no room for {size_gb} GB of disk: {fit.free:.0f} MB left "
-                                     f"under its disk allocation ratio {view.disk_allocation_ratio}")
+    claims.check_disk(view, size_gb * 1024, f"{size_gb} GB of disk")
     db.execute(insert(volumes).values(name=name, hypervisor_uuid=hv.uuid, pool=pool, size_gb=size_gb,
                                       instance_uuid=None, target=None, owner=owner, created_at=utcnow()))
     claims.refresh_usage(db, [hv.uuid])

@@ -207,3 +207,15 @@ def test_a_migration_carries_the_attached_volume_and_its_claim(fleet, mode):
     [volume] = fleet.ledger.volumes()
     assert (volume["host"], volume["instance"], volume["target"]) == ("hv2", "web-1", "vde")
     assert fleet.used_disk_mb("hv1") == 0 and fleet.used_disk_mb("hv2") == 2 * 1024 + 10 * 1024
+
+
+def test_a_move_to_a_host_without_room_for_the_attached_volume_is_refused(fleet):
+    fleet.volume(size_gb=60, host="hv1")
+    fleet.volume("attached", instance="web-1")
+    fleet.volume(name="data-2", size_gb=60, host="hv2")
+    before = fleet.state()
+    with pytest.raises(BerthError, match="cannot claim hv2 for web-1: no room for its disks and its attached volumes "
+                                         r"\(62464 MB\)"):
+        Migrate({"name": "web-1", "mode": "cold", "to_host": "hv2", "carry_definition": False, "template": None,
+                 "timeout": 30}, Settings(), fleet.ledger, {}, False, connect=connect_to(*fleet.hvs.values())).run()
+    assert fleet.state() == before and fleet.ledger.volumes(name="data-1")[0]["host"] == "hv1"
