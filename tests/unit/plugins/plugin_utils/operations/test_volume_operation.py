@@ -219,3 +219,12 @@ def test_a_move_to_a_host_without_room_for_the_attached_volume_is_refused(fleet)
         Migrate({"name": "web-1", "mode": "cold", "to_host": "hv2", "carry_definition": False, "template": None,
                  "timeout": 30}, Settings(), fleet.ledger, {}, False, connect=connect_to(*fleet.hvs.values())).run()
     assert fleet.state() == before and fleet.ledger.volumes(name="data-1")[0]["host"] == "hv1"
+
+
+def test_deleting_the_instance_detaches_its_volume_which_stays_claimed(fleet):
+    fleet.volume(size_gb=10, host="hv1")
+    fleet.volume("attached", instance="web-1")
+    assert fleet.ledger.delete_instance(fleet.uuids["web-1"])
+    [volume] = fleet.ledger.volumes()
+    assert (volume["instance"], volume["target"], volume["host"]) == (None, None, "hv1")
+    assert fleet.used_disk_mb("hv1") == 10 * 1024
