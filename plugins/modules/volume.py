@@ -102,8 +102,8 @@ name:
   type: str
 volume:
   description:
-    - The ledger's record of the volume (C(name), C(host), C(pool), C(size_gb), C(instance), C(target): its device
-      in the instance's definition), as it was before a deletion or detachment; null when there is none.
+    - The ledger's record of the volume - C(name), C(host), C(pool), C(size_gb), C(instance), and C(target), its
+      device in the instance's definition - as it was before a deletion or detachment; null when there is none.
   returned: always
   type: dict
 """

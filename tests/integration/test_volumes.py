@@ -58,8 +58,8 @@ def assert_disk_claims_agree(lab) -> None:
 
 
 def test_a_volume_is_created_attached_carried_by_a_cold_move_detached_and_deleted(lab):
-    launched = lab.playbook("launch.yml", "-e", json.dumps({"name": "vol", "flavor": FLAVOR,
-                                                             "berth_force_hosts": ["hv1"]}))
+    request = {"name": "vol", "flavor": FLAVOR, "berth_force_hosts": ["hv1"]}
+    launched = lab.playbook("launch.yml", "-e", json.dumps(request))
     assert launched["rc"] == 0, failed_messages(launched)
     uuid = instance_row(lab, "vol-1")["uuid"]
     assert guest_disks(lab, "hv1", "vol-1") == {"vda": 1 * GIB}

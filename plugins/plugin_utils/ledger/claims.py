@@ -658,4 +658,3 @@ def volumes_follow(db: Connection, instance_uuid: str, hv_uuid: str) -> list[str
     if sources:
         db.execute(update(volumes).where(volumes.c.instance_uuid == instance_uuid).values(hypervisor_uuid=hv_uuid))
     return sources
-

@@ -9,7 +9,7 @@ re-checks the room under it, and ends with ``refresh_usage``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection

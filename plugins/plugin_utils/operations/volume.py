@@ -198,6 +198,5 @@ class Volume:
         # Recorded as detached only once the definition no longer has it.
         self.ledger.detach_volume(self.name)
         how = " (unplugged from the running guest)" if live else ""
-        return self._result(True, f"detached volume {self.name} from {name}{how}", {**volume, "instance": None,
-                                                                                       "instance_uuid": None,
-                                                                                       "target": None})
+        detached = {**volume, "instance": None, "instance_uuid": None, "target": None}
+        return self._result(True, f"detached volume {self.name} from {name}{how}", detached)
