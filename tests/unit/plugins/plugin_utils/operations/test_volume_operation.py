@@ -228,3 +228,12 @@ def test_deleting_the_instance_detaches_its_volume_which_stays_claimed(fleet):
     [volume] = fleet.ledger.volumes()
     assert (volume["instance"], volume["target"], volume["host"]) == (None, None, "hv1")
     assert fleet.used_disk_mb("hv1") == 10 * 1024
+
+
+def test_a_stopped_instance_gets_the_volume_in_its_definition_only(fleet):
+    fleet.volume(size_gb=10, host="hv1")
+    fleet.hvs["hv1"].stop(fleet.uuids["web-1"])
+    done = fleet.volume("attached", instance="web-1")
+    assert done["msg"] == "attached volume data-1 to web-1 as vde"
+    assert fleet.disks("hv1", "web-1")["vde"] == f"{POOL_PATH}/{FILE}"
+    assert fleet.volume("detached")["msg"] == "detached volume data-1 from web-1"
