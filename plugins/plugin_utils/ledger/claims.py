@@ -341,8 +341,8 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     moving_mb = _attached_volumes_mb(db, instance_uuid, hv_uuid) if keep_others else 0
     if moving_mb:
         # A move carries its attached volumes, whose claims follow it there (finish_move).
-        check_disk(view, flavor.requested_disk_mb + moving_mb, f"its disks and its attached volumes "
-                                                                f"({flavor.requested_disk_mb + moving_mb} MB)")
+        needed_mb = flavor.requested_disk_mb + moving_mb
+        check_disk(view, needed_mb, f"its disks and its attached volumes ({needed_mb} MB)")
     # Its pinned CPUs, cells and devices are fitted anew on the destination, as Nova's
     # migration claims do: the source's numbers mean nothing there.
     assignment = None
