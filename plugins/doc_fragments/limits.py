@@ -58,6 +58,9 @@ notes:
     C(lines): 1 to 1000 lines. Why: they come from the last 65536 bytes (64 KiB) of the serial log at
     most, which hold about 1000 lines of a boot log.
   - >-
+    C(size_gb): 1 to 16384 GiB (16 TiB). Why: the disk is a file in the storage pool; ext4, the usual
+    filesystem of a directory pool, holds no file over 16 TiB.
+  - >-
     C(flavor.name): at most 255 characters. Why: the ledger records it with each instance (a
     255-character column).
   - >-

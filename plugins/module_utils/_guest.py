@@ -214,6 +214,17 @@ class Guest:
 # ephemeral, then swap), each in a slot of its own whatever the flavor: a resize that adds one
 # renames none of the others in the definition.
 DISK_SLOTS = ("disk", "ephemeral", "swap")
+# Data volumes (berth.fleet.volume) go on the disk bus after the flavor's slots and the slot the
+# seed may take there: vde..vdz (or sde..sdz), 22 at most.
+FIRST_VOLUME_SLOT = len(DISK_SLOTS) + 1
+
+
+def volume_devices(disk_bus: str) -> list[str]:
+    """The device names a data volume may take on ``disk_bus``, in the order they are given out."""
+    prefix = DISK_BUSES[disk_bus]
+    return [prefix + chr(ord("a") + slot) for slot in range(FIRST_VOLUME_SLOT, 26)]
+
+
 # The guest kernel names the disks by their order on the bus, with no gaps: virtio-blk as vdX, and
 # SCSI, SATA and (through libata) IDE disks as sdX. The seed CD-ROM is srX, outside both.
 _GUEST_KERNEL_PREFIXES = {"virtio": "vd", "scsi": "sd", "sata": "sd", "ide": "sd"}

@@ -32,7 +32,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state i
     DEFAULT_RATIOS,
     DEFAULT_RESERVED,
 )
-from ansible_collections.berth.fleet.plugins.module_utils.volume_names import is_instance_volume
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import is_data_volume, is_instance_volume
 
 HOST_SETTINGS = tuple(DEFAULT_RATIOS) + tuple(DEFAULT_RESERVED)
 # Nova's default_availability_zone.
@@ -299,6 +299,8 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
     builds: list[str] = []  # named as builds name their volumes (berth-<instance uuid>-...)
     others: list[str] = []
     for volume in facts.get("volumes", []):
+        if is_data_volume(volume):
+            continue  # berth.fleet.volume's: the ledger's volumes table knows them; never an image
         (builds if is_instance_volume(volume) else others).append(volume)
     state = {
         "host": name,

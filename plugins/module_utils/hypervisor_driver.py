@@ -105,6 +105,14 @@ class HypervisorDriver(Protocol):
         """Write Berth's metadata (uuid, name, flavor, metadata) into the running domain and its
         definition, or remove it (None)."""
 
+    def attach_disk(self, uuid: str, disk_xml: str) -> bool:
+        """Attach the ``<disk>`` ``disk_xml`` to the domain: to its persistent definition, and
+        hot-plugged into it where it runs. True if it was hot-plugged."""
+
+    def detach_disk(self, uuid: str, disk_xml: str) -> bool:
+        """Detach the ``<disk>`` ``disk_xml`` (found by its target) from the domain's persistent
+        definition, and unplug it where the domain runs. True if it was unplugged live."""
+
     def live_migrate(self, uuid: str, target: HypervisorDriver, address: str | None = None,
                      definition: str | None = None) -> None:
         """Migrate the running domain live to ``target`` (a driver of the same kind), its

@@ -1033,6 +1033,27 @@ class Hypervisor:
         self._call(dom.setMetadata, libvirt.VIR_DOMAIN_METADATA_ELEMENT, element,
                    METADATA_PREFIX if element else None, METADATA_NAMESPACE, flags)
 
+    def _device_flags(self, dom: Any) -> tuple[int, bool]:
+        """AFFECT_CONFIG, with AFFECT_LIVE where the domain runs; and whether it runs."""
+        live = bool(self._call(dom.isActive))
+        return libvirt.VIR_DOMAIN_AFFECT_CONFIG | (libvirt.VIR_DOMAIN_AFFECT_LIVE if live else 0), live
+
+    def attach_disk(self, uuid: str, disk_xml: str) -> bool:
+        """Attach a disk to the definition, and hot-plug it where the domain runs (one call:
+        libvirt applies both or neither)."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        flags, live = self._device_flags(dom)
+        self._call(dom.attachDeviceFlags, disk_xml, flags)
+        return live
+
+    def detach_disk(self, uuid: str, disk_xml: str) -> bool:
+        """Detach a disk from the definition, and unplug it where the domain runs (the guest
+        releases it: libvirt waits for it a few seconds)."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        flags, live = self._device_flags(dom)
+        self._call(dom.detachDeviceFlags, disk_xml, flags)
+        return live
+
     def remove_domain(self, uuid: str, keep_nvram: bool = False) -> bool:
         """Stop and undefine a domain if it exists, with its NVRAM file unless ``keep_nvram``;
         True if one was removed."""

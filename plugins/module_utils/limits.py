@@ -107,6 +107,8 @@ FLAVOR_MEMORY_MB = Limit("flavor.memory_mb", 1, 4 * 1024 * 1024, "MiB",
 FLAVOR_ROOT_GB = Limit("flavor.root_gb", 0, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_EPHEMERAL_GB = Limit("flavor.ephemeral_gb", 0, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_SWAP_MB = Limit("flavor.swap", 0, 16 * 1024 * 1024, "MiB", _DISK_WHY)
+# A data volume (berth.fleet.volume): a qcow2 file of the pool, as large as a flavor's disk may be.
+VOLUME_SIZE_GB = Limit("size_gb", 1, 16 * 1024, "GiB", _DISK_WHY)
 FLAVOR_SIZES = {"vcpus": FLAVOR_VCPUS, "memory_mb": FLAVOR_MEMORY_MB, "root_gb": FLAVOR_ROOT_GB,
                 "ephemeral_gb": FLAVOR_EPHEMERAL_GB, "swap": FLAVOR_SWAP_MB}
 FLAVOR_NAME = LengthLimit("flavor.name", NAME_COLUMN_CHARACTERS, "characters",
@@ -178,7 +180,8 @@ HYPERVISORS_AT_ONCE = 20
 # The module options checked against a limit, by name, wherever a module takes them as integers.
 OPTION_LIMITS = {limit.field: limit for limit in (COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                                                   MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN,
-                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT, CONSOLE_LINES)}
+                                                  DECISIONS_MAX_AGE_DAYS, DECISIONS_MAX_COUNT, CONSOLE_LINES,
+                                                  VOLUME_SIZE_GB)}
 
 
 def check_options(args: Mapping[str, Any]) -> None:
@@ -345,7 +348,7 @@ def _limits_table() -> List[Tuple[str, str, str]]:
     rows = [(f"C({limit.field})", f"{limit.minimum} to {limit.describe()}", limit.why)
             for limit in (*FLAVOR_SIZES.values(), COUNT, LEASE_SECONDS, SERVICE_DOWN_TIME, MAX_ATTEMPTS,
                           MAX_SERVER_PER_HOST, IMAGE_MAX_MB, DECISIONS_SHOWN, DECISIONS_MAX_AGE_DAYS,
-                          DECISIONS_MAX_COUNT, CONSOLE_LINES)]
+                          DECISIONS_MAX_COUNT, CONSOLE_LINES, VOLUME_SIZE_GB)]
     rows += [(f"C({limit.field})", f"at most {limit.describe()}", limit.why) for limit in (FLAVOR_NAME, EXTRA_SPEC_TEXT)]
     rows.append(("C(metadata)", f"at most {METADATA_ITEMS.maximum} items, keys of at most {METADATA_KEY.describe()}, "
                                 f"values of at most {METADATA_VALUE.describe()}", f"{METADATA_ITEMS.why}; {METADATA_VALUE.why}"))

@@ -1,5 +1,6 @@
 """The names of the volumes a build makes in a hypervisor's pool (berth-<instance uuid>-<what>),
-and how a volume's name tells that it is one and whose.
+and how a volume's name tells that it is one and whose; and the names of data volumes
+(berth.fleet.volume: berth-volume-<name>.qcow2), which are neither images nor a build's.
 
 Python 3.9: the hypervisor_facts module ships this file to hypervisors."""
 
@@ -40,6 +41,21 @@ def nvram_volume_name(instance_uuid: str) -> str:
     """A UEFI instance's variable store: a volume of the pool, so that it is Berth's like the
     disks, moves with them and goes with the instance."""
     return f"berth-{instance_uuid}-nvram.fd"
+
+
+# A data volume's name in the ledger is a DNS label; in the pool it is berth-volume-<label>.qcow2,
+# which no build's volume (berth-<uuid>-...) and no image a launch may name can be.
+_DATA_VOLUME = re.compile(r"^berth-volume-[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.qcow2$")
+
+
+def data_volume_name(name: str) -> str:
+    """The pool volume of the data volume ``name`` (a DNS label)."""
+    return f"berth-volume-{name}.qcow2"
+
+
+def is_data_volume(name: str) -> bool:
+    """Whether a pool volume is named as berth.fleet.volume names data volumes."""
+    return bool(_DATA_VOLUME.match(name))
 
 
 def is_instance_volume(name: str) -> bool:

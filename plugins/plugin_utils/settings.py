@@ -142,6 +142,7 @@ TASK_OPTIONS: dict[str, str] = {
     "retry_hosts": "the hosts a retried build already failed on",
     "to_host": "the host a migration goes to",
     "goal": "what a rebalance plans for: spread, pack or drain",
+    "size_gb": "the size of a data volume the task creates",
     "fenced": "the operator's word, now, that the down hypervisor is fenced",
     "fenced_by": "who the fencing is recorded as done by",
     "mode": "how an instance moves: live, cold or auto",

@@ -13,7 +13,8 @@ out as a LedgerError that says what to do. Inside, one file per idea:
   that died left there;
 - server_groups.py: groups, members, and the hard-policy check; decisions.py: decision records;
 - inventory.py: what the instances inventory reads;
-- evacuations.py: fencing a down hypervisor, and its instances' claims moved as they are rebuilt.
+- evacuations.py: fencing a down hypervisor, and its instances' claims moved as they are rebuilt;
+- volumes.py: data volumes, each claimed against its hypervisor's disk by its own row.
 
 Usage the scheduler decides on (the tracker view) is the ledger's claims plus the unmanaged
 usage a sync recorded; capacity is the last synced copy of the facts, with a generation that
@@ -49,6 +50,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     inventory,
     server_groups,
     tracker,
+    volumes,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import (
     DEFAULT_LEASE_S,
@@ -187,6 +189,46 @@ class Ledger:
         self._opened()
         with self._reader.connect() as db, db.begin():
             yield db
+
+    # ---- data volumes ---------------------------------------------------------------------------
+
+    @database_errors
+    def volumes(self, name: str | None = None, instance_uuid: str | None = None) -> list[dict[str, Any]]:
+        """The data volumes (one by ``name``, those attached to ``instance_uuid``, or all)."""
+        with self._read() as db:
+            return volumes.listing(db, name, instance_uuid)
+
+    @database_errors
+    def create_volume(self, name: str, host: str, pool: str, size_gb: int, owner: str,
+                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+        """Record (and so claim) a data volume of ``size_gb`` on ``host``'s ``pool``, before it is
+        made there: the hypervisor locked and its disk re-checked under the lock as a claim does
+        (ClaimConflict if it has no room). The same volume recorded already is returned
+        unchanged (False); another of that name is refused."""
+        with self._write(dry_run) as db:
+            return volumes.create(db, name, host, pool, size_gb, owner)
+
+    @database_errors
+    def delete_volume(self, name: str, dry_run: bool = False) -> bool:
+        """Forget a data volume (after it was removed from its pool), which gives its disk back;
+        refused while it is attached. False if there was none."""
+        with self._write(dry_run) as db:
+            return volumes.remove(db, name)
+
+    @database_errors
+    def attach_volume(self, name: str, instance: str, devices: Sequence[str],
+                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+        """Record the volume ``name`` as attached to ``instance``, on the first of ``devices``
+        that none of its other volumes holds; refused when the volume is attached elsewhere or
+        lives on another host than the instance. Already attached to it: unchanged (False)."""
+        with self._write(dry_run) as db:
+            return volumes.attach(db, name, instance, devices)
+
+    @database_errors
+    def detach_volume(self, name: str, dry_run: bool = False) -> dict[str, Any]:
+        """Record the volume ``name`` as attached to none; returns it as it was."""
+        with self._write(dry_run) as db:
+            return volumes.detach(db, name)
 
     # ---- the tracker sync ----------------------------------------------------------------------
 

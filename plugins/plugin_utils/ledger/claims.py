@@ -24,6 +24,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
     LedgerError,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler import rules
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import ExactRequest, take
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import (
     Flavor,
@@ -57,6 +58,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     instances,
     server_group_members,
     unmanaged_usage,
+    volumes,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import server_groups as server_groups_table
 
@@ -113,19 +115,23 @@ def instance_flavor(instance: Mapping[str, Any]) -> Flavor:
 
 def _usage_statement() -> Any:
     """The UPDATE that re-sums the usage of the hypervisors bound to ``uuids`` from their rows
-    and moves their generation: one pass over each hypervisor's claims and unmanaged usage for
-    all five sums. Built once, as text: it is the same on SQLite and PostgreSQL, and it runs in
-    every claim."""
+    and moves their generation: one pass over each hypervisor's claims, unmanaged usage and
+    data volumes for all five sums. A data volume's row is its claim: its size is used disk,
+    and it is no instance. Built once, as text: it is the same on SQLite and PostgreSQL, and it
+    runs in every claim."""
     return text("""
         UPDATE hypervisors SET (vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops) = (
             SELECT COALESCE(SUM(used.vcpus), 0), COALESCE(SUM(used.memory_mb), 0), COALESCE(SUM(used.disk_mb), 0),
-                   COUNT(*), COALESCE(SUM(used.building), 0)
+                   COALESCE(SUM(used.instance), 0), COALESCE(SUM(used.building), 0)
             FROM (SELECT vcpus, memory_mb, disk_mb,
-                         CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building
+                         CASE WHEN lease_expires_at IS NULL THEN 0 ELSE 1 END AS building, 1 AS instance
                   FROM claims WHERE claims.hypervisor_uuid = hypervisors.uuid
                   UNION ALL
-                  SELECT vcpus, memory_mb, disk_mb, 0 FROM unmanaged_usage
-                  WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid) AS used),
+                  SELECT vcpus, memory_mb, disk_mb, 0, 1 FROM unmanaged_usage
+                  WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid
+                  UNION ALL
+                  SELECT 0, 0, size_gb * 1024, 0, 0 FROM volumes
+                  WHERE volumes.hypervisor_uuid = hypervisors.uuid) AS used),
             generation = generation + 1
         WHERE uuid IN :uuids""").bindparams(bindparam("uuids", expanding=True))
 
@@ -281,7 +287,9 @@ def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
     for uuid, name, state in db.execute(_INSTANCES_NAMED, {"names": [entry["name"] for entry in taken]}):
         if state != ERROR:
             raise ClaimConflict(hosts[name], f"instance {name} was launched meanwhile")
-        # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE).
+        # An ERROR instance holds no claim; its group membership goes with it (ON DELETE CASCADE),
+        # and its volumes are attached to none.
+        detach_volumes(db, [uuid])
         db.execute(delete(instances).where(instances.c.uuid == uuid))
     db.execute(insert(instances), taken)
 
@@ -357,6 +365,11 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     view, _generation = views[hv_uuid]
     flavor = flavor or instance_flavor(instance_dict(instance))
     check_room(view, _one_of(flavor), view.host)
+    moving_mb = _attached_volumes_mb(db, instance_uuid, hv_uuid) if keep_others else 0
+    if moving_mb:
+        # A move carries its attached volumes, whose claims follow it there (finish_move).
+        needed_mb = flavor.requested_disk_mb + moving_mb
+        check_disk(view, needed_mb, f"its disks and its attached volumes ({needed_mb} MB)")
     # Its pinned CPUs, cells and devices are fitted anew on the destination, as Nova's
     # migration claims do: the source's numbers mean nothing there.
     assignment = None
@@ -419,7 +432,9 @@ def finish_move(db: Connection, instance_uuid: str, claim_id: int, flavor: Flavo
         db.execute(update(claims).where(claims.c.id == claim_id).values(lease_expires_at=None))
     # Whatever an earlier failed build of it recorded there is the instance's own now.
     artefacts.drop(db, instance_uuid, target.hypervisor_uuid)
-    refresh_usage(db, {target.hypervisor_uuid, *(other.hypervisor_uuid for other in others)})
+    # Its attached volumes moved with its disks: their claims follow.
+    left = volumes_follow(db, instance_uuid, target.hypervisor_uuid)
+    refresh_usage(db, {target.hypervisor_uuid, *left, *(other.hypervisor_uuid for other in others)})
     return instance_dict({**instance, **moved})
 
 
@@ -576,6 +591,8 @@ def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Itera
     db.execute(delete(server_group_members).where(server_group_members.c.instance_uuid == instance_uuid))
     touched = db.execute(delete(claims).where(claims.c.instance_uuid == instance_uuid)
                          .returning(claims.c.hypervisor_uuid)).scalars().all()
+    # Its volumes stay, attached to none (Nova detaches them), still claimed on their host.
+    detach_volumes(db, [instance_uuid])
     db.execute(delete(instances).where(instances.c.uuid == instance_uuid))
     refresh_usage(db, touched)
     return True
@@ -669,3 +686,37 @@ def recorded_user_data(db: Connection, instance_uuid: str) -> str | None:
     """Ledger.user_data's read: the instance's user_data, None where it was launched without."""
     return db.execute(select(instance_user_data.c.user_data)
                       .where(instance_user_data.c.instance_uuid == instance_uuid)).scalar()
+
+
+def check_disk(view: HostState, disk_mb: int, what: str) -> None:
+    """ClaimConflict unless ``view`` has ``disk_mb`` more of disk, as DiskFilter counts it
+    (``what`` names it in the reason)."""
+    fit = rules.disk_fit(view.total_usable_disk_gb, view.free_disk_mb, view.disk_allocation_ratio, disk_mb)
+    if fit.applies and (fit.larger_than_host or fit.short):
+        raise ClaimConflict(view.host, f"no room for {what}: {max(fit.free, 0):.0f} MB left under its disk "
+                                       f"allocation ratio {view.disk_allocation_ratio}")
+
+
+def _attached_volumes_mb(db: Connection, instance_uuid: str, hv_uuid: str) -> int:
+    """The size of the instance's attached volumes that are not on ``hv_uuid`` yet."""
+    return int(db.execute(select(func.coalesce(func.sum(volumes.c.size_gb), 0)).where(
+        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid)).scalar_one()) * 1024
+
+
+# Data volumes (volumes.py) as an instance's claims see them: they follow it, and are attached to
+# none once it is gone.
+def detach_volumes(db: Connection, instance_uuids: Iterable[str]) -> None:
+    """The volumes attached to these instances (being deleted, or replaced) are attached to none."""
+    wanted = list(instance_uuids)
+    if wanted:
+        db.execute(update(volumes).where(volumes.c.instance_uuid.in_(wanted)).values(instance_uuid=None, target=None))
+
+
+def volumes_follow(db: Connection, instance_uuid: str, hv_uuid: str) -> list[str]:
+    """The instance moved to ``hv_uuid``: its attached volumes moved with it. Returns the
+    hypervisors whose usage changed (the caller refreshes them)."""
+    sources = list(db.execute(select(volumes.c.hypervisor_uuid).where(
+        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid)).scalars())
+    if sources:
+        db.execute(update(volumes).where(volumes.c.instance_uuid == instance_uuid).values(hypervisor_uuid=hv_uuid))
+    return sources

@@ -312,6 +312,24 @@ artefacts = Table(
     UniqueConstraint("hypervisor_uuid", "instance_uuid", "kind", "name", name="uq_artefacts_what"),
 )
 
+# A data volume (Cinder's): a volume of a storage pool on one hypervisor, made by
+# berth.fleet.volume, claimed against that hypervisor's disk by this row alone (refresh_usage
+# adds its size to the host's used disk: no claim row of its own), and attached to at most one
+# instance (``instance_uuid``, ``target``: its device in the guest's definition). A move of the
+# instance moves its attached volumes' rows with it (finish_move). No cascade from the instance:
+# an instance is not deleted while a volume is attached to it (delete.yml detaches first).
+volumes = Table(
+    "volumes", metadata,
+    Column("name", String(63), primary_key=True),
+    Column("hypervisor_uuid", String(36), ForeignKey("hypervisors.uuid"), index=True, nullable=False),
+    Column("pool", String(255), nullable=False),
+    Column("size_gb", Integer, nullable=False),
+    Column("instance_uuid", String(36), ForeignKey("instances.uuid"), index=True, nullable=True),
+    Column("target", String(16), nullable=True),
+    Column("owner", String(255), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+
 server_groups = Table(
     "server_groups", metadata,
     Column("uuid", String(36), primary_key=True),
@@ -412,4 +430,13 @@ def artefact_dict(row: Mapping[str, Any], host: str | None = None) -> dict[str, 
         "instance_uuid": row["instance_uuid"], "instance_name": row["instance_name"], "kind": row["kind"],
         "pool": row["pool"], "name": row["name"], "owner": row["owner"], "created_at": iso(row["created_at"]),
         "evacuated_at": iso(row.get("evacuated_at")),
+    }
+
+
+def volume_dict(row: Mapping[str, Any], host: str | None = None, instance: str | None = None) -> dict[str, Any]:
+    """A data volume's row as the ledger's callers see it, with its hypervisor's and instance's names."""
+    return {
+        "name": row["name"], "hypervisor_uuid": row["hypervisor_uuid"], "host": host, "pool": row["pool"],
+        "size_gb": row["size_gb"], "instance_uuid": row["instance_uuid"], "instance": instance,
+        "target": row["target"], "owner": row["owner"], "created_at": iso(row["created_at"]),
     }

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import volume_devices
 from ansible_collections.berth.fleet.plugins.module_utils._numa_xml import assignment_context, mdev_uuid
 from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     BerthError,
@@ -31,6 +32,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hy
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request, dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
+    data_volume_name,
     nvram_volume_name,
     root_volume_name,
     seed_volume_name,
@@ -348,7 +350,8 @@ def _described_cpu(cpu: Mapping[str, Any] | None) -> str:
 
 def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, pool_path: str,
                         offered_types: list[str], serial_log_dir: str, flavor: Any = None,
-                        assignment: Mapping[str, Any] | None = None, shared_cpus: Any = None) -> str:
+                        assignment: Mapping[str, Any] | None = None, shared_cpus: Any = None,
+                        volumes: Sequence[Mapping[str, Any]] = ()) -> str:
     """The domain XML Berth defines for ``instance`` (a ledger row) where its volumes are in
     ``pool_path``: rendered from the request it recorded (read back into its type, every part
     checked as a launch checks it: a ledger row is not trusted) and its build record, through
@@ -357,7 +360,8 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
     instance has no build record (adopted, or launched before Berth kept them) or a record this
     Berth cannot read. ``assignment``: what the instance's claim on that host holds of its CPUs,
     cells, pages and devices (None: nothing); ``shared_cpus``: that host's cpu_shared_set, which
-    a guest without pinned CPUs floats over there (None: the host has none)."""
+    a guest without pinned CPUs floats over there (None: the host has none); ``volumes``: the
+    data volumes attached to it (the ledger's, each with its name and ``target`` device)."""
     if not instance.get("request"):
         raise InputError("carry_definition", f"{instance['name']} has no build record (adopted, or launched before "
                                              f"Berth kept them): Berth cannot define it again from what it knows")
@@ -376,6 +380,14 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
                       if request.guest.values["firmware"] == "uefi" else None)}
     if built.local_disks:
         made.update(local_disks(pool_path, uuid, request.flavor))
+    devices = volume_devices(request.guest.values["disk_bus"])
+    made["volumes"] = []
+    for volume in volumes:
+        if volume["target"] not in devices:
+            raise InputError("volume", f"{instance['name']}'s volume {volume['name']} is recorded on device "
+                                       f"{volume['target']!r}, not one of {devices[0]}..{devices[-1]}")
+        made["volumes"].append({"path": os.path.join(pool_path, data_volume_name(dns_label("volume", volume["name"]))),
+                                "target": volume["target"]})
     # The guest keeps its CPU wherever it moves (a live migration must; a cold one keeps it too,
     # see docs/docsite/rst/guest_cpu.rst), with the topology of the flavor it is defined with.
     cpu = {**built.cpu, "topology": dict(request.topology)} if built.cpu is not None else None
@@ -431,6 +443,7 @@ class DomainTemplate:
                 seed=made["seed"],
                 nvram=made["nvram"],
                 local_disks={"ephemeral": made.get("ephemeral"), "swap": made.get("swap")},
+                volumes=made.get("volumes", []),
                 guest=request.guest.template_context(),
                 interfaces=interfaces,
                 cpu=cpu,

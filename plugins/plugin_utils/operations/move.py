@@ -274,6 +274,9 @@ class Move:
         self.exact: Any = None
         self.disks: list[str] = []
         self.volumes: list[str] = []
+        # The data volumes attached to it (berth.fleet.volume): in its definition on both sides,
+        # copied with its disks (volumes of the pool), their ledger rows following it (finish_move).
+        self.attached: list[dict[str, Any]] = []
 
     def plan(self, src: HypervisorDriver, dst: HypervisorDriver, xml: str | None = None) -> None:
         """Read the domain once (or take ``xml``, the caller's read) and find what moves with it;
@@ -299,11 +302,13 @@ class Move:
         if self.xml is None:
             raise HypervisorError(src.host, f"domain {uuid} of {instance['name']} is not there, "
                                             f"though the ledger says so")
+        self.attached = self.ledger.volumes(instance_uuid=uuid)
         if not args.get("carry_definition"):
             template = self.template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
             offered = list(self.target.get("domain_types") or [])
             expected = recorded_definition(instance, template, src.pool_path(pool), offered,
-                                           self.settings.serial_log_dir, assignment=self.source_assignment)
+                                           self.settings.serial_log_dir, assignment=self.source_assignment,
+                                           volumes=self.attached)
             foreign = foreign_parts(self.xml, expected)
             if src.domain_state(uuid) not in OFF_STATES:
                 # What it runs with now, which a live migration carries: a device attached while
@@ -319,7 +324,8 @@ class Move:
             # The destination's own shared CPUs: an ordinary guest floats over them there.
             self.definition = recorded_definition(instance, template, dst.pool_path(pool), offered,
                                                   self.settings.serial_log_dir, flavor=self.new_flavor,
-                                                  shared_cpus=self.target.get("cpu_shared_set"))
+                                                  shared_cpus=self.target.get("cpu_shared_set"),
+                                                  volumes=self.attached)
         self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
 
     def run(self, src: HypervisorDriver, dst: HypervisorDriver, address: str | None = None) -> dict[str, Any]:
@@ -339,7 +345,7 @@ class Move:
                 self.definition = recorded_definition(
                     instance, self.template, dst.pool_path(pool), list(target.get("domain_types") or []),
                     self.settings.serial_log_dir, flavor=self.new_flavor, assignment=claim["assignment"],
-                    shared_cpus=target.get("cpu_shared_set"))
+                    shared_cpus=target.get("cpu_shared_set"), volumes=self.attached)
             except Exception:
                 self.ledger.release_claim(claim["id"])
                 raise

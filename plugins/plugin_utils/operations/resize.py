@@ -144,7 +144,8 @@ class Resize:
     def _definition(self, instance: Mapping[str, Any], flavor: Flavor, pool_path: str) -> str:
         """What Berth would define for ``instance`` with ``flavor`` (rendered from its build record)."""
         template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
-        return recorded_definition(instance, template, pool_path, [], self.settings.serial_log_dir, flavor=flavor)
+        return recorded_definition(instance, template, pool_path, [], self.settings.serial_log_dir, flavor=flavor,
+                                   volumes=self.ledger.volumes(instance_uuid=instance["uuid"]))
 
     def _elsewhere(self, src: HypervisorDriver, dst: HypervisorDriver, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:

@@ -60,6 +60,7 @@ INTEGER_CASES = [
     (limits.DECISIONS_MAX_AGE_DAYS, lambda value: limits.check_options({"decisions_max_age_days": value})),
     (limits.DECISIONS_MAX_COUNT, lambda value: limits.check_options({"decisions_max_count": value})),
     (limits.CONSOLE_LINES, lambda value: limits.check_options({"lines": value})),
+    (limits.VOLUME_SIZE_GB, lambda value: limits.check_options({"size_gb": value})),
 ]
 
 

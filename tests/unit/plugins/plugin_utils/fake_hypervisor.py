@@ -305,6 +305,37 @@ class FakeHypervisor:
         domain["xml"] = ET.tostring(root, encoding="unicode")
         self._done("set_berth_metadata")
 
+    def attach_disk(self, uuid: str, disk_xml: str) -> bool:
+        """libvirt refuses a target the domain has, and a source file that is not there."""
+        self._call("attach_disk")
+        domain = self._domain(uuid)
+        root, disk = ET.fromstring(domain["xml"]), ET.fromstring(disk_xml)
+        dev = disk.find("target").get("dev")
+        if any(target.get("dev") == dev for target in root.findall("devices/disk/target")):
+            raise HypervisorError(self.host, f"Requested operation is not valid: target {dev} already exists")
+        if self._volume_at(disk.find("source").get("file")) is None:
+            raise HypervisorError(self.host, f"Cannot access storage file '{disk.find('source').get('file')}'")
+        devices = root.find("devices")
+        if devices is None:
+            devices = ET.SubElement(root, "devices")
+        devices.append(disk)
+        domain["xml"] = ET.tostring(root, encoding="unicode")
+        self._done("attach_disk")
+        return domain["state"] not in _OFF
+
+    def detach_disk(self, uuid: str, disk_xml: str) -> bool:
+        self._call("detach_disk")
+        domain = self._domain(uuid)
+        root, dev = ET.fromstring(domain["xml"]), ET.fromstring(disk_xml).find("target").get("dev")
+        devices = root.find("devices")
+        found = [disk for disk in root.findall("devices/disk") if disk.find("target").get("dev") == dev]
+        if not found:
+            raise HypervisorError(self.host, f"operation failed: disk {dev} not found")
+        devices.remove(found[0])
+        domain["xml"] = ET.tostring(root, encoding="unicode")
+        self._done("detach_disk")
+        return domain["state"] not in _OFF
+
     def live_migrate(self, uuid: str, target: Any, address: str | None = None,
                      definition: str | None = None) -> None:
         self._call("live_migrate")

@@ -1,0 +1,19 @@
+"""berth.fleet.volume: create, attach, detach and delete data volumes (controller side).
+An adapter: the work is plugins/plugin_utils/operations/volume.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import Volume
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
+
+
+class ActionModule(BerthAction):
+    _supports_check_mode = True
+
+    def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        ledger = Ledger(args["ledger_url"]).open()
+        return Volume(args, Settings.from_args(args), ledger, bool(self._task.check_mode)).run()

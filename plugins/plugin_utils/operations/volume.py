@@ -1,0 +1,202 @@
+"""Data volumes (Cinder's, on a hypervisor's storage pool): create, attach, detach, delete. What
+berth.fleet.volume does. Private to the collection.
+
+The ledger is the record and the claim: a volume's row is written (and its disk claimed) before
+the volume is made, and forgotten only after it is gone; an attachment is recorded before the
+disk is plugged, and taken back when plugging fails. A run that dies halfway leaves a row whose
+next run (the same task again) completes it.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from typing import Any, Mapping
+
+from ansible_collections.berth.fleet.plugins.module_utils._guest import volume_devices
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
+from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.module_utils.limits import VOLUME_SIZE_GB
+from ansible_collections.berth.fleet.plugins.module_utils.request import Request, dns_label
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger, run_owner
+from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
+
+PRESENT, ABSENT, ATTACHED, DETACHED = "present", "absent", "attached", "detached"
+# The guest's disk bus of an instance without a recorded request (adopted): libvirt's default.
+DEFAULT_DISK_BUS = "virtio"
+
+
+def disk_bus(instance: Mapping[str, Any]) -> str:
+    """The bus of the instance's own disks, which its volumes join."""
+    if not instance.get("request"):
+        return DEFAULT_DISK_BUS
+    request, _built = Request.from_record(instance["request"])
+    return str(request.guest.values["disk_bus"])
+
+
+def disk_xml(path: str, target: str, bus: str) -> str:
+    """The ``<disk>`` of an attached volume, as the domain template renders it."""
+    disk = ET.Element("disk", type="file", device="disk")
+    ET.SubElement(disk, "driver", name="qemu", type="qcow2")
+    ET.SubElement(disk, "source", file=path)
+    ET.SubElement(disk, "target", dev=target, bus=bus)
+    return ET.tostring(disk, encoding="unicode")
+
+
+def has_target(domain_xml: str | None, target: str) -> bool:
+    """Whether the definition ``domain_xml`` has a disk on ``target``."""
+    if domain_xml is None:
+        return False
+    return any(item.get("dev") == target for item in ET.fromstring(domain_xml).findall("devices/disk/target"))
+
+
+class Volume:
+    """Bring the data volume ``args["name"]`` to ``args["state"]`` (berth.fleet.volume's
+    validated options; ``settings`` the operator's: its storage pool). ``connect`` opens the
+    hypervisors (libvirt's by default)."""
+
+    def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, check_mode: bool,
+                 connect: Connect = Hypervisor) -> None:
+        self.args, self.settings, self.ledger, self.check_mode, self.connect = args, settings, ledger, check_mode, connect
+        self.name = dns_label("name", args["name"])
+        self.pool = settings.storage_pool
+
+    def _open(self, host: str, uri: str | None) -> HypervisorDriver:
+        if not uri:
+            raise BerthError(f"{self.ledger.label} has no URI for {host}: run playbooks/gather.yml to sync it")
+        return self.connect(host, uri, self.args["timeout"],
+                            uri_policy=UriPolicy.from_settings(self.settings.uri_policy))
+
+    def _uri(self, host: str) -> str | None:
+        return next((hv["uri"] for hv in self.ledger.hypervisors() if hv["host"] == host), None)
+
+    def run(self) -> dict[str, Any]:
+        state = self.args["state"]
+        if state == PRESENT:
+            return self.create()
+        if state == ABSENT:
+            return self.delete()
+        if state == ATTACHED:
+            return self.attach()
+        return self.detach()
+
+    def _result(self, changed: bool, msg: str, volume: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {"changed": changed, "msg": msg, "name": self.name, "volume": dict(volume) if volume else None}
+
+    # ---- create and delete ----------------------------------------------------------------------
+
+    def create(self) -> dict[str, Any]:
+        args = self.args
+        if args.get("size_gb") is None:
+            raise InputError("size_gb", "size_gb is required to create a volume (state=present)")
+        size_gb = VOLUME_SIZE_GB.check(args["size_gb"])
+        host = args.get("host")
+        if not host:
+            raise InputError("host", "host (the hypervisor whose storage pool holds the volume) is required to "
+                                     "create a volume (state=present)")
+        path_name = data_volume_name(self.name)
+        try:
+            # Recorded, and so claimed, before it is made: a run that dies next leaves a row that
+            # the next run completes (or delete removes), never a volume that nothing counts.
+            volume, new = self.ledger.create_volume(self.name, host, self.pool, size_gb, run_owner(),
+                                                    dry_run=self.check_mode)
+        except ClaimConflict as conflict:
+            raise BerthError(f"cannot create volume {self.name} of {size_gb} GB on {host}: {conflict.reason}") \
+                from conflict
+        if self.check_mode:
+            return self._result(new, f"would create volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
+                                     f"{host}" if new else f"volume {self.name} exists", volume)
+        try:
+            with self._open(volume["host"], self._uri(volume["host"])) as hv:
+                if hv.volume(self.pool, path_name) is None:
+                    hv.create_volume(self.pool, path_name, size_gb)
+                    new = True
+        except Exception:
+            if new:
+                # Nothing half done: the claim goes with the volume that was not made.
+                self.ledger.delete_volume(self.name)
+            raise
+        return self._result(new, f"created volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
+                                 f"{volume['host']}" if new else f"volume {self.name} exists", volume)
+
+    def delete(self) -> dict[str, Any]:
+        found = self.ledger.volumes(name=self.name)
+        if not found:
+            return self._result(False, f"no volume {self.name}", None)
+        volume = found[0]
+        if volume["instance_uuid"] is not None:
+            raise InputError("name", f"volume {self.name} is attached to {volume['instance']}: detach it first")
+        if self.check_mode:
+            return self._result(True, f"would delete volume {self.name} from {volume['host']}", volume)
+        with self._open(volume["host"], self._uri(volume["host"])) as hv:
+            hv.delete_volume(volume["pool"], data_volume_name(self.name))
+        # Forgotten (its disk given back) only once it is gone from the pool.
+        self.ledger.delete_volume(self.name)
+        return self._result(True, f"deleted volume {self.name} from {volume['host']}", volume)
+
+    # ---- attach and detach ----------------------------------------------------------------------
+
+    def _volume(self) -> dict[str, Any]:
+        found = self.ledger.volumes(name=self.name)
+        if not found:
+            raise InputError("name", f"no volume named {self.name} in {self.ledger.label}")
+        return found[0]
+
+    def attach(self) -> dict[str, Any]:
+        instance_name = self.args.get("instance")
+        if not instance_name:
+            raise InputError("instance", "instance is required to attach a volume (state=attached)")
+        dns_label("instance", instance_name)
+        rows = self.ledger.instances([instance_name])
+        if not rows:
+            raise InputError("instance", f"no instance named {instance_name} in {self.ledger.label}")
+        instance = rows[0]
+        bus = disk_bus(instance)
+        volume, new = self.ledger.attach_volume(self.name, instance_name, volume_devices(bus),
+                                                dry_run=self.check_mode)
+        if self.check_mode:
+            return self._result(new, f"would attach volume {self.name} to {instance_name} as {volume['target']}"
+                                if new else f"volume {self.name} is attached to {instance_name}", volume)
+        try:
+            with self._open(instance["host"], instance["uri"]) as hv:
+                # A run that died after the ledger recorded it finds the domain without it.
+                plugged = not has_target(hv.domain_xml(instance["uuid"], inactive=True), volume["target"])
+                live = False
+                if plugged:
+                    path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
+                    live = hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus))
+        except Exception:
+            if new:
+                # Nothing half done: the ledger does not keep an attachment that was not made.
+                self.ledger.detach_volume(self.name)
+            raise
+        how = " (hot-plugged)" if live else ""
+        return self._result(new or plugged, f"attached volume {self.name} to {instance_name} as "
+                                            f"{volume['target']}{how}" if new or plugged
+                            else f"volume {self.name} is attached to {instance_name}", volume)
+
+    def detach(self) -> dict[str, Any]:
+        volume = self._volume()
+        if volume["instance_uuid"] is None:
+            return self._result(False, f"volume {self.name} is attached to no instance", volume)
+        name = volume["instance"]
+        if self.check_mode:
+            return self._result(True, f"would detach volume {self.name} from {name}", volume)
+        instance = self.ledger.instances([name])[0]
+        live = False
+        with self._open(instance["host"], instance["uri"]) as hv:
+            if has_target(hv.domain_xml(instance["uuid"], inactive=True), volume["target"]):
+                path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
+                try:
+                    live = hv.detach_disk(instance["uuid"], disk_xml(path, volume["target"], disk_bus(instance)))
+                except HypervisorError as exc:
+                    raise BerthError(f"cannot detach volume {self.name} from {name}: {exc}; it stays attached") \
+                        from exc
+        # Recorded as detached only once the definition no longer has it.
+        self.ledger.detach_volume(self.name)
+        how = " (unplugged from the running guest)" if live else ""
+        detached = {**volume, "instance": None, "instance_uuid": None, "target": None}
+        return self._result(True, f"detached volume {self.name} from {name}{how}", detached)
