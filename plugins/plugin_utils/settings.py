@@ -90,6 +90,9 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
     "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k), for the fleet or per aggregate",
     "failover_enforce": "whether a launch that would break that headroom is refused or warned",
+    "placement": "how a launch of many instances is placed: greedy (Nova's order) or packing (a solver)",
+    "packing_time_limit": "how long the packing solver may search, in seconds",
+    "packing_objective": "what packing minimises: hosts in use or stranded memory",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -223,6 +226,10 @@ class Settings:
     # The fleet's k, or {aggregate: k} (_headroom.py).
     failover_hosts: Union[int, Mapping[str, int]] = 0
     failover_enforce: str = "refuse"
+    # Batch placement (module_utils/scheduler/packing.py).
+    placement: str = "greedy"
+    packing_time_limit: float = 10.0
+    packing_objective: str = "hosts"
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:

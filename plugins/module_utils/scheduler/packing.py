@@ -51,6 +51,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.reso
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import REASON_IGNORED, Rejection
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import ServerGroup
 
 OBJECTIVES = ("hosts", "stranded")
@@ -391,8 +392,9 @@ def _decision(states: list[HostState], spec: RequestSpec, placements: list[Place
     path counts them."""
     pairs = []
     for position, found in enumerate(capacities):
-        if found.fits == 0 and found.rejection is not None:
-            pairs.append((position, found.rejection))
+        if found.fits == 0:
+            # No filter's rejection: ignore_hosts dropped it before the filters, as in driver.py.
+            pairs.append((position, found.rejection or Rejection(found.host, "ignore_hosts", REASON_IGNORED)))
     return Decision(ok=True, placements=placements, summary=success_summary([p.host for p in placements]),
                     failed_index=None, hosts_total=len(states), rejected_total=len(pairs),
                     reasons=[item.to_dict(spec) for item in count_reasons(pairs)],

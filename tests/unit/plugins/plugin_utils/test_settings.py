@@ -146,6 +146,9 @@ VALUES = {
     "decisions_max_count": 100,
     "failover_hosts": 2,
     "failover_enforce": "warn",
+    "placement": "packing",
+    "packing_time_limit": 2.5,
+    "packing_objective": "stranded",
     **{name: MULTIPLIER for name in OPERATOR_SETTINGS if name.endswith("_weight_multiplier")},
 }
 # What each action needs besides, to validate.
