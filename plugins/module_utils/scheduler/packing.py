@@ -90,9 +90,10 @@ class Batch:
 
 
 def place_batch(hosts: Sequence[HostState] | HostTable, specs: Sequence[RequestSpec], time_limit_s: float,
-                objective: str = "hosts") -> Batch:
+                objective: str = "hosts", greedy_reason: str | None = None) -> Batch:
     """Place every entry of ``specs`` (each a request of ``count`` instances) together on
-    ``hosts``: packed by the solver when it can, else in Nova's greedy order, entry after entry.
+    ``hosts``: packed by the solver when it can, else in Nova's greedy order, entry after entry
+    (always, with ``greedy_reason`` given: the operator chose it).
 
     Works on copies, as driver.schedule does. Entries naming the same server group share it.
     """
@@ -116,7 +117,7 @@ def place_batch(hosts: Sequence[HostState] | HostTable, specs: Sequence[RequestS
         return Batch([_noted(decision, note) for decision in greedy], explanation)
 
     specs = _shared_groups(specs)
-    why_not = _not_modelled(specs)
+    why_not = greedy_reason or _not_modelled(specs)
     if why_not:
         return fallback(why_not)
     if time_limit_s == 0:

@@ -153,7 +153,7 @@ VALUES = {
 }
 # What each action needs besides, to validate.
 REQUIRED = {"name": "web", "flavor": "m1.tiny", "host": "hv1", "domain": "legacy", "path": "/tmp/report.html",
-            "state": "present"}
+            "state": "present", "entries": [{"name": "web", "flavor": "m1.tiny"}]}
 
 
 def test_the_table_covers_every_operator_setting():
