@@ -9,36 +9,41 @@ instances' BUILDING rows, as berth.fleet.schedule leaves them.
 from __future__ import annotations
 
 import time
-from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
-from ansible_collections.berth.fleet.plugins.module_utils.request import instance_names
+from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.packing import place_batch
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message
-from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet, recorded_states, without_gc
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import (
     decision_request,
     ledger_group,
     refuse_idle_hints,
-    scheduling_request,
     spec_options,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger, run_owner
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.schedule import placement_rows, refuse_host_names
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-ENTRY_KEYS = ("name", "flavor", "count", "server_group")
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a deployment, checked where the task's options come in (the action): its name,
+    its instances' names (``<name>-1`` .. ``<name>-<count>``) and its typed request."""
+
+    name: str
+    names: list[str]
+    request: Request
 
 
 class Deployment:
-    """``entries`` are the task's validated entries ({name, flavor, count, server_group}); the
-    instances of an entry are ``<name>-1`` .. ``<name>-<count>``."""
+    """``entries`` are the task's checked entries (Entry); ``settings`` the operator's."""
 
-    def __init__(self, entries: Sequence[Mapping[str, Any]], settings: Settings, ledger: Ledger,
+    def __init__(self, entries: Sequence[Entry], settings: Settings, ledger: Ledger,
                  task_vars: Mapping[str, Any], check_mode: bool) -> None:
         self.entries, self.settings, self.ledger = list(entries), settings, ledger
         self.task_vars, self.check_mode = task_vars, check_mode
@@ -50,7 +55,11 @@ class Deployment:
     def _run(self) -> dict[str, Any]:
         settings, ledger = self.settings, self.ledger
         started = time.perf_counter()
-        names, requests, groups = self._entries()
+        if not self.entries:
+            raise InputError("entries", "entries must list at least one entry {name, flavor, count, server_group}")
+        names = [entry.names for entry in self.entries]
+        requests = [entry.request for entry in self.entries]
+        groups = [ledger_group(request.server_group, ledger) for request in requests]
         every = [name for entry_names in names for name in entry_names]
         existing = {row["name"]: row for row in ledger.instances(every)}
         if existing:
@@ -76,16 +85,16 @@ class Deployment:
         if not batch.ok:
             failed = next(index for index, decision in enumerate(batch.decisions) if not decision.ok)
             result.update(failed=True, entries=[], placements=[],
-                          msg=f"entry {self.entries[failed]['name']}: {failure_message(batch.decisions[failed])}; "
+                          msg=f"entry {self.entries[failed].name}: {failure_message(batch.decisions[failed])}; "
                               f"nothing of the deployment was claimed")
             result["summary"] = result["msg"]
             return result
         rows = [placement_rows(entry_names, decision, fleet, ledger, request.flavor.to_dict(), spec)
                 for entry_names, decision, request, spec in zip(names, batch.decisions, requests, specs)]
-        summary = "; ".join(f"{entry['name']}: {decision.summary}" for entry, decision in zip(self.entries, batch.decisions))
+        summary = "; ".join(f"{entry.name}: {decision.summary}" for entry, decision in zip(self.entries, batch.decisions))
         result["summary"] = summary
         if self.check_mode:
-            result["entries"] = [{"name": entry["name"], "placements": [{**row, "uuid": None, "state": "PLANNED"}
+            result["entries"] = [{"name": entry.name, "placements": [{**row, "uuid": None, "state": "PLANNED"}
                                                                         for row in entry_rows]}
                                  for entry, entry_rows in zip(self.entries, rows)]
         else:
@@ -100,36 +109,12 @@ class Deployment:
                                   f"with the fleet as it is now")
                 return result
             for entry, option, decision in zip(self.entries, options, batch.decisions):
-                entry_names = instance_names(entry["name"], entry["count"])
-                ledger.record_decision(entry["name"], owner, decision_request(option, entry_names),
+                ledger.record_decision(entry.name, owner, decision_request(option, entry.names),
                                        recorded_states(fleet, decision), decision.to_dict(), "claimed")
             result["changed"] = True
-            result["entries"] = [{"name": entry["name"], "placements": [
+            result["entries"] = [{"name": entry.name, "placements": [
                 {**row, "uuid": claim["uuid"], "state": claim["state"]} for row, claim in zip(entry_rows, entry_claims)]}
                 for entry, entry_rows, entry_claims in zip(self.entries, rows, claimed)]
         result["placements"] = [placement for entry in result["entries"] for placement in entry["placements"]]
         result["timing"] = {"total_s": round(time.perf_counter() - started, 6)}
         return result
-
-    def _entries(self) -> tuple[list[list[str]], list[Any], list[dict[str, Any] | None]]:
-        """Each entry's instance names, request and ledger group (None outside any), checked."""
-        if not self.entries:
-            raise InputError("entries", "entries must list at least one entry {name, flavor, count, server_group}")
-        names, requests, groups = [], [], []
-        for position, entry in enumerate(self.entries):
-            unknown = sorted(set(entry) - set(ENTRY_KEYS))
-            if unknown:
-                raise InputError(f"entries[{position}].{unknown[0]}", f"entries[{position}] has an unknown key "
-                                                                      f"{unknown[0]!r}; allowed: {', '.join(ENTRY_KEYS)}")
-            if not entry.get("name") or entry.get("flavor") is None:
-                raise InputError(f"entries[{position}]", f"entries[{position}] needs a name and a flavor")
-            names.append(instance_names(entry["name"], entry.get("count") or 1))
-            args = {"server_group": entry.get("server_group")}
-            requests.append(scheduling_request(args, flavor_option(entry["flavor"], self.settings.flavors_file),
-                                               self.settings))
-            groups.append(ledger_group(entry.get("server_group"), self.ledger))
-        counted = Counter(name for entry_names in names for name in entry_names)
-        repeated = sorted(name for name, times in counted.items() if times > 1)
-        if repeated:
-            raise InputError("entries", f"two entries name instance {repeated[0]}: give each entry its own name")
-        return names, requests, groups

@@ -10,7 +10,8 @@ import pytest
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.deployment import Deployment
+from ansible_collections.berth.fleet.plugins.action.deployment import checked_entries
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.deployment import Deployment as Operation
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 pytest.importorskip("ortools")
@@ -48,12 +49,17 @@ ENTRIES = [{"name": "web", "flavor": SMALL, "count": 2, "server_group": "tiers"}
            {"name": "db", "flavor": LARGE, "count": 1}]
 
 
+def deploy(entries, settings, ledger, task_vars, check_mode):
+    """The action's work: the entries checked, then the operation."""
+    return Operation(checked_entries(entries, settings), settings, ledger, task_vars, check_mode)
+
+
 def hosts_by_entry(result):
     return {entry["name"]: Counter(p["host"] for p in entry["placements"]) for entry in result["entries"]}
 
 
 def test_check_mode_prints_the_packed_placement_and_claims_nothing(ledger):
-    result = Deployment(ENTRIES, PACKING, ledger, {}, check_mode=True).run()
+    result = deploy(ENTRIES, PACKING, ledger, {}, check_mode=True).run()
     placed = hosts_by_entry(result)
     assert len(set(placed["web"]) | set(placed["app"])) == 4
     assert set(placed["db"]) <= set(placed["web"]) | set(placed["app"])
@@ -63,12 +69,12 @@ def test_check_mode_prints_the_packed_placement_and_claims_nothing(ledger):
 
 
 def test_the_run_claims_every_entry_and_the_group_holds_across_entries(ledger):
-    result = Deployment(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
+    result = deploy(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
     assert result["changed"]
     assert len(ledger.claims()) == 5
     members = [row["host"] for row in ledger.instances(["web-1", "web-2", "app-1", "app-2"])]
     assert len(set(members)) == 4
-    again = Deployment(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
+    again = deploy(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
     assert not again["changed"] and len(ledger.claims()) == 5
 
 
@@ -77,7 +83,7 @@ def test_a_claim_that_no_longer_fits_claims_nothing(ledger, monkeypatch):
         raise ClaimConflict("hv1", "no room left")
 
     monkeypatch.setattr(Ledger, "claim_batch", lost)
-    result = Deployment(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
+    result = deploy(ENTRIES, PACKING, ledger, {}, check_mode=False).run()
     assert result["failed"] and result["msg"].startswith("nothing of the deployment was claimed: ")
     assert ledger.claims() == []
 
@@ -94,24 +100,25 @@ def test_claim_batch_is_one_transaction(ledger):
 
 def test_a_deployment_that_does_not_fit_claims_nothing(ledger):
     entries = [{"name": "huge", "flavor": LARGE, "count": 6}]
-    result = Deployment(entries, PACKING, ledger, {}, check_mode=False).run()
+    result = deploy(entries, PACKING, ledger, {}, check_mode=False).run()
     assert result["failed"] and "nothing of the deployment was claimed" in result["msg"]
     assert ledger.claims() == []
 
 
 def test_with_placement_greedy_the_entries_go_in_nova_order(ledger):
-    result = Deployment(ENTRIES, Settings(), ledger, {}, check_mode=True).run()
+    result = deploy(ENTRIES, Settings(), ledger, {}, check_mode=True).run()
     assert result["packing"]["method"] == "greedy" and result["packing"]["reason"] == "berth_placement is greedy"
 
 
 @pytest.mark.parametrize("entries, field", [
     ([], "entries"),
     ([{"name": "web", "flavor": SMALL, "size": 3}], "entries[0].size"),
+    ([{"name": "web"}], "entries[0].flavor"),
     ([{"name": "web", "flavor": SMALL}, {"name": "web", "flavor": SMALL}], "entries"),
 ])
 def test_bad_entries_name_the_field(ledger, entries, field):
     with pytest.raises(InputError) as raised:
-        Deployment(entries, PACKING, ledger, {}, check_mode=True).run()
+        deploy(entries, PACKING, ledger, {}, check_mode=True).run()
     assert raised.value.field == field
 
 
