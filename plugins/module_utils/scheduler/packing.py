@@ -110,8 +110,7 @@ def place_batch(hosts: Sequence[HostState] | HostTable, specs: Sequence[RequestS
                                    "greedy_hosts_used": greedy_used}
 
     def fallback(reason: str) -> Batch:
-        used = greedy_used
-        explanation.update(method=METHOD_GREEDY, reason=reason, hosts_used=used, best=None, bound=None,
+        explanation.update(method=METHOD_GREEDY, reason=reason, hosts_used=greedy_used, best=None, bound=None,
                            gap_percent=None)
         note = f"placed in Nova's greedy order: {reason}"
         return Batch([_noted(decision, note) for decision in greedy], explanation)

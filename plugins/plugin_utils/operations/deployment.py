@@ -94,9 +94,9 @@ class Deployment:
         summary = "; ".join(f"{entry.name}: {decision.summary}" for entry, decision in zip(self.entries, batch.decisions))
         result["summary"] = summary
         if self.check_mode:
-            result["entries"] = [{"name": entry.name, "placements": [{**row, "uuid": None, "state": "PLANNED"}
-                                                                        for row in entry_rows]}
-                                 for entry, entry_rows in zip(self.entries, rows)]
+            result["entries"] = [
+                {"name": entry.name, "placements": [{**row, "uuid": None, "state": "PLANNED"} for row in entry_rows]}
+                for entry, entry_rows in zip(self.entries, rows)]
         else:
             claim_entries = [{"placements": entry_rows, "flavor": request.flavor,
                               "server_group": group and group["name"], "request": request.to_record()}
