@@ -9,7 +9,8 @@ whole batch is one CP-SAT model (OR-Tools, an optional extra: ``pip install orto
   filters (capacity.host_capacities: the filters asked after n instances), so every hard filter
   the greedy path runs also bounds the solver;
 - what entries share on a host (RAM, vCPUs, disk as the enabled resource filters count them,
-  with their allocation ratios) is a sum constraint per resource filter;
+  with their allocation ratios; instances and IO operations as their filters count them) is a sum
+  constraint per filter;
 - server groups: anti-affinity at most max_server_per_host members per host (those already there
   included), affinity all members on one host (the one holding members, if any);
 - the objective is the hosts in use afterwards (``hosts``) or the memory stranded on them
@@ -17,7 +18,7 @@ whole batch is one CP-SAT model (OR-Tools, an optional extra: ``pip install orto
 
 The solver's answer is then replayed through the filters instance by instance, consuming each
 host as the greedy path does; a placement any filter refuses there (a rule across entries the
-model does not hold, such as a per-host instance cap) sends the batch to the greedy order. So
+model does not hold) sends the batch to the greedy order. So
 does a missing ortools, a time limit of 0, no solution in time, and a request the model does
 not describe (forced hosts, NUMA cells, pinned CPUs, pages or devices). The explanation says
 which method placed the batch, why, and the gap between the best objective and the solver's
@@ -47,6 +48,8 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.explain impo
     count_reasons,
     success_summary,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.io_ops import IoOpsFilter
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.num_instances import NumInstancesFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.filters.resource import ResourceFilter
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
@@ -282,7 +285,8 @@ def _solve(cp_model: Any, states: list[HostState], specs: Sequence[RequestSpec],
 def _resource_constraints(model: Any, states: list[HostState], specs: Sequence[RequestSpec],
                           x: list[dict[int, Any]], used: dict[int, Any]) -> None:
     """What the entries take together of each host stays within what every enabled resource filter
-    leaves free there (its limit with the allocation ratio, minus what is used)."""
+    leaves free there (its limit with the allocation ratio, minus what is used), and their number
+    within what the instance and IO-operation filters still admit."""
     filters = [active_filters(spec) for spec in specs]
     for position, flag in used.items():
         state = states[position]
@@ -292,6 +296,15 @@ def _resource_constraints(model: Any, states: list[HostState], specs: Sequence[R
             if position not in x[entry]:
                 continue
             for host_filter in filters[entry]:
+                if isinstance(host_filter, (NumInstancesFilter, IoOpsFilter)):
+                    # Every instance placed adds one to the host's instances and IO operations,
+                    # whatever its entry: the entries together stay under the filter's maximum.
+                    counted = "num_instances" if isinstance(host_filter, NumInstancesFilter) else "num_io_ops"
+                    key = type(host_filter).__name__
+                    room = host_filter.number("maximum", state, spec) - getattr(state, counted)
+                    free[key] = min(free.get(key, room), room)
+                    taken.setdefault(key, []).append(x[entry][position])
+                    continue
                 if not isinstance(host_filter, ResourceFilter):
                     continue
                 fit = host_filter.fit(state, host_filter.number("allocation_ratio", state, spec), spec)

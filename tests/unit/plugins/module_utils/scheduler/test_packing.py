@@ -121,6 +121,21 @@ def test_a_deployment_places_every_entry_together_and_a_shared_group_counts_both
     assert batch.explanation["hosts_used"] == 4
 
 
+def test_the_instance_limit_holds_across_entries():
+    # max_instances_per_host 3 (NumInstancesFilter): two entries of two instances each would fit one
+    # 64 GiB host by memory, but at most three instances go on any host, so two hosts, packed (an
+    # answer over the limit would be refused by the replay and placed in the greedy order).
+    filters = ["ComputeFilter", "RamFilter", "NumInstancesFilter"]
+    hosts = [sized_host("a", 64), sized_host("b", 64)]
+    batch = packing.place_batch(hosts, [spec_of(4, 2, enabled_filters=filters, max_instances_per_host=3),
+                                        spec_of(4, 2, enabled_filters=filters, max_instances_per_host=3)],
+                                TIME_LIMIT_S)
+    assert batch.explanation["method"] == "packing"
+    together = per_host(batch.decisions[0]) + per_host(batch.decisions[1])
+    assert len(together) == 2 and max(together.values()) <= 3
+    assert batch.explanation["bound"] == 2
+
+
 def test_a_deployment_that_does_not_fit_places_nothing():
     hosts = [sized_host("a", 16)]
     batch = packing.place_batch(hosts, [spec_of(8, 1), spec_of(12, 1)], TIME_LIMIT_S)
