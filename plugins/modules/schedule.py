@@ -259,6 +259,7 @@ extends_documentation_fragment:
   - berth.fleet.uri_policy
   - berth.fleet.limits
   - berth.fleet.headroom
+  - berth.fleet.packing
 attributes:
   check_mode:
     support: full
@@ -375,6 +376,11 @@ decision:
       fixes); C(closest_misses) are the rejected hosts that came closest to fitting;
       C(rejections) lists every rejected host with its first rejecting filter and the numbers
       (requested, used, limit, free) when O(explain) asks for it, else null.
+    - With O(placement=packing) and more than one instance, C(packing) says how they were placed -
+      C(method) (V(packing) or V(greedy)), C(reason) (the solver's status, or why the greedy order was
+      used), C(hosts_used), C(greedy_hosts_used) (the greedy order's, for comparison), C(best) and
+      C(bound) (the solver's objective and its proven bound) and C(gap_percent) between them. Packed
+      placements carry no weights, alternates or runners-up.
   returned: when instances had to be placed
   type: dict
 """

@@ -168,6 +168,7 @@ extends_documentation_fragment:
   - berth.fleet.devices
   - berth.fleet.uri_policy
   - berth.fleet.headroom
+  - berth.fleet.packing
   - berth.fleet.launch
   - berth.fleet.guest
   - berth.fleet.seed

@@ -94,6 +94,9 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "rebalance_min_gain": "how much a rebalancing move must lower the imbalance figure to be proposed",
     "rebalance_max_moves": "how many moves one rebalance run makes at most",
     "rebalance_cooldown_seconds": "how long after it moved an instance is left where it is by the rebalancer",
+    "placement": "how a launch of many instances is placed: greedy (Nova's order) or packing (a solver)",
+    "packing_time_limit": "how long the packing solver may search, in seconds",
+    "packing_objective": "what packing minimises: hosts in use or stranded memory",
 }
 # Each weigher's multiplier is an operator setting too (Nova's *_weight_multiplier options).
 WEIGHT_MULTIPLIERS = tuple(WEIGHER_MULTIPLIER_OPTIONS.values())
@@ -119,6 +122,7 @@ REQUESTER_OPTIONS: dict[str, str] = {
     "autostart": "whether the domains start with their libvirtd",
     "ha": "whether the instances are restarted on another host when theirs fails",
     "ha_priority": "their place in that restart order, highest first",
+    "entries": "a deployment's entries, each a name, flavor, count and server group, placed together",
 }
 REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})
 
@@ -241,6 +245,10 @@ class Settings:
     rebalance_min_gain: float = 0.005
     rebalance_max_moves: int = 10
     rebalance_cooldown_seconds: int = 3600
+    # Batch placement (module_utils/scheduler/packing.py).
+    placement: str = "greedy"
+    packing_time_limit: float = 10.0
+    packing_objective: str = "hosts"
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Settings:

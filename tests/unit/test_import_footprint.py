@@ -18,7 +18,7 @@ import pytest
 COLLECTIONS = Path(__file__).resolve().parents[2] / ".cache" / "collections"
 ACTIONS = ("server", "schedule", "migrate", "resize", "tracker_sync", "instance", "console")
 # Packages, and modules of packages that are imported anyway (Ansible).
-UNWANTED_PACKAGES = ("alembic", "mako", "numpy")
+UNWANTED_PACKAGES = ("alembic", "mako", "numpy", "ortools")
 UNWANTED_MODULES = ("ansible.module_utils.urls", "http.client")
 
 

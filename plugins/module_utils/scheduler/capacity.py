@@ -56,6 +56,20 @@ class HostCapacity:
 
 def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
     """{"total": n or None (unlimited), "hosts": [HostCapacity.to_dict()...]}."""
+    results = host_capacities(hosts, spec)
+    counts = [result.fits for result in results]
+    if any(count is None for count in counts):
+        total = None
+    elif spec.server_group is not None and spec.server_group.policy == "affinity":
+        total = max(counts, default=0)  # type: ignore[type-var]
+    else:
+        total = sum(counts)  # type: ignore[arg-type]
+    return {"total": total, "hosts": [result.to_dict() for result in results]}
+
+
+def host_capacities(hosts: Sequence[HostState], spec: RequestSpec) -> list[HostCapacity]:
+    """Each host's count of instances of the request that fit it, with its usage, in host order
+    (batch packing reads them as the solver's per-host bounds)."""
     filters = active_filters(spec)
     ignored = {name.lower() for name in spec.ignore_hosts}
     results = []
@@ -66,14 +80,7 @@ def capacity(hosts: Sequence[HostState], spec: RequestSpec) -> dict[str, Any]:
             result = _host_capacity(host_state, filters, spec)
         result.usage = usage(host_state, filters, spec)
         results.append(result)
-    counts = [result.fits for result in results]
-    if any(count is None for count in counts):
-        total = None
-    elif spec.server_group is not None and spec.server_group.policy == "affinity":
-        total = max(counts, default=0)  # type: ignore[type-var]
-    else:
-        total = sum(counts)  # type: ignore[arg-type]
-    return {"total": total, "hosts": [result.to_dict() for result in results]}
+    return results
 
 
 def usage(host_state: HostState, filters: Sequence[Any], spec: RequestSpec) -> dict[str, Any]:
@@ -139,4 +146,4 @@ def _largest_count(passes_after: Any) -> int:
     return high
 
 
-__all__ = ["capacity", "usage", "HostCapacity"]
+__all__ = ["capacity", "host_capacities", "usage", "HostCapacity"]

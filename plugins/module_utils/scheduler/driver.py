@@ -98,9 +98,12 @@ class Decision:
     # The request's hints that no filter read (RequestSpec.idle_hints), each as a sentence: a
     # move decides with them (a launch refuses them first), and its explanation says so.
     idle_hints: list[str] = dataclasses.field(default_factory=list)
+    # How a batch was placed (packing.place_batch's explanation: method, reason, gap to the
+    # solver's bound), None for the greedy engine's own decisions.
+    packing: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "ok": self.ok,
             "placements": [placement.to_dict() for placement in self.placements],
             "summary": self.summary,
@@ -114,6 +117,9 @@ class Decision:
             "engine": self.engine,
             "idle_hints": list(self.idle_hints),
         }
+        if self.packing is not None:
+            data["packing"] = dict(self.packing)
+        return data
 
 
 def active_filters(spec: RequestSpec) -> list[Any]:

@@ -424,6 +424,24 @@ class Ledger:
                                 ha, ha_priority, user_data)
 
     @database_errors
+    def claim_batch(self, entries: Sequence[Mapping[str, Any]], owner: str,
+                    lease_s: int = DEFAULT_LEASE_S) -> list[list[dict[str, Any]]]:
+        """Claim every entry of a deployment in one transaction, or nothing: each entry is a mapping
+        of Ledger.claim's arguments (``placements``, ``flavor``, and optionally ``server_group``,
+        ``request``, ``ha``, ``ha_priority``), re-checked as claim re-checks them, each seeing the
+        entries before it. Every group (by name) and then every hypervisor (in UUID order) is locked
+        first, as one claim locks its own, so two batches never hold them crosswise. Returns each
+        entry's instances, as claim returns them; ClaimConflict if any no longer fits."""
+        with self._write() as db:
+            for name in sorted({entry["server_group"] for entry in entries if entry.get("server_group")}):
+                server_groups.lock(db, name)
+            host_states.locked_views(db, {placement["hypervisor_uuid"]
+                                          for entry in entries for placement in entry["placements"]})
+            return [claims.claim(db, entry["placements"], entry["flavor"], owner, lease_s, entry.get("server_group"),
+                                 None, entry.get("request"), None, entry.get("ha", False), entry.get("ha_priority", 0))
+                    for entry in entries]
+
+    @database_errors
     def user_data(self, instance_uuid: str) -> str | None:
         """The user_data the instance was launched with (None: without, or before schema 0014),
         checked against the launch's limit: a ledger row is not trusted. Only a rebuild from the

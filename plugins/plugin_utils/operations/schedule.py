@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import Decision, schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.packing import pack_request
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.names import NUMA_TOPOLOGY_FILTER, PCI_PASSTHROUGH_FILTER
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
@@ -131,7 +132,7 @@ class Schedule:
                                hosts=self.hosts)
             timing["read_s"] += _since(mark)
             mark = time.perf_counter()
-            decision = schedule(fleet.hosts, spec)
+            decision = decide(fleet.hosts, spec, settings)
             result["decision"] = decision.to_dict()
             result["summary"] = decision.summary
             timing["decide_s"] += _since(mark)
@@ -223,6 +224,14 @@ class Schedule:
             result["timing"]["total_s"] = _since(started)
             return result
         raise AssertionError("unreachable")
+
+
+def decide(hosts: Any, spec: RequestSpec, settings: Settings) -> Decision:
+    """The engine's decision for a launch: Nova's greedy order, or with berth_placement=packing
+    all of a request's instances packed together (packing.py; the greedy order when it cannot)."""
+    if settings.placement == "packing" and spec.count > 1:
+        return pack_request(hosts, spec, settings.packing_time_limit, settings.packing_objective)
+    return schedule(hosts, spec)
 
 
 def refuse_host_names(names: Sequence[str], ledger: Ledger | None, task_vars: Mapping[str, Any],

@@ -150,11 +150,14 @@ VALUES = {
     "rebalance_min_gain": 0.01,
     "rebalance_max_moves": 3,
     "rebalance_cooldown_seconds": 60,
+    "placement": "packing",
+    "packing_time_limit": 2.5,
+    "packing_objective": "stranded",
     **{name: MULTIPLIER for name in OPERATOR_SETTINGS if name.endswith("_weight_multiplier")},
 }
 # What each action needs besides, to validate.
 REQUIRED = {"name": "web", "flavor": "m1.tiny", "host": "hv1", "domain": "legacy", "path": "/tmp/report.html",
-            "state": "present"}
+            "state": "present", "entries": [{"name": "web", "flavor": "m1.tiny"}]}
 
 
 def test_the_table_covers_every_operator_setting():
