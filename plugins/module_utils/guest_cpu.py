@@ -19,9 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_baseline import BASELINE_MODE
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 CPU_MODES = ("host-model", "host-passthrough", "custom", "none")
+# What a hypervisor's cpu_mode may also say: its guests get its CPU baseline group's baseline
+# (module_utils/cpu_baseline.py), defined as a custom model with its features.
+SETTING_MODES = CPU_MODES + (BASELINE_MODE,)
 CPU_SETTINGS = ("cpu_mode", "cpu_models", "cpu_model_extra_flags")
 # The domain types whose guests get a CPU model (Nova: virt_type kvm or qemu).
 MODEL_DOMAIN_TYPES = ("kvm", "qemu")
@@ -53,8 +57,9 @@ def cpu_settings(field: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
     default for the domain type."""
     prefix = f"{field}." if field else ""
     mode = settings.get("cpu_mode")
-    if mode is not None and mode not in CPU_MODES:
-        raise InputError(f"{prefix}cpu_mode", f"{prefix}cpu_mode must be one of {', '.join(CPU_MODES)}, got {mode!r}")
+    if mode is not None and mode not in SETTING_MODES:
+        raise InputError(f"{prefix}cpu_mode", f"{prefix}cpu_mode must be one of {', '.join(SETTING_MODES)}, "
+                                              f"got {mode!r}")
     models = _names(f"{prefix}cpu_models", settings.get("cpu_models"), _MODEL_NAME, "libvirt CPU model name")
     flags = [flag.lower() for flag in _names(f"{prefix}cpu_model_extra_flags", settings.get("cpu_model_extra_flags"),
                                              re.compile(r"^[+-]?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"),
@@ -67,6 +72,12 @@ def cpu_settings(field: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
     if flags and mode == "none":
         raise InputError(f"{prefix}cpu_model_extra_flags", f"{prefix}cpu_model_extra_flags needs a CPU model: not "
                                                            f"taken with cpu_mode none")
+    if flags and mode == BASELINE_MODE:
+        # The group's baseline is what every member can run: a feature added by one host's
+        # settings would make its guests unable to move to the others.
+        raise InputError(f"{prefix}cpu_model_extra_flags", f"{prefix}cpu_model_extra_flags is not taken with "
+                                                           f"cpu_mode {BASELINE_MODE}: the group's baseline has "
+                                                           f"its own features")
     seen: Dict[str, str] = {}
     for flag in flags:
         name = flag.lstrip("+-")
@@ -123,6 +134,8 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
             if mode == "host-passthrough" and domain_type == "qemu" else ""
         raise InputError(f"{field}.cpu_mode", f"{field}.cpu_mode {mode} cannot run on {host} as a {domain_type} "
                                               f"domain: its libvirt says the mode is not supported there{why}")
+    if mode == BASELINE_MODE:
+        return _baseline_cpu(field, host, domain_type, record.get("baseline"), topology)
     model = None
     if mode == "custom":
         model = _usable_model(field, host, domain_type, settings["cpu_models"], offered)
@@ -131,6 +144,22 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
     if note:
         cpu["note"] = note
     return cpu
+
+
+def _baseline_cpu(field: str, host: str, domain_type: str, baseline: Any,
+                  topology: Mapping[str, int]) -> Dict[str, Any]:
+    """The guest CPU of a host whose cpu_mode is group-baseline: its group's recorded baseline
+    for ``domain_type`` as a custom model with its features (checked again by recorded_cpu)."""
+    cpus = baseline.get("cpus") if isinstance(baseline, Mapping) else None
+    cpu = cpus.get(domain_type) if isinstance(cpus, Mapping) else None
+    if not isinstance(cpu, Mapping):
+        group = f" of its group {baseline.get('group')}" if isinstance(baseline, Mapping) else ""
+        raise InputError(f"{field}.cpu_mode", f"{field}.cpu_mode {BASELINE_MODE}: no CPU baseline{group} is "
+                                              f"recorded for {domain_type} domains on {host} (list its aggregate in "
+                                              f"berth_cpu_baseline_groups and run gather.yml)")
+    checked = recorded_cpu(f"{field}.cpu_baseline", {"mode": "custom", "model": cpu.get("model"),
+                                                     "features": cpu.get("features")}, topology)
+    return {**checked, "baseline_group": str(baseline.get("group"))}
 
 
 def _usable_model(field: str, host: str, domain_type: str, models: List[str],
