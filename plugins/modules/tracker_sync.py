@@ -116,7 +116,7 @@ options:
   cpu_baseline_groups:
     description:
       - Aggregates (of the O(berth.fleet.hypervisors#inventory:aggregates) option of the inventory
-        source) whose members get a CPU baseline: the sync computes, with libvirt's
+        source) whose members get a CPU baseline. The sync computes, with libvirt's
         C(virConnectBaselineHypervisorCPU) on one member's connection, the CPU model and
         features every member's host-model CPU can run, for each domain type all of them offer
         a host-model CPU for, and records it on each member. A hypervisor whose C(cpu_mode) is
