@@ -17,7 +17,7 @@ options:
         V(custom) is the first of O(cpu_models) the host can run; V(none) is QEMU's own default CPU.
       - V(group-baseline) is the CPU baseline of the host's aggregate listed in
         C(berth_cpu_baseline_groups) (M(berth.fleet.tracker_sync)'s
-        O(berth.fleet.tracker_sync#module:cpu_baseline_groups)): a custom model and features every
+        O(berth.fleet.tracker_sync#module:cpu_baseline_groups)), a custom model and features every
         member of the group can run, which C(gather.yml) computes and records, so that the guests
         can live-migrate anywhere in the group. Not with O(cpu_model_extra_flags). A launch on a
         host without a recorded baseline for its domain type is refused there, naming the host.

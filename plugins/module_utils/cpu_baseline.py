@@ -26,8 +26,7 @@ _GROUP_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _FEATURE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _VENDOR_NAME = re.compile(r"^[A-Za-z0-9 _.-]{0,64}$")
-# The policies a baseline's features may carry; a host-model CPU's "disable" features are left
-# out of the baseline's input (what a host lacks is no feature of the group's).
+# The policies of the features of a host-model CPU and of a baseline libvirt gives.
 _POLICIES = ("require", "disable")
 
 
@@ -56,23 +55,23 @@ def host_group(host: str, aggregates: Sequence[Mapping[str, Any]], groups: Seque
     return names[0] if names else None
 
 
-def host_model_xml(host_model: Mapping[str, Any], arch: str) -> Optional[str]:
+def host_model_xml(host_model: Mapping[str, Any]) -> Optional[str]:
     """The host-model CPU a sync recorded (model, vendor, features by policy) as a ``<cpu>``
-    libvirt's baseline takes; None where nothing was recorded. Only the features the host gives
-    (require) are listed: a disabled one is one it lacks."""
+    libvirt's baseline takes; None where nothing was recorded. The disabled features stay: they
+    are the model's features the host lacks (kvm64 without pni), which the baseline must lack
+    too. No ``<arch>``: libvirt refuses it beside ``match``; the arch is the call's own."""
     model = host_model.get("model") if isinstance(host_model, Mapping) else None
     if not isinstance(model, str) or not _MODEL_NAME.match(model):
         return None
     cpu = ET.Element("cpu", mode="custom", match="exact")
-    ET.SubElement(cpu, "arch").text = arch
     ET.SubElement(cpu, "model", fallback="forbid").text = model
     vendor = host_model.get("vendor")
     if isinstance(vendor, str) and vendor and _VENDOR_NAME.match(vendor):
         ET.SubElement(cpu, "vendor").text = vendor
     features = host_model.get("features") if isinstance(host_model.get("features"), Mapping) else {}
     for name, policy in sorted(features.items()):
-        if policy == "require" and isinstance(name, str) and _FEATURE_NAME.match(name):
-            ET.SubElement(cpu, "feature", policy="require", name=name)
+        if policy in _POLICIES and isinstance(name, str) and _FEATURE_NAME.match(name):
+            ET.SubElement(cpu, "feature", policy=policy, name=name)
     return ET.tostring(cpu, encoding="unicode")
 
 
@@ -98,10 +97,9 @@ def parse_baseline(host: str, xml: str) -> Dict[str, Any]:
             "features": sorted(features, key=lambda item: (item["name"], item["policy"]))}
 
 
-def baseline_xml(cpu: Mapping[str, Any], arch: str) -> str:
+def baseline_xml(cpu: Mapping[str, Any]) -> str:
     """A recorded baseline as the ``<cpu>`` a member's libvirt compares with its own."""
     element = ET.Element("cpu", mode="custom", match="exact")
-    ET.SubElement(element, "arch").text = arch
     ET.SubElement(element, "model", fallback="forbid").text = cpu["model"]
     if cpu.get("vendor"):
         ET.SubElement(element, "vendor").text = cpu["vendor"]

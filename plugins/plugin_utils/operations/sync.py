@@ -288,7 +288,7 @@ class Sync:
             for target in answering:
                 guest = (synced[target.host].get("cpu_info") or {}).get("guest") or {}
                 offered = (guest.get("domain_capabilities") or {}).get(domain_type) or {}
-                xml = cpu_baseline.host_model_xml(offered.get("host_model") or {}, arch) \
+                xml = cpu_baseline.host_model_xml(offered.get("host_model") or {}) \
                     if (offered.get("modes") or {}).get("host-model") else None
                 xmls.append(xml)
             if all(xmls):
@@ -311,7 +311,7 @@ class Sync:
             try:
                 with open_hypervisor(target, False, self.connect) as hv:
                     for domain_type, cpu in sorted((baseline.get("cpus") or {}).items()):
-                        why = hv.compare_cpu(cpu_baseline.baseline_xml(cpu, arch), domain_type, arch)
+                        why = hv.compare_cpu(cpu_baseline.baseline_xml(cpu), domain_type, arch)
                         if why is not None:
                             refusals.append((target.host, f"{target.host}: DRIFT cannot run the CPU baseline of "
                                                           f"group {group} ({cpu_baseline.described(cpu)}) as a "

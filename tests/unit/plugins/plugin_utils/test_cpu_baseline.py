@@ -49,8 +49,8 @@ def test_a_group_gets_the_baseline_of_its_members_host_model_cpus_computed_on_on
     [call] = hv1.baseline_calls
     assert not hv2.baseline_calls and (call["domain_type"], call["arch"]) == ("kvm", "x86_64")
     assert [ET.fromstring(xml).findtext("model") for xml in call["cpus"]] == ["EPYC-Rome", "EPYC-Rome"]
-    # A feature a host-model CPU disables is no feature of that host.
-    assert all("svm" not in xml for xml in call["cpus"])
+    # A model's feature the host-model CPU disables stays disabled: the baseline must lack it too.
+    assert all("<feature policy=\"disable\" name=\"svm\" />" in xml for xml in call["cpus"])
     baseline = {"group": "rack1", "hosts": ["hv1", "hv2"], "arch": "x86_64", "cpus": {"kvm": {
         "model": "EPYC-Rome", "vendor": "", "features": [{"policy": "require", "name": "x2apic"}]}}}
     assert recorded(ledger, "hv1", "hv2") == {"hv1": baseline, "hv2": baseline}
@@ -173,7 +173,8 @@ def test_libvirts_baseline_answer_is_parsed_and_its_names_checked():
     with pytest.raises(InputError, match="without a CPU model name"):
         parse_baseline("hv1", "<cpu><feature policy='require' name='x2apic'/></cpu>")
     # A host-model record whose names do not read gives no input (nor anything to inject).
-    assert host_model_xml({"model": "EPYC", "features": {"x2apic": "require", "b'ad": "require"}}, "x86_64") == (
-        "<cpu mode=\"custom\" match=\"exact\"><arch>x86_64</arch><model fallback=\"forbid\">EPYC</model>"
-        "<feature policy=\"require\" name=\"x2apic\" /></cpu>")
-    assert host_model_xml({"model": "<evil>"}, "x86_64") is None
+    assert host_model_xml({"model": "EPYC", "features": {"x2apic": "require", "b'ad": "require", "pni": "disable",
+                                                         "svm": "forbid"}}) == (
+        "<cpu mode=\"custom\" match=\"exact\"><model fallback=\"forbid\">EPYC</model>"
+        "<feature policy=\"disable\" name=\"pni\" /><feature policy=\"require\" name=\"x2apic\" /></cpu>")
+    assert host_model_xml({"model": "<evil>"}) is None
