@@ -132,9 +132,9 @@ def test_a_baseline_guest_live_migrates_both_ways_between_hosts_whose_host_model
             (item["policy"], item["name"]) for item in kvm["features"])
 
         host = instance["host"]
-        for _ in range(2):  # there and back: each host's libvirt compares the guest's CPU first
+        for leg in ("there", "back"):  # each destination's libvirt compares the guest's CPU first
             moved = playbook("migrate.yml", "-e", "instance=base-1", "-e", "mode=live")
-            assert moved["rc"] == 0, failed_messages(moved)
+            assert moved["rc"] == 0, (leg, failed_messages(moved))
             result = task_result(moved, "Migrate the instance")
             other = next(name for name in lab.hosts if name != host)
             assert (result["from_host"], result["to_host"], result["mode"]) == (host, other, "live"), result

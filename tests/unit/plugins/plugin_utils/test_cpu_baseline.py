@@ -15,7 +15,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import InputErr
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import cpu_settings, guest_cpu
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 
-RACK = [{"name": "rack1", "metadata": {}}]
+RACK = ({"name": "rack1", "metadata": {}},)
 SETTINGS = {"storage_pool": "default", "availability_zone": "nova", "keepalive_interval": 5, "keepalive_count": 3,
             "timeout": 5.0}
 REFUSAL = "the CPU is incompatible with host CPU: Host CPU does not provide required features: avx2"
@@ -122,17 +122,17 @@ def test_a_group_whose_members_offer_no_host_model_cpu_gets_no_baseline_and_the_
 
 
 def test_a_host_in_two_baseline_groups_is_refused_before_anything_is_read(ledger):
-    both = target("hv1", aggregates=[*RACK, {"name": "rack2", "metadata": {}}])
+    both = target("hv1", aggregates=(*RACK, {"name": "rack2", "metadata": {}}))
     with pytest.raises(InputError, match="hv1 is in two CPU baseline groups \\(rack1, rack2\\)"):
         SyncRequest(targets=(both,), cpu_baseline_groups=("rack1", "rack2"))
     with pytest.raises(InputError, match=r"cpu_baseline_groups\[0\] is not an aggregate name"):
         SyncRequest(targets=(both,), cpu_baseline_groups=("rack 1",))
 
 
+BASELINE_FEATURES = [{"policy": "require", "name": "x2apic"}, {"policy": "disable", "name": "svm"}]
 BASELINE_RECORD = {"settings": {"cpu_mode": "group-baseline"}, "baseline": {
     "group": "rack1", "hosts": ["hv1", "hv2"], "arch": "x86_64",
-    "cpus": {"kvm": {"model": "EPYC-Rome", "vendor": "AMD", "features": [{"policy": "require", "name": "x2apic"},
-                                                                          {"policy": "disable", "name": "svm"}]}}}}
+    "cpus": {"kvm": {"model": "EPYC-Rome", "vendor": "AMD", "features": BASELINE_FEATURES}}}}
 TOPOLOGY = {"sockets": 1, "cores": 1, "threads": 1}
 
 
@@ -173,8 +173,8 @@ def test_libvirts_baseline_answer_is_parsed_and_its_names_checked():
     with pytest.raises(InputError, match="without a CPU model name"):
         parse_baseline("hv1", "<cpu><feature policy='require' name='x2apic'/></cpu>")
     # A host-model record whose names do not read gives no input (nor anything to inject).
-    assert host_model_xml({"model": "EPYC", "features": {"x2apic": "require", "b'ad": "require", "pni": "disable",
-                                                         "svm": "forbid"}}) == (
+    features = {"x2apic": "require", "b'ad": "require", "pni": "disable", "svm": "forbid"}
+    assert host_model_xml({"model": "EPYC", "features": features}) == (
         "<cpu mode=\"custom\" match=\"exact\"><model fallback=\"forbid\">EPYC</model>"
         "<feature policy=\"disable\" name=\"pni\" /><feature policy=\"require\" name=\"x2apic\" /></cpu>")
     assert host_model_xml({"model": "<evil>"}) is None
