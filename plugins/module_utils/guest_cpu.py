@@ -108,11 +108,13 @@ def _feature(flag: str) -> Dict[str, str]:
 
 
 def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
-              topology: Mapping[str, int]) -> Optional[Dict[str, Any]]:
+              topology: Mapping[str, int], baseline: bool = False) -> Optional[Dict[str, Any]]:
     """The ``<cpu>`` element's contents (mode, model, features, topology) for a guest built on
     ``host`` as ``domain_type``, from the host's recorded CPU (``record``: ``settings``, its CPU
-    settings, and ``domain_capabilities``, {domain type: what libvirt said}); None for domain
-    types without CPU models. InputError naming the host's setting when the host cannot run it."""
+    settings, ``domain_capabilities``, {domain type: what libvirt said}, and ``baseline``, its
+    CPU baseline group's); None for domain types without CPU models. ``baseline``: the guest
+    asks for its group's baseline (the guest option cpu_baseline), whatever the host's
+    cpu_mode. InputError naming the host's setting when the host cannot run it."""
     if domain_type not in MODEL_DOMAIN_TYPES:
         return None
     record = record if isinstance(record, Mapping) else {}
@@ -134,7 +136,7 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
             if mode == "host-passthrough" and domain_type == "qemu" else ""
         raise InputError(f"{field}.cpu_mode", f"{field}.cpu_mode {mode} cannot run on {host} as a {domain_type} "
                                               f"domain: its libvirt says the mode is not supported there{why}")
-    if mode == BASELINE_MODE:
+    if mode == BASELINE_MODE or baseline:
         return _baseline_cpu(field, host, domain_type, record.get("baseline"), topology)
     model = None
     if mode == "custom":
@@ -154,9 +156,10 @@ def _baseline_cpu(field: str, host: str, domain_type: str, baseline: Any,
     cpu = cpus.get(domain_type) if isinstance(cpus, Mapping) else None
     if not isinstance(cpu, Mapping):
         group = f" of its group {baseline.get('group')}" if isinstance(baseline, Mapping) else ""
-        raise InputError(f"{field}.cpu_mode", f"{field}.cpu_mode {BASELINE_MODE}: no CPU baseline{group} is "
-                                              f"recorded for {domain_type} domains on {host} (list its aggregate in "
-                                              f"berth_cpu_baseline_groups and run gather.yml)")
+        raise InputError(f"{field}.cpu_baseline", f"{host} has no CPU baseline{group} recorded for {domain_type} "
+                                                  f"domains, which cpu_mode {BASELINE_MODE} or the guest option "
+                                                  f"cpu_baseline asks for (list its aggregate in "
+                                                  f"berth_cpu_baseline_groups and run gather.yml)")
     checked = recorded_cpu(f"{field}.cpu_baseline", {"mode": "custom", "model": cpu.get("model"),
                                                      "features": cpu.get("features")}, topology)
     return {**checked, "baseline_group": str(baseline.get("group"))}

@@ -5,14 +5,21 @@ with it. Fake hypervisors, real SQLite and PostgreSQL ledgers."""
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 
 import pytest
 from fake_hypervisor import FakeHypervisor, connect_to
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
 from ansible_collections.berth.fleet.plugins.module_utils.cpu_baseline import host_model_xml, parse_baseline
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import cpu_settings, guest_cpu
+from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Network, Request
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
+from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import controller_refusal
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.sync import Sync, SyncRequest, Target
 
 RACK = ({"name": "rack1", "metadata": {}},)
@@ -143,11 +150,22 @@ def test_a_group_baseline_host_defines_its_guests_with_the_recorded_baseline():
 
 
 def test_a_group_baseline_host_without_a_baseline_for_the_domain_type_refuses_naming_its_setting():
-    with pytest.raises(InputError, match="no CPU baseline of its group rack1 is recorded for qemu domains on hv1") as exc:
+    with pytest.raises(InputError, match="hv1 has no CPU baseline of its group rack1 recorded for qemu domains, which "
+                                         "cpu_mode group-baseline or the guest option cpu_baseline asks for") as exc:
         guest_cpu(BASELINE_RECORD, "hv1", "qemu", TOPOLOGY)
-    assert exc.value.field == "hypervisors.hv1.cpu_mode"
-    with pytest.raises(InputError, match="no CPU baseline is recorded for kvm domains on hv1"):
+    assert exc.value.field == "hypervisors.hv1.cpu_baseline"
+    with pytest.raises(InputError, match="hv1 has no CPU baseline recorded for kvm domains"):
         guest_cpu({"settings": {"cpu_mode": "group-baseline"}}, "hv1", "kvm", TOPOLOGY)
+
+
+def test_a_guest_asking_for_the_baseline_gets_it_whatever_its_hosts_cpu_mode():
+    host_model_host = {**BASELINE_RECORD, "settings": {}}
+    assert guest_cpu(host_model_host, "hv1", "kvm", TOPOLOGY)["mode"] == "host-model"
+    assert guest_cpu(host_model_host, "hv1", "kvm", TOPOLOGY, baseline=True) == guest_cpu(
+        BASELINE_RECORD, "hv1", "kvm", TOPOLOGY)
+    # A host in no baseline group refuses it (the launch passes it over, naming it).
+    with pytest.raises(InputError, match="hv2 has no CPU baseline recorded for kvm domains"):
+        guest_cpu({"settings": {}}, "hv2", "kvm", TOPOLOGY, baseline=True)
 
 
 def test_a_recorded_baseline_is_checked_again_as_a_ledger_row_is_not_trusted():
@@ -178,3 +196,31 @@ def test_libvirts_baseline_answer_is_parsed_and_its_names_checked():
         "<cpu mode=\"custom\" match=\"exact\"><model fallback=\"forbid\">EPYC</model>"
         "<feature policy=\"disable\" name=\"pni\" /><feature policy=\"require\" name=\"x2apic\" /></cpu>")
     assert host_model_xml({"model": "<evil>"}) is None
+
+
+def test_the_guest_option_cpu_baseline_is_checked_once_screens_hosts_and_defines_the_baseline_cpu():
+    image = Image.from_option({"name": "debian.qcow2", "properties": {}})
+    request = Request(flavor=Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1), image=image,
+                      networks=Network.from_option([{"type": "user"}]),
+                      guest=Guest.from_options({"cpu_baseline": "yes"}))
+    assert request.guest.values["cpu_baseline"] is True
+    assert Request.from_record(request.to_record())[0].guest.values["cpu_baseline"] is True
+    # A request recorded before the option existed reads as not asking for it.
+    old = request.to_record()
+    old["guest"] = {key: value for key, value in old["guest"].items() if key != "cpu_baseline"}
+    assert Request.from_record(old)[0].guest.values["cpu_baseline"] is False
+    # The controller passes over a host without a baseline, naming it, before anything is claimed.
+    member = {"host": "hv1", "uri": "qemu+ssh://hv1/system", "domain_types": ["kvm"],
+              "cpu": {**BASELINE_RECORD, "settings": {}}}
+    outsider = {**member, "host": "hv9", "cpu": {"settings": {}}}
+    request = dataclasses.replace(request, domain_type="kvm")
+    assert controller_refusal(member, request, DEFAULT_POLICY) is None
+    assert "hv9 has no CPU baseline recorded for kvm domains" in controller_refusal(outsider, request, DEFAULT_POLICY)
+    # The member defines the guest with the baseline, though its own cpu_mode is host-model.
+    cpu = guest_cpu(member["cpu"], "hv1", "kvm", request.topology, request.guest.values["cpu_baseline"])
+    made = {"disk": {"path": "/var/lib/libvirt/images/root.qcow2"}, "seed": None, "nvram": None}
+    domain = ET.fromstring(DomainTemplate(DEFAULT_TEMPLATE).render(
+        request, "web-1", "6c1f2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b", made, "kvm", "/var/log", cpu=cpu))
+    assert domain.find("cpu").attrib == {"mode": "custom", "match": "exact"}
+    assert domain.findtext("cpu/model") == "EPYC-Rome"
+    assert [feature.attrib for feature in domain.findall("cpu/feature")] == BASELINE_FEATURES
