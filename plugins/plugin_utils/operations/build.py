@@ -215,7 +215,7 @@ class Build:
                 # The host's CPU settings, checked against what its last sync recorded it can run:
                 # refused there (an InputError naming the host's setting), tried on the next.
                 cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology,
-                            request.guest.values["cpu_baseline"])
+                                request.guest.values["cpu_baseline"])
                 result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
                                        request, assignment, chosen_type, cpu, target.get("cpu_shared_set"), step)
             except CleanupFailed as exc:
