@@ -33,7 +33,8 @@ class ActionModule(BerthAction):
             request = SyncRequest(
                 targets=tuple(Target.from_hostvars(host, variables(host), uri_policy) for host in hosts),
                 workers=args["workers"], batch_size=args["batch_size"], keep_leftovers=args["keep_leftovers"],
-                service_down_time_s=args["service_down_time"], dry_run=check, uri_policy=uri_policy)
+                service_down_time_s=args["service_down_time"], dry_run=check, uri_policy=uri_policy,
+                cpu_baseline_groups=tuple(args["cpu_baseline_groups"] or ()))
             return Sync(request, ledger).run()
         finally:
             ledger.close()

@@ -15,6 +15,12 @@ options:
         (under plain QEMU emulation, domain type C(qemu), the most the emulator offers);
         V(host-passthrough) is the host's CPU itself (it needs kvm, so it is refused for C(qemu) domains);
         V(custom) is the first of O(cpu_models) the host can run; V(none) is QEMU's own default CPU.
+      - V(group-baseline) is the CPU baseline of the host's aggregate listed in
+        C(berth_cpu_baseline_groups) (M(berth.fleet.tracker_sync)'s
+        O(berth.fleet.tracker_sync#module:cpu_baseline_groups)), a custom model and features every
+        member of the group can run, which C(gather.yml) computes and records, so that the guests
+        can live-migrate anywhere in the group. Not with O(cpu_model_extra_flags). A launch on a
+        host without a recorded baseline for its domain type is refused there, naming the host.
       - Not set, Nova's default for kvm and qemu guests, V(host-model); where a host's libvirt says
         a domain type has no host-model CPU, its guests get V(none) instead.
       - Each sync records what the host's libvirt says each domain type can run (its domain
@@ -22,7 +28,7 @@ options:
         the host and the setting, and tried on the next alternate. Every guest keeps the CPU it
         was built with when it moves (live, cold or resized).
     type: str
-    choices: [host-model, host-passthrough, custom, none]
+    choices: [host-model, host-passthrough, custom, none, group-baseline]
   cpu_models:
     description:
       - With O(cpu_mode=custom) (and only then, as in Nova), libvirt CPU model names in order of

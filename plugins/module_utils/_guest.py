@@ -151,6 +151,15 @@ GUEST_OPTIONS: tuple[GuestOption, ...] = (
             "hypervisor (an SSH tunnel); any other address must be given.",
             "The first serial port is always a pty (C(virsh console)) whose output is also written to the serial "
             "log file.")),
+    GuestOption(
+        "cpu_baseline", "bool", default=False, template="<cpu>: the host's CPU baseline group's model and features",
+        description=(
+            "Give the guest its host's CPU baseline, the CPU every member of the host's CPU baseline group can run "
+            "(the operator's C(berth_cpu_baseline_groups); see the O(berth.fleet.hypervisors#inventory:cpu_mode) "
+            "V(group-baseline) of the inventory source), whatever the host's own C(cpu_mode), so that the guest can "
+            "live-migrate anywhere in the group.",
+            "A host without a recorded baseline for the guest's domain type is passed over by the launch, naming "
+            "it. The guest keeps the CPU it was built with wherever it moves.")),
 )
 GUEST_OPTION_NAMES = tuple(option.name for option in GUEST_OPTIONS)
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.berth.fleet.plugins.module_utils.cpu_baseline import BASELINE_MODE
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 
 CPU_MODES = ("host-model", "host-passthrough", "custom", "none")
+# What a hypervisor's cpu_mode may also say: its guests get its CPU baseline group's baseline
+# (module_utils/cpu_baseline.py), defined as a custom model with its features.
+SETTING_MODES = CPU_MODES + (BASELINE_MODE,)
 CPU_SETTINGS = ("cpu_mode", "cpu_models", "cpu_model_extra_flags")
 # The domain types whose guests get a CPU model (Nova: virt_type kvm or qemu).
 MODEL_DOMAIN_TYPES = ("kvm", "qemu")
@@ -53,8 +57,9 @@ def cpu_settings(field: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
     default for the domain type."""
     prefix = f"{field}." if field else ""
     mode = settings.get("cpu_mode")
-    if mode is not None and mode not in CPU_MODES:
-        raise InputError(f"{prefix}cpu_mode", f"{prefix}cpu_mode must be one of {', '.join(CPU_MODES)}, got {mode!r}")
+    if mode is not None and mode not in SETTING_MODES:
+        raise InputError(f"{prefix}cpu_mode", f"{prefix}cpu_mode must be one of {', '.join(SETTING_MODES)}, "
+                                              f"got {mode!r}")
     models = _names(f"{prefix}cpu_models", settings.get("cpu_models"), _MODEL_NAME, "libvirt CPU model name")
     flags = [flag.lower() for flag in _names(f"{prefix}cpu_model_extra_flags", settings.get("cpu_model_extra_flags"),
                                              re.compile(r"^[+-]?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"),
@@ -67,6 +72,12 @@ def cpu_settings(field: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
     if flags and mode == "none":
         raise InputError(f"{prefix}cpu_model_extra_flags", f"{prefix}cpu_model_extra_flags needs a CPU model: not "
                                                            f"taken with cpu_mode none")
+    if flags and mode == BASELINE_MODE:
+        # The group's baseline is what every member can run: a feature added by one host's
+        # settings would make its guests unable to move to the others.
+        raise InputError(f"{prefix}cpu_model_extra_flags", f"{prefix}cpu_model_extra_flags is not taken with "
+                                                           f"cpu_mode {BASELINE_MODE}: the group's baseline has "
+                                                           f"its own features")
     seen: Dict[str, str] = {}
     for flag in flags:
         name = flag.lstrip("+-")
@@ -97,11 +108,13 @@ def _feature(flag: str) -> Dict[str, str]:
 
 
 def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
-              topology: Mapping[str, int]) -> Optional[Dict[str, Any]]:
+              topology: Mapping[str, int], baseline: bool = False) -> Optional[Dict[str, Any]]:
     """The ``<cpu>`` element's contents (mode, model, features, topology) for a guest built on
     ``host`` as ``domain_type``, from the host's recorded CPU (``record``: ``settings``, its CPU
-    settings, and ``domain_capabilities``, {domain type: what libvirt said}); None for domain
-    types without CPU models. InputError naming the host's setting when the host cannot run it."""
+    settings, ``domain_capabilities``, {domain type: what libvirt said}, and ``baseline``, its
+    CPU baseline group's); None for domain types without CPU models. ``baseline``: the guest
+    asks for its group's baseline (the guest option cpu_baseline), whatever the host's
+    cpu_mode. InputError naming the host's setting when the host cannot run it."""
     if domain_type not in MODEL_DOMAIN_TYPES:
         return None
     record = record if isinstance(record, Mapping) else {}
@@ -123,6 +136,8 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
             if mode == "host-passthrough" and domain_type == "qemu" else ""
         raise InputError(f"{field}.cpu_mode", f"{field}.cpu_mode {mode} cannot run on {host} as a {domain_type} "
                                               f"domain: its libvirt says the mode is not supported there{why}")
+    if mode == BASELINE_MODE or baseline:
+        return _baseline_cpu(field, host, domain_type, record.get("baseline"), topology)
     model = None
     if mode == "custom":
         model = _usable_model(field, host, domain_type, settings["cpu_models"], offered)
@@ -131,6 +146,23 @@ def guest_cpu(record: Optional[Mapping[str, Any]], host: str, domain_type: str,
     if note:
         cpu["note"] = note
     return cpu
+
+
+def _baseline_cpu(field: str, host: str, domain_type: str, baseline: Any,
+                  topology: Mapping[str, int]) -> Dict[str, Any]:
+    """The guest CPU of a host whose cpu_mode is group-baseline: its group's recorded baseline
+    for ``domain_type`` as a custom model with its features (checked again by recorded_cpu)."""
+    cpus = baseline.get("cpus") if isinstance(baseline, Mapping) else None
+    cpu = cpus.get(domain_type) if isinstance(cpus, Mapping) else None
+    if not isinstance(cpu, Mapping):
+        group = f" of its group {baseline.get('group')}" if isinstance(baseline, Mapping) else ""
+        raise InputError(f"{field}.cpu_baseline", f"{host} has no CPU baseline{group} recorded for {domain_type} "
+                                                  f"domains, which cpu_mode {BASELINE_MODE} or the guest option "
+                                                  f"cpu_baseline asks for (list its aggregate in "
+                                                  f"berth_cpu_baseline_groups and run gather.yml)")
+    checked = recorded_cpu(f"{field}.cpu_baseline", {"mode": "custom", "model": cpu.get("model"),
+                                                     "features": cpu.get("features")}, topology)
+    return {**checked, "baseline_group": str(baseline.get("group"))}
 
 
 def _usable_model(field: str, host: str, domain_type: str, models: List[str],

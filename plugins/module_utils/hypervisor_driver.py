@@ -61,6 +61,11 @@ class HypervisorDriver(Protocol):
     def guest_cpu_refusal(self, domain_xml: str, domain_type: str) -> str | None:
         """Why it cannot run the custom ``<cpu>`` of ``domain_xml`` as ``domain_type``, or None."""
 
+    def baseline_cpu(self, cpu_xmls: list[str], domain_type: str, arch: str) -> str:
+        """The ``<cpu>`` every one of ``cpu_xmls`` (host-model CPUs of a group's hosts) can run,
+        migratable features only, as this host's libvirt computes it for ``domain_type`` and
+        ``arch`` (virConnectBaselineHypervisorCPU); errors.NotSupported where it cannot."""
+
     # ---- domains ----------------------------------------------------------------------------
 
     def find_domain(self, uuid: str) -> dict[str, Any] | None:

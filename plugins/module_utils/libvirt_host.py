@@ -842,6 +842,25 @@ class Hypervisor:
             return "the CPU is incompatible with host CPU"
         return None
 
+    def baseline_cpu(self, cpu_xmls: list[str], domain_type: str, arch: str) -> str:
+        """The baseline of ``cpu_xmls`` for ``domain_type`` guests of ``arch``, migratable
+        features only (baselineHypervisorCPU, libvirt 4.4; else the older baselineCPU, which
+        knows no domain type). NotSupported where the daemon has neither."""
+        flags = libvirt.VIR_CONNECT_BASELINE_CPU_MIGRATABLE
+        hypervisor_baseline = getattr(self.conn, "baselineHypervisorCPU", None)
+        try:
+            if hypervisor_baseline is not None:
+                try:
+                    return self._call(hypervisor_baseline, None, arch, None, domain_type, cpu_xmls, flags)
+                except HypervisorError as exc:
+                    if _error_code(exc) != libvirt.VIR_ERR_NO_SUPPORT:
+                        raise
+            return self._call(self.conn.baselineCPU, cpu_xmls, flags)
+        except HypervisorError as exc:
+            if _error_code(exc) == libvirt.VIR_ERR_NO_SUPPORT:
+                raise NotSupported(self.host, f"it cannot compute a baseline CPU: {exc}") from exc
+            raise
+
     def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None,
                      definition: str | None = None) -> None:
         """Live migration, peer to peer, copying the non-shared disks; the target's volumes exist.

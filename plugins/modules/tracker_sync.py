@@ -113,6 +113,23 @@ options:
         variable C(berth_keep_leftovers). C(delete.yml) of the instance removes it anyway.
     type: bool
     default: false
+  cpu_baseline_groups:
+    description:
+      - Aggregates (of the O(berth.fleet.hypervisors#inventory:aggregates) option of the inventory
+        source) whose members get a CPU baseline. The sync computes, with libvirt's
+        C(virConnectBaselineHypervisorCPU) on one member's connection, the CPU model and
+        features every member's host-model CPU can run, for each domain type all of them offer
+        a host-model CPU for, and records it on each member. A hypervisor whose C(cpu_mode) is
+        C(group-baseline) defines its guests with that CPU, so that they can live-migrate
+        anywhere in the group.
+      - The recorded baseline is kept while the group's members are those it was computed from,
+        and computed again once they differ and all of them answer. Every sync compares it with
+        what each answering member can give a guest; the drift report names a member that
+        cannot run it, with libvirt's reason. A hypervisor may be in one such aggregate only.
+      - C(playbooks/gather.yml) takes it from C(berth_cpu_baseline_groups).
+    type: list
+    elements: str
+    default: []
   decisions_max_age_days:
     description:
       - With O(mark_missing), delete the scheduling decisions recorded more than this many days

@@ -128,7 +128,7 @@ def controller_refusal(target: Mapping[str, Any], request: Request, uri_policy: 
         return f"its URI is refused by Berth's URI policy: {refused}"
     try:
         guest_cpu(target.get("cpu"), target["host"], domain_type(request.domain_type, target.get("domain_types") or []),
-                  request.topology)
+                  request.topology, request.guest.values["cpu_baseline"])
     except InputError as exc:
         return str(exc)
     return None

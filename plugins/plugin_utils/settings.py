@@ -83,6 +83,7 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "skip_cpu_compare_on_dest": "whether a live migration skips its CPU check",
     "transfer_timeout": "how long a move's volume copy may take",
     "keep_leftovers": "whether a sync keeps what dead builds left (volumes, domains) for inspection",
+    "cpu_baseline_groups": "the aggregates whose members' guests may get a CPU every member can run (cpu_mode group-baseline)",
     "fence_command": "the command (an argv list, run on the controller) whose success fences a down hypervisor",
     "fence_timeout": "how long the fence command may take",
     "shared_pools": "the storage pools every hypervisor shares, from which an evacuation keeps the disks",

@@ -267,6 +267,20 @@ class Ledger:
             return tracker.sync(db, list(states), utcnow(), uri_policy)
 
     @database_errors
+    def cpu_baselines(self, names: Sequence[str]) -> dict[str, Any]:
+        """{hypervisor name: its recorded CPU baseline} of those of ``names`` that have one."""
+        with self._read() as db:
+            return tracker.cpu_baselines(db, names)
+
+    @database_errors
+    def record_cpu_baseline(self, names: Sequence[str], baseline: Mapping[str, Any],
+                            dry_run: bool = False) -> list[str]:
+        """Record a CPU baseline group's ``baseline`` on each of its members (``names``); the
+        names of those whose record changed."""
+        with self._write(dry_run) as db:
+            return tracker.record_cpu_baseline(db, names, baseline)
+
+    @database_errors
     def mark_missing(self, listed: Iterable[str], stale_after_s: float, dry_run: bool = False) -> dict[str, Any]:
         """Hypervisors the inventory (``listed``: all its names) does not list and nothing has
         synced for ``stale_after_s`` seconds are missing: marked and reported, never retired."""

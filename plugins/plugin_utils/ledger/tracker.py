@@ -687,3 +687,38 @@ def retire(db: Connection, host: str, now: dt.datetime, dry_run: bool) -> dict[s
     # rolled back by the caller.
     db.execute(delete(HT).where(H.uuid == row.uuid))
     return {"changed": True, "host": row.name, "uuid": row.uuid, "released_claims": released}
+
+
+# ---- CPU baseline groups (module_utils/cpu_baseline.py) ----------------------------------------
+
+def cpu_baselines(db: Connection, names: Sequence[str]) -> dict[str, Any]:
+    """{hypervisor name: the CPU baseline recorded on its guest CPU record} of those of ``names``
+    that have one."""
+    found = {}
+    for name, cpu_info in db.execute(select(H.name, hypervisor_facts.c.cpu_info)
+                                     .join(hypervisor_facts, hypervisor_facts.c.hypervisor_uuid == H.uuid)
+                                     .where(H.name.in_(list(names)))):
+        cpu_info = json.loads(cpu_info) if isinstance(cpu_info, str) else cpu_info
+        guest = cpu_info.get("guest") if isinstance(cpu_info, Mapping) else None
+        if isinstance(guest, Mapping) and isinstance(guest.get("baseline"), Mapping):
+            found[name] = dict(guest["baseline"])
+    return found
+
+
+def record_cpu_baseline(db: Connection, names: Sequence[str], baseline: Mapping[str, Any]) -> list[str]:
+    """Record ``baseline`` on the guest CPU record of each hypervisor of ``names``; the names of
+    those whose record changed. A later sync keeps it as long as the host is in the group (the
+    sync gives it back with the host's state)."""
+    changed = []
+    for name, uuid, cpu_info in db.execute(
+            select(H.name, H.uuid, hypervisor_facts.c.cpu_info)
+            .join(hypervisor_facts, hypervisor_facts.c.hypervisor_uuid == H.uuid)
+            .where(H.name.in_(list(names))).order_by(H.uuid).with_for_update()).all():
+        cpu_info = json.loads(cpu_info) if isinstance(cpu_info, str) else dict(cpu_info or {})
+        guest = dict(cpu_info.get("guest") or {})
+        if guest.get("baseline") == baseline:
+            continue
+        db.execute(update(hypervisor_facts).where(hypervisor_facts.c.hypervisor_uuid == uuid)
+                   .values(cpu_info={**cpu_info, "guest": {**guest, "baseline": dict(baseline)}}))
+        changed.append(name)
+    return sorted(changed)

@@ -119,7 +119,8 @@ class Build:
         devices. Returns {changed, domain, cpu}; what fails is removed from the host and raised."""
         try:
             chosen_type = domain_type(request.domain_type, list(target.get("domain_types") or []))
-            cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
+            cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology,
+                            request.guest.values["cpu_baseline"])
             result = self._on_host(self._session(target["host"], target["uri"]), name, uuid, request, assignment,
                                    chosen_type, cpu, target.get("cpu_shared_set"), self._progress.of(name, target["host"]))
         finally:
@@ -215,7 +216,8 @@ class Build:
             try:
                 # The host's CPU settings, checked against what its last sync recorded it can run:
                 # refused there (an InputError naming the host's setting), tried on the next.
-                cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology)
+                cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology,
+                                request.guest.values["cpu_baseline"])
                 result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
                                        request, assignment, chosen_type, cpu, target.get("cpu_shared_set"), step)
             except CleanupFailed as exc:

@@ -23,7 +23,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils._untrusted_text import failure_reason
-from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
+from ansible_collections.berth.fleet.plugins.module_utils import cpu_baseline
+from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError, InputError, LedgerError
+from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import MODEL_DOMAIN_TYPES
 from ansible_collections.berth.fleet.plugins.module_utils.host_facts import down_state, outcome_state
 from ansible_collections.berth.fleet.plugins.module_utils.host_fetch import fetch_over
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
@@ -122,7 +124,11 @@ class SyncRequest:
     dry_run: bool = False
     # The operator's; a URI it refuses is never recorded (the targets carry it for their connections).
     uri_policy: UriPolicy = DEFAULT_POLICY
+    # The operator's CPU baseline groups (aggregate names, module_utils/cpu_baseline.py).
+    cpu_baseline_groups: tuple[str, ...] = ()
     names: tuple[str, ...] = field(init=False, default=())
+    # {host: its CPU baseline group} of the targets in one.
+    baseline_group_of: Mapping[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("workers", "batch_size", "service_down_time_s"):
@@ -135,6 +141,11 @@ class SyncRequest:
             raise InputError("hosts", "a hypervisor is listed twice: "
                                       + ", ".join(sorted({name for name in names if names.count(name) > 1})))
         object.__setattr__(self, "names", names)
+        groups = cpu_baseline.baseline_groups(list(self.cpu_baseline_groups))
+        object.__setattr__(self, "cpu_baseline_groups", tuple(groups))
+        object.__setattr__(self, "baseline_group_of", {
+            target.host: group for target in self.targets
+            for group in [cpu_baseline.host_group(target.host, target.aggregates, groups)] if group})
 
 
 class Sync:
@@ -147,6 +158,7 @@ class Sync:
         self.connect = connect
         self.hooks = hooks  # the lead wires hooks into every operation; the sync calls none yet
         self.clock = clock
+        self._recorded_baselines: dict[str, Mapping[str, Any]] = {}
 
     def run(self) -> dict[str, Any]:
         """Sync every target. Returns {changed, report, drift, findings, summary, warnings}:
@@ -156,8 +168,11 @@ class Sync:
         report: dict[str, Any] = {name: [] for name in _REPORT_LISTS}
         findings: dict[str, list[str]] = {}
         changed = False
+        self._recorded_baselines = self._group_baselines()
+        synced: dict[str, Mapping[str, Any]] = {}
         reader = _BoundedReader(self._read, self.request.workers, self.clock)
         for states in reader.batches(self.request.targets, self.request.batch_size):
+            synced.update((state["host"], state) for state in states)
             batch = self.ledger.tracker_sync(states, dry_run=self.request.dry_run, uri_policy=self.request.uri_policy)
             changed = batch.pop("changed") or changed
             changed = self._reclaim(batch) or changed
@@ -166,6 +181,13 @@ class Sync:
             uuids = [state["uuid"] for state in states if state.get("uuid")]
             rows = {row["uuid"]: row for row in self.ledger.hypervisors(uuids)} if uuids else {}
             for host, line in host_lines(states, batch, rows):
+                findings.setdefault(host, []).append(line)
+        baseline_lines: list[str] = []
+        for group in self.request.cpu_baseline_groups:
+            group_lines, refusals, written = self._cpu_baseline(group, synced)
+            baseline_lines += group_lines
+            changed = written or changed
+            for host, line in refusals:
                 findings.setdefault(host, []).append(line)
         duration_s = self.clock.now() - started
         # In the inventory's order, not the order the hypervisors happened to answer in.
@@ -180,7 +202,7 @@ class Sync:
         return {"changed": changed, "report": report, "findings": findings, "summary": summary,
                 "ledger_created": created,
                 "drift": [*([f"created a new ledger: {created}"] if created else []), summary["line"],
-                          imbalance_line(figure), *not_in_step(findings, self.request.names)],
+                          imbalance_line(figure), *baseline_lines, *not_in_step(findings, self.request.names)],
                 "warnings": self._freshness_warnings(duration_s)}
 
     # ---- reading -------------------------------------------------------------------------------
@@ -191,12 +213,115 @@ class Sync:
         fetch_over and host_facts' outcome_state: whatever reading one host raises is that
         host's, and the others sync)."""
         if target.host_state:
-            return {**target.host_state, "uri": target.uri}
+            return self._with_baseline({**target.host_state, "uri": target.uri})
         # The reader gives this hypervisor up after its deadline (see _BoundedReader).
         outcome = fetch_over(open_hypervisor(target, True, self.connect), target.storage_pool)
         state = outcome_state(target.host, outcome, target.settings, list(target.aggregates),
                               target.availability_zone)
-        return {**state, "uri": target.uri} if state["service_up"] else state
+        return self._with_baseline({**state, "uri": target.uri}) if state["service_up"] else state
+
+    # ---- CPU baseline groups (module_utils/cpu_baseline.py) -------------------------------------
+
+    def _group_baselines(self) -> dict[str, Mapping[str, Any]]:
+        """{group: its baseline} as the ledger recorded it on the members of this sync."""
+        members = sorted(self.request.baseline_group_of)
+        if not members:
+            return {}
+        try:
+            recorded = self.ledger.cpu_baselines(members)
+        except LedgerError:
+            # A ledger this sync is about to create records nothing yet; any other fault of the
+            # ledger shows again at the sync's first write, which reports it.
+            return {}
+        return {self.request.baseline_group_of[host]: baseline for host, baseline in sorted(recorded.items())
+                if baseline.get("group") == self.request.baseline_group_of[host]}
+
+    def _with_baseline(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A member's state with its group's recorded baseline on its guest CPU record, so that a
+        sync keeps it there (a host no longer in a group loses it with its next state)."""
+        baseline = self._recorded_baselines.get(self.request.baseline_group_of.get(state["host"], ""))
+        cpu_info = state.get("cpu_info")
+        if baseline is None or not isinstance(cpu_info, Mapping) or not isinstance(cpu_info.get("guest"), Mapping):
+            return state
+        return {**state, "cpu_info": {**cpu_info, "guest": {**cpu_info["guest"], "baseline": dict(baseline)}}}
+
+    def _cpu_baseline(self, group: str, synced: Mapping[str, Mapping[str, Any]]
+                      ) -> tuple[list[str], list[tuple[str, str]], bool]:
+        """Compute (where needed) and check the baseline of ``group``: (lines for the drift
+        report, (host, line) for each member that cannot run it, whether a record changed).
+
+        The recorded baseline is kept while the group's members are those it was computed from:
+        guests defined with it stay movable among them. It is computed again when the members
+        differ (a host joined or left) and all of them answered, on the first answering member's
+        connection (the operator's inventory URI) from every member's recorded host-model CPU.
+        Every answering member then compares the baseline with what it can give a guest."""
+        members = [target for target in self.request.targets if self.request.baseline_group_of.get(target.host) == group]
+        answering = [target for target in members if synced.get(target.host, {}).get("service_up")]
+        if not answering:
+            return [f"CPU baseline group {group}: no member answered; nothing computed"], [], False
+        previous = self._recorded_baselines.get(group)
+        names = sorted(target.host for target in members)
+        lines: list[str] = []
+        baseline = previous
+        written: list[str] = []
+        if previous is None or (sorted(previous.get("hosts") or []) != names and len(answering) == len(members)):
+            try:
+                baseline = self._computed_baseline(group, answering, synced)
+            except (HypervisorError, InputError) as exc:
+                return [f"CPU baseline group {group}: not computed: {exc}"], [], False
+            if baseline is None:
+                return [f"CPU baseline group {group}: not computed: its members' libvirt gave no host-model CPU for "
+                        f"one domain type all of them offer"], [], False
+            written = self.ledger.record_cpu_baseline(names, baseline, self.request.dry_run)
+            cpus = "; ".join(f"{domain_type}: {cpu_baseline.described(cpu)}"
+                             for domain_type, cpu in sorted(baseline["cpus"].items()))
+            lines.append(f"CPU baseline group {group}: {'would record' if self.request.dry_run else 'recorded'} "
+                         f"{cpus} (computed on {answering[0].host} from {', '.join(baseline['hosts'])}; "
+                         f"{len(written)} record(s) changed)")
+        return lines, self._baseline_refusals(group, baseline, answering), bool(written) and not self.request.dry_run
+
+    def _computed_baseline(self, group: str, answering: Sequence[Target],
+                           synced: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+        """The group's baseline per domain type all answering members offer a host-model CPU
+        for, computed by the first member's libvirt; None where there is no such type."""
+        arch = cpu_baseline.host_cpu_arch(synced[answering[0].host].get("cpu_info"))
+        inputs: dict[str, list[str]] = {}
+        for domain_type in MODEL_DOMAIN_TYPES:
+            xmls = []
+            for target in answering:
+                guest = (synced[target.host].get("cpu_info") or {}).get("guest") or {}
+                offered = (guest.get("domain_capabilities") or {}).get(domain_type) or {}
+                xml = cpu_baseline.host_model_xml(offered.get("host_model") or {}) \
+                    if (offered.get("modes") or {}).get("host-model") else None
+                xmls.append(xml)
+            if all(xmls):
+                inputs[domain_type] = [xml for xml in xmls if xml]
+        if not inputs:
+            return None
+        cpus = {}
+        with open_hypervisor(answering[0], False, self.connect) as hv:
+            for domain_type, xmls in inputs.items():
+                cpus[domain_type] = cpu_baseline.parse_baseline(hv.host, hv.baseline_cpu(xmls, domain_type, arch))
+        return {"group": group, "hosts": sorted(target.host for target in answering), "arch": arch, "cpus": cpus}
+
+    def _baseline_refusals(self, group: str, baseline: Mapping[str, Any],
+                           answering: Sequence[Target]) -> list[tuple[str, str]]:
+        """(host, line) for each answering member that cannot run the baseline (or could not be
+        asked), its own libvirt's reason given."""
+        refusals = []
+        arch = str(baseline.get("arch") or "x86_64")
+        for target in answering:
+            try:
+                with open_hypervisor(target, False, self.connect) as hv:
+                    for domain_type, cpu in sorted((baseline.get("cpus") or {}).items()):
+                        why = hv.compare_cpu(cpu_baseline.baseline_xml(cpu), domain_type, arch)
+                        if why is not None:
+                            refusals.append((target.host, f"{target.host}: DRIFT cannot run the CPU baseline of "
+                                                          f"group {group} ({cpu_baseline.described(cpu)}) as a "
+                                                          f"{domain_type} domain: {why}"))
+            except (HypervisorError, InputError) as exc:
+                refusals.append((target.host, f"{target.host}: CPU baseline of group {group} not compared: {exc}"))
+        return refusals
 
     # ---- the dead builds' leftovers ------------------------------------------------------------
 

@@ -17,7 +17,8 @@ def guest_spec(options, image_properties=None):
 def test_defaults_are_bios_virtio_virtio_agent_on_no_graphics():
     assert guest_spec({}) == {
         "firmware": "bios", "disk_bus": "virtio", "nic_model": "virtio", "guest_agent": True, "cdrom_bus": "sata",
-        "graphics": None, "disk_dev": "vda", "ephemeral_dev": "vdb", "swap_dev": "vdc", "seed_dev": "sda",
+        "graphics": None, "cpu_baseline": False, "disk_dev": "vda", "ephemeral_dev": "vdb", "swap_dev": "vdc",
+        "seed_dev": "sda",
     }
 
 

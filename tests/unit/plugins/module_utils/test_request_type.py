@@ -47,7 +47,8 @@ def test_a_request_reads_back_from_its_record_as_it_was_less_the_user_data():
     assert built is None
     assert again == dataclasses.replace(request, user_data=None)
     assert again.guest.values == {"firmware": "bios", "disk_bus": "sata", "nic_model": "e1000", "cdrom_bus": "sata",
-                                  "guest_agent": True, "graphics": {"type": "vnc", "listen": "127.0.0.1"}}
+                                  "guest_agent": True, "graphics": {"type": "vnc", "listen": "127.0.0.1"},
+                                  "cpu_baseline": False}
     assert again.topology == {"sockets": 2, "cores": 2, "threads": 1}
     # The labels the operator's host rules select by are kept, for every move.
     assert record["labels"] == ["db", "blue"] and again.labels == ("db", "blue")
@@ -90,7 +91,7 @@ def schema_1_record() -> dict:
 def test_a_schema_1_record_is_read_as_the_request_it_was():
     request, built = Request.from_record(schema_1_record())
     assert request.guest.values == {"firmware": "uefi", "disk_bus": "scsi", "nic_model": "e1000", "cdrom_bus": "ide",
-                                    "guest_agent": False, "graphics": None}
+                                    "guest_agent": False, "graphics": None, "cpu_baseline": False}
     assert [network.to_dict() for network in request.networks] == [{"type": "network", "name": "default"}]
     assert (request.metadata, request.boot, request.domain_type) == ({"team": "blue"}, Boot("/k", "", "quiet"), "qemu")
     assert (request.availability_zone, request.server_group, request.project_id) == ("az1", "web", "team-a")

@@ -77,6 +77,11 @@ class FakeHypervisor:
         self.pool_capacity_mb = pool_capacity_mb
         self.cpu = "<cpu><arch>x86_64</arch><model>Haswell</model><vendor>Intel</vendor></cpu>"
         self.cpu_refusal: str | None = None  # what compare_cpu answers
+        # What the sync records as libvirt's host-model CPU per domain type ({} : none), and the
+        # model baseline_cpu gives CPUs of different models.
+        self.host_model: dict[str, dict[str, Any]] = {}
+        self.baseline_model = "qemu64"
+        self.baseline_calls: list[dict[str, Any]] = []
         self.guest_obeys_shutdown = True
         self.unreachable: str | None = None  # why a connection is refused
         self.faults: dict[str, BaseException] = {}
@@ -149,7 +154,8 @@ class FakeHypervisor:
             "numa_topology": {"cells": []}, "pci_devices": [],
             "pci_devices_skipped": {"beyond_limit": 0, "unreadable": 0},
             "supported_instances": [["x86_64", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]],
-            "domain_capabilities": {},
+            "domain_capabilities": {domain_type: {"modes": {"host-model": True}, "host_model": dict(model),
+                                                  "models": {}} for domain_type, model in self.host_model.items()},
             "memory": {"total_mb": self.memory_mb, "free_mb": None, "buffers_mb": None, "cached_mb": None},
             "cpu_times": {},
             "pools": [{"name": name, "active": True, "capacity_mb": self.pool_capacity_mb,
@@ -183,6 +189,20 @@ class FakeHypervisor:
                     host_kind: bool = False) -> str | None:
         self._call("compare_cpu")
         return self.cpu_refusal
+
+    def baseline_cpu(self, cpu_xmls: list[str], domain_type: str, arch: str) -> str:
+        """As libvirt for CPUs of one model: that model with the features all of them require;
+        CPUs of different models get the fake's ``baseline_model`` (libvirt picks the newest
+        model all can run)."""
+        self._call("baseline_cpu")
+        self.baseline_calls.append({"cpus": list(cpu_xmls), "domain_type": domain_type, "arch": arch})
+        cpus = [ET.fromstring(xml) for xml in cpu_xmls]
+        models = {cpu.findtext("model") for cpu in cpus}
+        common = set.intersection(*({feature.get("name") for feature in cpu.findall("feature")
+                                     if feature.get("policy", "require") == "require"} for cpu in cpus))
+        model = models.pop() if len(models) == 1 else self.baseline_model
+        features = "".join(f"<feature policy='require' name='{name}'/>" for name in sorted(common))
+        return f"<cpu mode='custom' match='exact'><model fallback='forbid'>{model}</model>{features}</cpu>"
 
     def guest_cpu_refusal(self, domain_xml: str, domain_type: str) -> str | None:
         self._call("guest_cpu_refusal")

@@ -139,6 +139,7 @@ VALUES = {
     "skip_cpu_compare_on_dest": True,
     "transfer_timeout": 60.0,
     "keep_leftovers": True,
+    "cpu_baseline_groups": ["rack1"],
     "fence_command": ["/usr/local/bin/fence-ipmi", "{hypervisor}"],
     "fence_timeout": 30.0,
     "shared_pools": ["nfs"],
