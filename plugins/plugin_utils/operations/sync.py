@@ -45,8 +45,8 @@ READ_DEADLINE_TIMEOUTS = 2
 FRESHNESS_WARNING_SHARE = 0.5
 # The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
-                 "kept_expired_claims", "finished_builds", "finished_evacuations", "leftovers", "orphan_volumes", "power_states",
-                 "unfenced", "identity_conflicts")
+                 "kept_expired_claims", "finished_builds", "finished_evacuations", "leftovers", "orphan_volumes",
+                 "power_states", "unfenced", "identity_conflicts")
 
 
 @dataclass(frozen=True)
