@@ -51,6 +51,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver impor
     needed_host_fields,
     schedule,
 )
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor, HostState
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_table import HostTable
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import RequestSpec
@@ -238,17 +239,19 @@ class Planner:
     """Plans moves for the instances ``rows`` (ledger rows of placed instances, each with its
     server group's name as ``server_group``), with their ``groups`` ({name: the group in the
     scheduler's form, Ledger.scheduler_group}) and the operator's ``settings`` of this run.
-    ``ha_rows``: the ledger's HA instances, for the failover headroom a pack keeps."""
+    ``ha_rows``: the ledger's HA instances, for the failover headroom a pack keeps; ``rules``: the
+    operator's host rules."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], groups: Mapping[str, Mapping[str, Any]], settings: Settings,
-                 ha_rows: Sequence[Mapping[str, Any]] = ()) -> None:
+                 ha_rows: Sequence[Mapping[str, Any]] = (), rules: Sequence[HostRule] = ()) -> None:
         self.settings = settings
         self.instances = [Movable(row, instance_flavor(row), row.get("server_group")) for row in rows
                           if row.get("host")]
         self.groups = {name: server_group_from_dict(dict(group)) for name, group in groups.items() if group}
         self.ha_names = {row["name"] for row in ha_rows}
         # The request each instance moves with, without its group (added per move, as planned).
-        self.specs = {item.name: move_request(item.row, item.flavor, settings)[0] for item in self.instances}
+        # The operator's host rules (Ledger.scheduler_rules) hold each move, as its claim will.
+        self.specs = {item.name: move_request(item.row, item.flavor, settings, rules=rules)[0] for item in self.instances}
 
     def host_fields(self) -> set[str]:
         """The host state fields the instances' filters and weighers read (Ledger.host_table's)."""

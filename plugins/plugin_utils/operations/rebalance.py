@@ -32,7 +32,7 @@ def ledger_plan(ledger: Ledger, settings: Settings, goal: str, drain_host: str |
     names = sorted({row["server_group"] for row in rows if row.get("server_group")})
     groups = {name: ledger.scheduler_group(name) for name in names}
     planner = Planner(rows, {name: group for name, group in groups.items() if group}, settings,
-                      [row for row in rows if row.get("ha")])
+                      [row for row in rows if row.get("ha")], ledger.scheduler_rules())
     networks = sorted({network for spec in planner.specs.values() for network in spec.requested_networks})
     table, _generations = ledger.host_table(planner.host_fields(), (), networks)
     return planner.plan(table, goal, Controls.from_settings(settings), now=now, drain_host=drain_host)

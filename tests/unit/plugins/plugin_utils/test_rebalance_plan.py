@@ -231,3 +231,18 @@ def test_a_move_that_gains_nothing_is_not_proposed_even_with_no_minimum_gain():
     assert imbalance(states) > 0
     plan = Planner(rows, {}, Settings()).plan(states, "spread", Controls(threshold=0.0, min_gain=0.0), now=NOW)
     assert plan.moves == [] and plan.stopped == "no move of an instance of the most used hosts lowers the imbalance"
+
+
+def test_the_operator_s_host_rules_hold_every_planned_move():
+    # vm-* must not be in aggregate slow (hv2): the spread goes to hv3 and hv4 only, as the
+    # claim of each move would refuse hv2.
+    from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_rules import HostRule
+
+    rows = stacked(4, memory_mb=4096)
+    states = fleet(HOSTS, rows, hv2={"aggregates": [{"name": "slow", "metadata": {}}]})
+    rules = [HostRule(name="not-slow", kind="must_not", aggregate="slow", instance_name="vm-*")]
+    plan = Planner(rows, {}, Settings(), rules=rules).plan(states, "spread", Controls(threshold=0.05, max_moves=10),
+                                                           now=NOW)
+    assert plan.moves and "hv2" not in {move.to_host for move in plan.moves}
+    unruled = Planner(rows, {}, Settings()).plan(states, "spread", Controls(threshold=0.05, max_moves=10), now=NOW)
+    assert "hv2" in {move.to_host for move in unruled.moves}
