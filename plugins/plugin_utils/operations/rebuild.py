@@ -26,6 +26,7 @@ unknown by one that dies half way:
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
@@ -35,6 +36,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import Built, 
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import request_spec
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
@@ -44,6 +46,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, P
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, disk_xml
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The reason an instance carries while its disks are being made anew (and after a rebuild died).
@@ -128,6 +131,7 @@ class Rebuild:
             # Its seed is made again with the user data it was launched with (kept apart in the ledger).
             full = dataclasses.replace(request, user_data=self.ledger.user_data(uuid))
             made = build.rebuild(full, target, name, uuid, claim["assignment"])
+            self._reattach(instance, target)
         except Exception as exc:  # the build removed what it made; the instance says why
             why = str(exc) or type(exc).__name__
             self.ledger.start_rebuild(uuid, f"rebuild from image {request.image.name} failed: {why}; run it again")
@@ -138,3 +142,16 @@ class Rebuild:
         done = self.ledger.finish_rebuild(uuid, record, request.image.name, image_properties)
         step(f"running from image {request.image.name}")
         return done
+
+    def _reattach(self, instance: Mapping[str, Any], target: Mapping[str, Any]) -> None:
+        """Its data volumes (berth.fleet.volume), which a rebuild keeps, plugged into the new
+        domain on the devices the ledger gave them."""
+        attached = self.ledger.volumes(instance_uuid=instance["uuid"])
+        if not attached:
+            return
+        bus = disk_bus(instance)
+        policy = UriPolicy.from_settings(self.settings.uri_policy)
+        with self.connect(instance["host"], target["uri"], self.args["timeout"], uri_policy=policy) as hv:
+            for volume in attached:
+                path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(volume["name"]))
+                hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus))

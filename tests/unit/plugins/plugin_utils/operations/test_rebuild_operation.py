@@ -166,3 +166,20 @@ def test_a_build_that_fails_leaves_the_instance_error_saying_why_and_a_second_ru
     assert hv1.domain_state(uuid) is None and [claim["host"] for claim in ledger.claims(uuid)] == ["hv1"]
     del hv1.faults["define"]
     assert rebuild(ledger, hv1, image="new.qcow2")["instance"]["state"] == ACTIVE
+
+
+def test_an_attached_data_volume_is_kept_and_plugged_into_the_rebuilt_domain(app):
+    from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
+    from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import Volume
+
+    ledger, hv1, uuid = app
+    options = {"name": "data-1", "size_gb": 1, "host": "hv1", "instance": None, "timeout": 30}
+    Volume({**options, "state": "present"}, Settings(), ledger, False, connect=connect_to(hv1)).run()
+    Volume({**options, "state": "attached", "instance": "app-1"}, Settings(), ledger, False,
+           connect=connect_to(hv1)).run()
+    hv1.pools["default"]["volumes"][data_volume_name("data-1")]["data"] = b"kept"
+    rebuild(ledger, hv1, image="new.qcow2")
+    assert data_volume_name("data-1") in hv1.domain_xml(uuid)
+    assert hv1.pools["default"]["volumes"][data_volume_name("data-1")]["data"] == b"kept"
+    [volume] = ledger.volumes("data-1")
+    assert volume["instance_uuid"] == uuid
