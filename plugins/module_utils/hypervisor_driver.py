@@ -16,7 +16,7 @@ host.
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Callable, Protocol
 
 # What a Connect takes besides the host, its URI and the call timeout (see Connect).
 CONNECTION_OPTIONS = ("uri_policy", "transfer_timeout_s", "keepalive_interval_s", "keepalive_count",
@@ -141,6 +141,19 @@ class HypervisorDriver(Protocol):
 
     def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
         """The hex digest (hashlib's ``algorithm``) of a volume's bytes."""
+
+    def download_volume(self, pool_name: str, name: str, write: Callable[[bytes], Any]) -> None:
+        """A volume's bytes, as its file holds them, handed to ``write`` chunk by chunk."""
+
+    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+        """A standalone qcow2 copy ``new_name`` of volume ``name`` (its backing chain read
+        through) in the same pool; its path."""
+
+    def fs_freeze(self, uuid: str) -> str | None:
+        """Freeze the guest's file systems through its guest agent: None once frozen, else why not."""
+
+    def fs_thaw(self, uuid: str) -> None:
+        """Thaw what fs_freeze froze."""
 
     def create_volume(self, pool_name: str, name: str, capacity_gb: int,
                       backing: dict[str, str] | None = None, capacity_mb: int | None = None) -> str:

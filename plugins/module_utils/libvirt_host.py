@@ -680,19 +680,49 @@ class Hypervisor:
     def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
         """The hex digest (hashlib's ``algorithm``) of a volume's bytes, read through a libvirt
         stream: what an image by URL is checked against when the pool already has its name."""
+        digest = hashlib.new(algorithm)
+        self.download_volume(pool_name, name, digest.update)
+        return digest.hexdigest()
+
+    def download_volume(self, pool_name: str, name: str, write: Callable[[bytes], Any]) -> None:
+        """A volume's bytes, as its file holds them, handed to ``write`` chunk by chunk through a
+        libvirt stream (within the transfer timeout)."""
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         vol = self._call(pool.storageVolLookupByName, name)
-        digest = hashlib.new(algorithm)
         stream = self._call(self.conn.newStream, 0)
         self._call(vol.download, stream, 0, 0, 0)
 
         def pump() -> None:
             for chunk in iter(lambda: stream.recv(1024 * 1024), b""):
-                digest.update(chunk)
+                write(chunk)
             stream.finish()
 
         call_with_timeout(self.host, self.transfer_timeout_s, pump)
-        return digest.hexdigest()
+
+    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+        """A standalone qcow2 copy ``new_name`` of volume ``name`` in the same pool, its backing
+        chain read through (libvirt's createXMLFrom, which runs qemu-img convert there); returns
+        its path."""
+        pool = self._call(self.conn.storagePoolLookupByName, pool_name)
+        source = self._call(pool.storageVolLookupByName, name)
+        capacity = int(ET.fromstring(self._call(source.XMLDesc, 0)).findtext("capacity") or 0)
+        made = call_with_timeout(self.host, self.transfer_timeout_s, pool.createXMLFrom,
+                                 _volume_xml(new_name, 0, None, fmt="qcow2", size_bytes=capacity), source, 0)
+        return str(self._call(made.path))
+
+    def fs_freeze(self, uuid: str) -> str | None:
+        """Freeze the running guest's file systems through its QEMU guest agent; None once they
+        are frozen, else why not (no agent, or it did not answer)."""
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        try:
+            self._call(dom.fsFreeze, None, 0)
+        except HypervisorError as exc:
+            return _error_message(exc)
+        return None
+
+    def fs_thaw(self, uuid: str) -> None:
+        dom = self._call(self.conn.lookupByUUIDString, uuid)
+        self._call(dom.fsThaw, None, 0)
 
     def copy_volume_to(self, target: Hypervisor, pool_name: str, name: str) -> None:
         """Copy a volume into the same-named pool of another hypervisor through libvirt streams.

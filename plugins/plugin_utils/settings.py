@@ -91,6 +91,8 @@ OPERATOR_SETTINGS: dict[str, str] = {
     "decisions_max_count": "how many scheduling decisions the ledger keeps at most",
     "failover_hosts": "how many failed hypervisors' HA instances the fleet keeps room to restart (N+k), for the fleet or per aggregate",
     "failover_enforce": "whether a launch that would break that headroom is refused or warned",
+    "snapshot_consistency": ("what a snapshot does to a running guest whose agent cannot freeze it: pause it, or refuse "
+                             "until it is stopped"),
     "rebalance_threshold": "the imbalance figure at or under which the rebalancer moves nothing",
     "rebalance_min_gain": "how much a rebalancing move must lower the imbalance figure to be proposed",
     "rebalance_max_moves": "how many moves one rebalance run makes at most",
@@ -241,6 +243,8 @@ class Settings:
     # The fleet's k, or {aggregate: k} (_headroom.py).
     failover_hosts: Union[int, Mapping[str, int]] = 0
     failover_enforce: str = "refuse"
+    # A snapshot of a running guest without a guest agent (operations/snapshot.py).
+    snapshot_consistency: str = "pause"
     # The rebalancer's anti-churn controls (_rebalance_plan.Controls).
     rebalance_threshold: float = 0.1
     rebalance_min_gain: float = 0.005

@@ -6,6 +6,8 @@ collection."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
@@ -76,12 +78,40 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
     return dataclasses.replace(request, image=fetched(image, settings))
 
 
+# Beside an image a snapshot wrote into the operator's image directory (operations/snapshot.py):
+# its record (format, checksum, properties), which lets a launch name the image alone.
+IMAGE_RECORD_SUFFIX = ".berth-image.json"
+
+
 def check_image(option: Any, settings: Settings) -> Image | None:
     """The requester's ``image`` option (a launch's, a rebuild's), checked: its name, format,
-    URL and checksum, and a source file only inside the operator's image directories."""
+    URL and checksum, and a source file only inside the operator's image directories. A name
+    alone that a snapshot wrote into one of those directories is that image, uploaded from
+    there to the hosts that lack it, with the properties the snapshot recorded."""
     image = Image.from_option(option)
+    if image is not None and isinstance(option, str):
+        image = snapshot_image(image.name, settings) or image
     check_image_source(image, image_source_dirs(settings), settings.image_max_mb)
     return image
+
+
+def snapshot_image(name: str, settings: Settings) -> Image | None:
+    """The image ``name`` a snapshot wrote into one of the operator's image directories (its
+    record beside it), or None."""
+    for directory in settings.image_source_dirs:
+        record_path = os.path.join(directory, name + IMAGE_RECORD_SUFFIX)
+        if not os.path.isfile(record_path):
+            continue
+        try:
+            with open(record_path, encoding="utf-8") as record_file:
+                record = json.load(record_file)
+        except (OSError, ValueError) as exc:
+            raise InputError("image", f"the record of image {name}, {record_path}, cannot be read: {exc}") from exc
+        if not isinstance(record, dict):
+            raise InputError("image", f"the record of image {name}, {record_path}, is not a mapping")
+        return Image.from_option({"name": name, "format": record.get("format", "qcow2"),
+                                  "source": os.path.join(directory, name), "properties": record.get("properties") or {}})
+    return None
 
 
 def fetched(image: Image | None, settings: Settings) -> Image | None:

@@ -23,6 +23,7 @@ VALIDATORS = {
 BOUNDARIES = {("plugin_utils/operations/launch.py", "check_request"),
               # The image option of a launch and of a rebuild (operations/rebuild.py).
               ("plugin_utils/operations/launch.py", "check_image"),
+              ("plugin_utils/operations/launch.py", "snapshot_image"),
               ("plugin_utils/_placement_spec.py", "scheduling_request")}
 # Downstream of the boundary: every operation and everything they hand the request on to.
 DOWNSTREAM = [*sorted((PLUGINS / "plugin_utils" / "operations").glob("*.py")),

@@ -90,6 +90,8 @@ class FakeHypervisor:
         self.connections: list[dict[str, Any]] = []
         self.is_open = False
         self.migrations: list[dict[str, Any]] = []
+        self.agent = False
+        self.frozen: set[str] = set()
 
     # ---- what a test sets up and looks at ---------------------------------------------------
 
@@ -422,6 +424,32 @@ class FakeHypervisor:
     def volume_digest(self, pool_name: str, name: str, algorithm: str) -> str:
         self._call("volume_digest")
         return hashlib.new(algorithm, self._pool(pool_name)["volumes"][name]["data"]).hexdigest()
+
+    def download_volume(self, pool_name: str, name: str, write: Callable[[bytes], Any]) -> None:
+        self._call("download_volume")
+        write(self._pool(pool_name)["volumes"][name]["data"])
+
+    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+        """The copy holds what the guest reads: the volume's own bytes, else its backing image's."""
+        self._call("flatten_volume")
+        volumes = self._pool(pool_name)["volumes"]
+        source = volumes[name]
+        data = source["data"] or (volumes[os.path.basename(source["backing"])]["data"] if source["backing"] else b"")
+        path = self._new_volume(pool_name, new_name, "qcow2", source["capacity_mb"], None)
+        volumes[new_name]["data"] = data
+        return path
+
+    def fs_freeze(self, uuid: str) -> str | None:
+        """``self.agent``: whether a guest agent answers (the tests' choice)."""
+        self._call("fs_freeze")
+        if not self.agent:
+            return "QEMU guest agent is not connected"
+        self.frozen.add(uuid)
+        return None
+
+    def fs_thaw(self, uuid: str) -> None:
+        self._call("fs_thaw")
+        self.frozen.discard(uuid)
 
     def create_volume(self, pool_name: str, name: str, capacity_gb: int,
                       backing: dict[str, str] | None = None, capacity_mb: int | None = None) -> str:

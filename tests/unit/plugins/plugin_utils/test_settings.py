@@ -147,6 +147,7 @@ VALUES = {
     "decisions_max_count": 100,
     "failover_hosts": 2,
     "failover_enforce": "warn",
+    "snapshot_consistency": "stopped",
     "rebalance_threshold": 0.2,
     "rebalance_min_gain": 0.01,
     "rebalance_max_moves": 3,
@@ -158,7 +159,7 @@ VALUES = {
 }
 # What each action needs besides, to validate.
 REQUIRED = {"name": "web", "flavor": "m1.tiny", "host": "hv1", "domain": "legacy", "path": "/tmp/report.html",
-            "state": "present", "entries": [{"name": "web", "flavor": "m1.tiny"}]}
+            "state": "present", "entries": [{"name": "web", "flavor": "m1.tiny"}], "image": "golden.qcow2"}
 
 
 def test_the_table_covers_every_operator_setting():
