@@ -145,9 +145,10 @@ class HypervisorDriver(Protocol):
     def download_volume(self, pool_name: str, name: str, write: Callable[[bytes], Any]) -> None:
         """A volume's bytes, as its file holds them, handed to ``write`` chunk by chunk."""
 
-    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+    def flatten_volume(self, pool_name: str, name: str, new_name: str, running: str | None = None) -> str:
         """A standalone qcow2 copy ``new_name`` of volume ``name`` (its backing chain read
-        through) in the same pool; its path."""
+        through) in the same pool, made while the domain ``running`` (a UUID, or None) uses it;
+        its path."""
 
     def fs_freeze(self, uuid: str) -> str | None:
         """Freeze the guest's file systems through its guest agent: None once frozen, else why not."""

@@ -13,6 +13,7 @@ import socket
 import stat
 import struct
 import threading
+import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 from typing import Any, BinaryIO, Callable, NoReturn, Sequence
@@ -699,16 +700,46 @@ class Hypervisor:
 
         call_with_timeout(self.host, self.transfer_timeout_s, pump)
 
-    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+    def flatten_volume(self, pool_name: str, name: str, new_name: str, running: str | None = None) -> str:
         """A standalone qcow2 copy ``new_name`` of volume ``name`` in the same pool, its backing
-        chain read through (libvirt's createXMLFrom, which runs qemu-img convert there); returns
-        its path."""
+        chain read through; returns its path. Where the domain ``running`` (a UUID) has it open,
+        QEMU itself copies it (a block copy, ended before any pivot: the domain keeps its disk),
+        since QEMU's lock keeps qemu-img away; else libvirt's createXMLFrom runs qemu-img convert."""
         pool = self._call(self.conn.storagePoolLookupByName, pool_name)
         source = self._call(pool.storageVolLookupByName, name)
-        capacity = int(ET.fromstring(self._call(source.XMLDesc, 0)).findtext("capacity") or 0)
-        made = call_with_timeout(self.host, self.transfer_timeout_s, pool.createXMLFrom,
-                                 _volume_xml(new_name, 0, None, fmt="qcow2", size_bytes=capacity), source, 0)
-        return str(self._call(made.path))
+        if running is None:
+            capacity = int(ET.fromstring(self._call(source.XMLDesc, 0)).findtext("capacity") or 0)
+            made = call_with_timeout(self.host, self.transfer_timeout_s, pool.createXMLFrom,
+                                     _volume_xml(new_name, 0, None, fmt="qcow2", size_bytes=capacity), source, 0)
+            return str(self._call(made.path))
+        dom = self._call(self.conn.lookupByUUIDString, running)
+        source_path = self._call(source.path)
+        device = next((disk.find("target").get("dev") for disk in ET.fromstring(self._call(dom.XMLDesc, 0)).findall(
+            "devices/disk") if disk.find("source") is not None and disk.find("source").get("file") == source_path
+            and disk.find("target") is not None), None)
+        if device is None:
+            raise HypervisorError(self.host, f"the running domain {running} has no disk {source_path}")
+        target = os.path.join(os.path.dirname(source_path), new_name)
+        disk = ET.Element("disk", type="file")
+        ET.SubElement(disk, "source", file=target)
+        ET.SubElement(disk, "driver", type="qcow2")
+
+        def copy() -> None:
+            dom.blockCopy(device, ET.tostring(disk, encoding="unicode"), {}, libvirt.VIR_DOMAIN_BLOCK_COPY_TRANSIENT_JOB)
+            try:
+                while True:
+                    info = dom.blockJobInfo(device, 0)
+                    if info and info.get("end") and info.get("cur") == info.get("end"):
+                        break
+                    time.sleep(0.2)
+            finally:
+                dom.blockJobAbort(device, 0)
+
+        try:
+            call_with_timeout(self.host, self.transfer_timeout_s, copy)
+        finally:
+            self._call(pool.refresh, 0)  # the copy's file becomes a volume of the pool (or is gone)
+        return target
 
     def fs_freeze(self, uuid: str) -> str | None:
         """Freeze the running guest's file systems through its QEMU guest agent; None once they

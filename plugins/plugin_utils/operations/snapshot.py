@@ -10,8 +10,9 @@ The order:
 2. the guest made consistent, where it runs: its file systems frozen through its QEMU guest
    agent where one answers, else - ``berth_snapshot_consistency`` - paused (``pause``, the
    default) or refused until it is stopped (``stopped``);
-3. on its host, a standalone copy of its root disk made in its pool (libvirt's createXMLFrom:
-   the qcow2 overlay and its base image read through into one file), then the guest thawed or
+3. on its host, a standalone copy of its root disk made in its pool, the qcow2 overlay and its
+   base image read through into one file - by QEMU (a block copy ended before any pivot) where
+   the guest runs, else by libvirt's createXMLFrom (qemu-img convert) - then the guest thawed or
    resumed at once: it waits for the copy on its own host only, never for the transfer;
 4. the copy downloaded through libvirt into ``<directory>/<name>.part``, its SHA-256 computed on
    the way, renamed to ``<name>`` and described by ``<name>.berth-image.json`` (format,
@@ -92,7 +93,8 @@ class Snapshot:
                 raise BerthError(f"{name} has no domain on {host}: run playbooks/gather.yml to see why")
             how = self._consistent(hv, name, uuid, found["state"])
             try:
-                hv.flatten_volume(pool, root_volume_name(uuid), copy)
+                hv.flatten_volume(pool, root_volume_name(uuid), copy,
+                                  running=uuid if found["state"] in ("running", "paused") else None)
             except Exception:
                 hv.delete_volume(pool, copy)
                 raise

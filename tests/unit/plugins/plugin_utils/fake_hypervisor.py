@@ -429,7 +429,7 @@ class FakeHypervisor:
         self._call("download_volume")
         write(self._pool(pool_name)["volumes"][name]["data"])
 
-    def flatten_volume(self, pool_name: str, name: str, new_name: str) -> str:
+    def flatten_volume(self, pool_name: str, name: str, new_name: str, running: str | None = None) -> str:
         """The copy holds what the guest reads: the volume's own bytes, else its backing image's."""
         self._call("flatten_volume")
         volumes = self._pool(pool_name)["volumes"]
