@@ -46,7 +46,9 @@ Once at boot it lists its disks (it loads the virtio-blk driver) and prints each
 in bytes, from /sys/block, on the serial console as one line: ``BERTH-GUEST-DISKS vda=<bytes>
 vdb=<bytes>...`` (tests of ephemeral and swap disks read it). Where the first line of vda (its
 root disk) is ``BERTH-IMAGE <name>`` - a lab test's raw image says so - it then prints
-``BERTH-GUEST-IMAGE <name>``: which image the root disk was made from (tests of rebuild read it).
+``BERTH-GUEST-IMAGE <name>``: which image the root disk was made from (tests of rebuild read it);
+for any other virtio disk whose first line says so it prints ``BERTH-GUEST-DISK-IMAGE <disk>
+<name>`` (a rescued guest's own root disk, its vdb: tests of rescue read it).
 
 The cloud kernel has the 8250 serial driver and its console, devtmpfs, initrd and gzip support
 built in; virtio, virtio-net, the ACPI button, evdev, the PIIX IDE driver, the SCSI CD-ROM driver
@@ -83,8 +85,9 @@ POWEROFF_MARKER = "BERTH-GUEST-POWEROFF"
 CPU_MARKER = "BERTH-GUEST-CPU"
 DISKS_MARKER = "BERTH-GUEST-DISKS"
 IMAGE_MARKER = "BERTH-GUEST-IMAGE"
+DISK_IMAGE_MARKER = "BERTH-GUEST-DISK-IMAGE"
 # Bump when the guest's contents change: a cached guest of another format is built again.
-FORMAT = 8
+FORMAT = 9
 # Kernel modules /init loads (with what they depend on) to see a virtio NIC.
 NET_MODULES = ("virtio_pci", "virtio_net")
 # Kernel modules /init loads for the guest agent's virtio-serial port (berth.agent=).
@@ -266,11 +269,16 @@ report_disks() {{
     esac
   done
   echo "{DISKS_MARKER}$line" > /dev/ttyS0
-  # A lab image says which it is on its first line: the root disk made from it shows it.
-  first=$(dd if=/dev/vda bs=64 count=1 2>/dev/null | tr -d '\\000' | head -n 1)
-  case "$first" in
-    "BERTH-IMAGE "*) echo "{IMAGE_MARKER} ${{first#BERTH-IMAGE }}" > /dev/ttyS0 ;;
-  esac
+  # A lab image says which it is on its first line: the root disk made from it shows it, and so
+  # does any other disk made from one (a rescued guest's own root disk, its second disk).
+  for path in /sys/block/vd*; do
+    name="${{path##*/}}"
+    first=$(dd if="/dev/$name" bs=64 count=1 2>/dev/null | tr -d '\\000' | head -n 1)
+    case "$name:$first" in
+      "vda:BERTH-IMAGE "*) echo "{IMAGE_MARKER} ${{first#BERTH-IMAGE }}" > /dev/ttyS0 ;;
+      *":BERTH-IMAGE "*) echo "{DISK_IMAGE_MARKER} $name ${{first#BERTH-IMAGE }}" > /dev/ttyS0 ;;
+    esac
+  done
 }}
 report_disks </dev/null >/dev/null 2>&1 &
 

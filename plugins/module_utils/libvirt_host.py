@@ -726,14 +726,23 @@ class Hypervisor:
 
         def copy() -> None:
             dom.blockCopy(device, ET.tostring(disk, encoding="unicode"), {}, libvirt.VIR_DOMAIN_BLOCK_COPY_TRANSIENT_JOB)
+            # Its own deadline: call_with_timeout gives up on this thread, which must not poll on.
+            deadline, job = time.monotonic() + self.transfer_timeout_s, True
             try:
                 while True:
                     info = dom.blockJobInfo(device, 0)
-                    if info and info.get("end") and info.get("cur") == info.get("end"):
+                    if not info:
+                        job = False
+                        raise HypervisorError(self.host, f"the block copy of {source_path} stopped before it was done")
+                    if info.get("end") and info.get("cur") == info.get("end"):
                         break
+                    if time.monotonic() > deadline:
+                        raise HypervisorError(self.host, f"the block copy of {source_path} was not done within "
+                                                         f"{self.transfer_timeout_s:g} s")
                     time.sleep(0.2)
             finally:
-                dom.blockJobAbort(device, 0)
+                if job:  # ended before any pivot: the domain keeps its own disk
+                    dom.blockJobAbort(device, 0)
 
         try:
             call_with_timeout(self.host, self.transfer_timeout_s, copy)

@@ -31,10 +31,17 @@ def swap_volume_name(instance_uuid: str) -> str:
     return f"berth-{instance_uuid}-swap.qcow2"
 
 
+def rescue_volume_name(instance_uuid: str) -> str:
+    """The disk an instance in rescue boots from (berth.fleet.rescue; Nova's disk.rescue), made
+    from the rescue image and removed by its unrescue."""
+    return f"berth-{instance_uuid}-rescue.qcow2"
+
+
 def instance_volume_names(instance_uuid: str) -> tuple[str, ...]:
-    """Every volume a build of the instance may make, by name: what removing it deletes."""
+    """Every volume a build of the instance, or its rescue, may make, by name: what removing it
+    deletes."""
     return (root_volume_name(instance_uuid), ephemeral_volume_name(instance_uuid), swap_volume_name(instance_uuid),
-            seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid))
+            seed_volume_name(instance_uuid), nvram_volume_name(instance_uuid), rescue_volume_name(instance_uuid))
 
 
 def nvram_volume_name(instance_uuid: str) -> str:

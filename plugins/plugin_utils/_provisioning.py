@@ -225,20 +225,7 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
         "seed": None, "nvram": None, "upload": None,
     }
     if image is not None:
-        base = session.image(pool, image.name)
-        if base is None and not image.source:
-            volumes = ", ".join(session.hv.volume_names(pool)) or "none"
-            raise InputError("image", f"image {image.name} is not in storage pool {pool} on {host} "
-                             f"and no image.source to upload it from (volumes there: {volumes})")
-        if base is None:
-            try:
-                size_mb = os.path.getsize(image.source) // (1024 * 1024)
-            except OSError as exc:
-                raise ControllerRefusal(host, f"the controller cannot read image.source: {exc}") from exc
-            base = {"path": os.path.join(pool_path, image.name), "format": image.format, "capacity_mb": size_mb}
-            result["upload"] = image
-        elif image.checksum:
-            same_image(session, pool, image)
+        base, result["upload"] = image_base(session, pool, image)
         flavor_mb = flavor.root_gb * 1024
         if flavor_mb and flavor_mb < base["capacity_mb"]:
             raise InputError("flavor.root_gb", f"flavor.root_gb {flavor.root_gb} is smaller than "
@@ -283,6 +270,37 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
     return result
 
 
+def image_base(session: HostSession, pool: str, image: Image) -> tuple[dict[str, Any], Image | None]:
+    """The volume of ``pool`` on ``session``'s host that a disk made from ``image`` is backed by
+    ({path, format, capacity_mb}), and the image to upload there first (None where the pool has
+    it): refuses an image the pool lacks without a source, and one by URL whose name the pool
+    has with other bytes."""
+    base = session.image(pool, image.name)
+    if base is None and not image.source:
+        volumes = ", ".join(session.hv.volume_names(pool)) or "none"
+        raise InputError("image", f"image {image.name} is not in storage pool {pool} on {session.host} "
+                         f"and no image.source to upload it from (volumes there: {volumes})")
+    if base is None:
+        try:
+            size_mb = os.path.getsize(image.source) // (1024 * 1024)
+        except OSError as exc:
+            raise ControllerRefusal(session.host, f"the controller cannot read image.source: {exc}") from exc
+        return {"path": os.path.join(session.pool_path(pool), image.name), "format": image.format,
+                "capacity_mb": size_mb}, image
+    if image.checksum:
+        same_image(session, pool, image)
+    return base, None
+
+
+def upload_image(session: HostSession, pool: str, image: Image, upload_dirs: Sequence[str], step: Any = quiet) -> None:
+    """Upload ``image`` (image_base's second answer) into ``pool``, read only from ``upload_dirs``
+    (the operator's, and the download cache)."""
+    step(f"uploading image {image.name}")
+    with open_image_source(image.source, upload_dirs) as handle:
+        session.hv.upload_volume(pool, image.name, handle, os.fstat(handle.fileno()).st_size, image.format)
+    session.uploaded(pool, image.name)
+
+
 def same_image(session: HostSession, pool: str, image: Image) -> None:
     """An image by URL whose name the pool already has is used only if it is the same image: a
     volume of that name with other bytes is refused, never silently taken for it."""
@@ -311,11 +329,7 @@ def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], au
     remove_instance(hv, uuid, pool)
     try:
         if planned["upload"]:
-            upload = planned["upload"]
-            step(f"uploading image {upload.name}")
-            with open_image_source(upload.source, upload_dirs) as handle:
-                hv.upload_volume(pool, upload.name, handle, os.fstat(handle.fileno()).st_size, upload.format)
-            session.uploaded(pool, upload.name)
+            upload_image(session, pool, planned["upload"], upload_dirs, step)
         hv.create_volume(pool, root_volume_name(uuid), planned["disk"]["capacity_gb"], planned["disk"]["backing"])
         step("volume created", detail=True)
         hooks.reached(AFTER_ROOT_VOLUME, host=host, instance=uuid)

@@ -25,6 +25,12 @@ AFTER_MOVE = "after-move"
 BEFORE_RESIZE_START = "before-resize-start"
 # A rebuild: the instance's old domain and disks are removed from its host, nothing made anew yet.
 AFTER_REBUILD_REMOVE = "after-rebuild-remove"
+# A rescue: the rescue disk is made and the domain off, its own definition still there; then the
+# rescue definition is defined, not started yet. An unrescue: its own definition is defined
+# again, the rescue disk not removed yet and nothing started.
+AFTER_RESCUE_DISK = "after-rescue-disk"
+AFTER_RESCUE_DEFINE = "after-rescue-define"
+AFTER_UNRESCUE_DEFINE = "after-unrescue-define"
 
 
 class Hooks:

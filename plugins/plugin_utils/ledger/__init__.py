@@ -87,6 +87,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     PAUSED,
     PLACED_STATES,
     POLICIES,
+    RESCUED,
     SOFT_AFFINITY,
     SOFT_ANTI_AFFINITY,
     STOPPED,
@@ -100,7 +101,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import c
 __all__ = [
     "ACTIVE", "AFFINITY", "ANTI_AFFINITY", "BUILDING", "DEFAULT_LEASE_S", "DOMAIN", "ERROR", "FENCE_COMMAND",
     "FENCE_CONFIRMED", "HV_DOWN",
-    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "SCHEMA_REVISION",
+    "HV_MISSING", "HV_UP", "MIGRATIONS_DIR", "PAUSED", "PLACED_STATES", "POLICIES", "RESCUED", "SCHEMA_REVISION",
     "SOFT_AFFINITY", "SOFT_ANTI_AFFINITY", "STOPPED", "VOLUME", "ClaimConflict", "ClaimLost",
     "Ledger", "default_url", "instance_flavor", "run_owner",
     "mask_secrets", "metadata", "safe_url", "utcnow",
@@ -601,7 +602,15 @@ class Ledger:
         saying so; its one claim stays, and a sync leaves an ERROR instance alone. Refused for
         an instance that holds no claim on its host, or another action's (a lease)."""
         with self._write() as db:
-            return claims.start_rebuild(db, instance_uuid, reason)
+            return claims.hold_on_own_claim(db, instance_uuid, ERROR, reason, "rebuilt")
+
+    @database_errors
+    def rescue(self, instance_uuid: str, reason: str) -> dict[str, Any]:
+        """The instance is RESCUED with ``reason`` (being rescued, or rescued with which image),
+        until it is unrescued (mark_active); its one claim stays, and a sync leaves it alone.
+        Refused for an instance that holds no claim on its host, or another action's (a lease)."""
+        with self._write() as db:
+            return claims.hold_on_own_claim(db, instance_uuid, RESCUED, reason, "rescued")
 
     @database_errors
     def finish_rebuild(self, instance_uuid: str, request: Mapping[str, Any], image: str | None,

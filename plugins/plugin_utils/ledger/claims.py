@@ -539,17 +539,19 @@ def mark_active(db: Connection, instance_uuid: str, built: Mapping[str, Any] | N
     return instance_dict({**instance, **active})
 
 
-def start_rebuild(db: Connection, instance_uuid: str, reason: str) -> dict[str, Any]:
-    """Ledger.start_rebuild's transaction (see there)."""
+def hold_on_own_claim(db: Connection, instance_uuid: str, state: str, reason: str, verb: str) -> dict[str, Any]:
+    """Ledger.start_rebuild's and Ledger.rescue's transaction: the instance, on the one claim it
+    holds on its own host (no lease), is ``state`` with ``reason``; refused, saying that it
+    cannot be ``verb``, for any other."""
     instance = find_instance(db, instance_uuid)
     held = db.execute(select(claims.c.hypervisor_uuid, claims.c.lease_expires_at, claims.c.owner)
                       .where(claims.c.instance_uuid == instance_uuid)).all()
     if [claim.hypervisor_uuid for claim in held] != [instance["hypervisor_uuid"]] or instance["hypervisor_uuid"] is None:
-        raise BerthError(f"{instance['name']} cannot be rebuilt: it holds {len(held)} claim(s), not the one on its "
+        raise BerthError(f"{instance['name']} cannot be {verb}: it holds {len(held)} claim(s), not the one on its "
                          f"host {instance['host']} (it is being built or moved, or lost its claim)")
     if held[0].lease_expires_at is not None:
-        raise BerthError(f"{instance['name']} cannot be rebuilt: {held[0].owner} is building, moving or resizing it")
-    values = {"state": ERROR, "failure_reason": reason, "updated_at": utcnow()}
+        raise BerthError(f"{instance['name']} cannot be {verb}: {held[0].owner} is building, moving or resizing it")
+    values = {"state": state, "failure_reason": reason, "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(values))
     return instance_dict({**instance, **values})
 

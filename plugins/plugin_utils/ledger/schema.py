@@ -46,6 +46,10 @@ ACTIVE = "ACTIVE"
 ERROR = "ERROR"
 STOPPED = "STOPPED"
 PAUSED = "PAUSED"
+# Booted from a rescue image with its own root disk as its second disk (berth.fleet.rescue),
+# until it is unrescued; its claim stays. Not a placed state: nothing moves, powers or snapshots
+# an instance in rescue, and a sync leaves it alone.
+RESCUED = "RESCUED"
 # The states of an instance whose domain exists on its hypervisor and holds its claim (without a
 # lease): as in Nova, a stopped or paused instance keeps its resources.
 PLACED_STATES = (ACTIVE, STOPPED, PAUSED)

@@ -5,7 +5,7 @@ collection."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import HypervisorDriver
@@ -54,6 +54,24 @@ def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: st
 # What a screen of candidate destinations says of one: (why it cannot take the instance, or None;
 # a note for the explanation, or None).
 Screen = Callable[[Mapping[str, Any]], tuple[str | None, str | None]]
+
+
+def own_host_refusal(fleet: Any, instance: Mapping[str, Any], held: Sequence[Mapping[str, Any]],
+                     spec: Any) -> str | None:
+    """Why the instance's own host in ``fleet`` (read_fleet's, for ``spec``) would not take it
+    with ``spec`` - a resize's new flavor, a rebuild's or rescue's image - as the scheduler says
+    it, with the claims it ``held`` there given back; None where it would."""
+    names = list(fleet.hosts.column("host"))
+    if instance["host"] not in names:
+        return "its host is not among the ledger's hypervisors"
+    here = fleet.hosts[names.index(instance["host"])].copy()
+    for claim in held:
+        here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
+    decision = schedule([here], spec)
+    if decision.ok:
+        return None
+    rejections = decision.rejections or []
+    return rejections[0].message() if rejections else decision.summary
 
 
 def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[str, Any], ledger: Ledger,
@@ -106,18 +124,10 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
         # hold both sizes' on one): its own host is not tried.
         why_not = "it holds or asks for pinned CPUs, NUMA cells, huge pages or devices, which a resize fits anew elsewhere"
     elif new_flavor is not None:
-        if source in names:
-            here = fleet.hosts[names.index(source)].copy()
-            for claim in held:
-                here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-            decision = schedule([here], move_request(instance, flavor, settings, (), group, rules)[0])
-            if decision.ok:
-                return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
-                        "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
-            rejections = decision.rejections or []
-            why_not = rejections[0].message() if rejections else decision.summary
-        else:
-            why_not = "not among the ledger's hypervisors"
+        why_not = own_host_refusal(fleet, instance, held, move_request(instance, flavor, settings, (), group, rules)[0])
+        if why_not is None:
+            return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
+                    "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}
     named = args.get("to_host")
     if named:
         if named == source:

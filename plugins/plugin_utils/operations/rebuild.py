@@ -33,7 +33,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
-from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
@@ -46,11 +45,25 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, P
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import own_host_refusal
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, disk_xml
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The reason an instance carries while its disks are being made anew (and after a rebuild died).
 REBUILDING = "rebuilding from image"
+
+
+def image_refusal(ledger: Ledger, settings: Settings, task_vars: Mapping[str, Any], instance: Mapping[str, Any],
+                  request: Request) -> str | None:
+    """Why the instance's host would not take it with ``request`` (its recorded request with
+    another image: a rebuild's, a rescue's), as the scheduler says it, with its own claim given
+    back (as a resize on its own host); None where it would."""
+    group = ledger.moving_member_group(instance["uuid"])
+    spec = request_spec(request, settings, 1, server_group_from_dict(dict(group)) if group else None,
+                        image_volume=request.image_volume)
+    fleet = read_fleet(settings, task_vars, spec, ledger, sync=False)
+    held = [claim for claim in ledger.claims(instance["uuid"]) if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]]
+    return own_host_refusal(fleet, instance, held, spec)
 
 
 class Rebuild:
@@ -80,7 +93,7 @@ class Rebuild:
         image = fetched(image, self.settings)
         request = dataclasses.replace(recorded, image=image)
         host = instance["host"]
-        refusal = self._refusal(instance, request)
+        refusal = image_refusal(self.ledger, self.settings, self.task_vars, instance, request)
         said = f"{name} on {host}: root disk made anew from image {image.name}"
         if refusal is not None:
             raise BerthError(f"{name} cannot be rebuilt from image {image.name} on {host}: {refusal}. Nothing was "
@@ -91,27 +104,6 @@ class Rebuild:
             return {**result, "msg": f"would rebuild {said} (its other disks too; name, UUID, MAC addresses, "
                                      f"network settings, keys and claim kept)"}
         return {**result, "instance": self._rebuild(instance, request), "msg": said}
-
-    def _refusal(self, instance: Mapping[str, Any], request: Request) -> str | None:
-        """Why the instance's host would not take it with ``request`` (the new image), as the
-        scheduler says it, with its own claim given back (as a resize on its own host); None
-        where it would."""
-        group = self.ledger.moving_member_group(instance["uuid"])
-        spec = request_spec(request, self.settings, 1, server_group_from_dict(dict(group)) if group else None,
-                            image_volume=request.image_volume)
-        fleet = read_fleet(self.settings, self.task_vars, spec, self.ledger, sync=False)
-        names = list(fleet.hosts.column("host"))
-        if instance["host"] not in names:
-            return "its host is not among the ledger's hypervisors"
-        here = fleet.hosts[names.index(instance["host"])].copy()
-        for claim in self.ledger.claims(instance["uuid"]):
-            if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
-                here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
-        decision = schedule([here], spec)
-        if decision.ok:
-            return None
-        rejections = decision.rejections or []
-        return rejections[0].message() if rejections else decision.summary
 
     def _rebuild(self, instance: Mapping[str, Any], request: Request) -> dict[str, Any]:
         name, uuid, host = instance["name"], instance["uuid"], instance["host"]

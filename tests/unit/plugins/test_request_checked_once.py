@@ -21,7 +21,7 @@ VALIDATORS = {
 # Where they may be called: the boundary itself (the launch's check), and the request's own
 # pieces. A schedule or capacity task's options enter through _placement_spec.scheduling_request.
 BOUNDARIES = {("plugin_utils/operations/launch.py", "check_request"),
-              # The image option of a launch and of a rebuild (operations/rebuild.py).
+              # The image option of a launch, a rebuild and a rescue (operations/rebuild.py, rescue.py).
               ("plugin_utils/operations/launch.py", "check_image"),
               ("plugin_utils/operations/launch.py", "snapshot_image"),
               ("plugin_utils/_placement_spec.py", "scheduling_request")}
