@@ -9,6 +9,7 @@ hypervisor is opened once per operation (``HostSession``), and its pool and netw
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import xml.etree.ElementTree as ET
@@ -113,10 +114,15 @@ class Build:
     def rebuild(self, request: Request, target: Mapping[str, Any], name: str, uuid: str,
                 assignment: Mapping[str, Any] | None) -> dict[str, Any]:
         """Make instance ``name`` (``uuid``) anew from ``request`` on ``target`` (build_target's)
-        alone - an evacuation's rebuild, whose claim there is taken already: its volumes from
-        its image, its domain defined and started; no alternates, and the instance's state is
-        the caller's to set. ``assignment``: what its claim there holds of CPUs, cells, pages and
-        devices. Returns {changed, domain, cpu}; what fails is removed from the host and raised."""
+        alone - an evacuation's or a rebuild's, whose claim there is taken already: its volumes
+        from its image, its seed with the user data the ledger keeps apart for it, its domain
+        defined and started; no alternates, and the instance's state is the caller's to set.
+        ``assignment``: what its claim there holds of CPUs, cells, pages and devices. Returns
+        {changed, domain, cpu, built: the build record to keep}; what fails is removed from the
+        host and raised."""
+        ledger = self._ledger(reading=True)
+        if ledger is not None:
+            request = dataclasses.replace(request, user_data=ledger.user_data(uuid))
         try:
             chosen_type = domain_type(request.domain_type, list(target.get("domain_types") or []))
             cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology,
@@ -127,7 +133,7 @@ class Build:
             for session in self._sessions.values():
                 session.close()
             self._sessions.clear()
-        return {**result, "cpu": cpu}
+        return {**result, "cpu": cpu, "built": Built(seed=request.wants_seed, cpu=cpu).to_record()}
 
     def remove(self, placements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Remove each of ``placements`` (name, uuid, host, uri): its domain, volumes and what the

@@ -14,14 +14,13 @@ An instance no host can take stays on the dead host in the ledger, ERROR, with t
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
+from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment import of_spec
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.rules import stale
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
@@ -189,11 +188,7 @@ class Evacuation:
         Returns its new build record, or None where the recorded one still holds."""
         name, uuid, pool = instance["name"], instance["uuid"], self.settings.storage_pool
         if not self.shared:
-            # Its seed is made again too, with the user_data it was launched with (the ledger keeps
-            # it apart from the request, which is listed: it may hold secrets).
-            request = dataclasses.replace(request, user_data=self.ledger.user_data(uuid))
-            made = self.build.rebuild(request, target, name, uuid, claim["assignment"])
-            return Built(seed=request.wants_seed, cpu=made["cpu"]).to_record()
+            return self.build.rebuild(request, target, name, uuid, claim["assignment"])["built"]
         policy = UriPolicy.from_settings(self.settings.uri_policy)
         with self.connect(target["host"], target["uri"], self.timeout_s, uri_policy=policy) as dst:
             if dst.volume(pool, root_volume_name(uuid)) is None:

@@ -95,6 +95,17 @@ def check_image(option: Any, settings: Settings) -> Image | None:
     return image
 
 
+def image_name(option: Any) -> str:
+    """A new image's name (a snapshot's option ``image``), checked as a launch checks an image's
+    name: a volume name, no ``/``, no ``..``."""
+    if not isinstance(option, str):
+        raise InputError("image", f"image must be the new image's name, got {option!r}")
+    image = Image.from_option(option)
+    if image is None:
+        raise InputError("image", "image must be the new image's name, got nothing")
+    return image.name
+
+
 def snapshot_image(name: str, settings: Settings) -> Image | None:
     """The image ``name`` a snapshot wrote into one of the operator's image directories (its
     record beside it), or None."""

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
-from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
+from ansible_collections.berth.fleet.plugins.module_utils.request import Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
@@ -120,16 +120,14 @@ class Rebuild:
             self.hooks.reached(AFTER_REBUILD_REMOVE, host=host, instance=uuid)
             build = Build(self.settings, self.ledger, self.args.get("template") or DEFAULT_TEMPLATE, check_mode=False,
                           diff=False, hooks=self.hooks, timeout_s=self.args["timeout"], connect=self.connect)
-            # Its seed is made again with the user data it was launched with (kept apart in the ledger).
-            full = dataclasses.replace(request, user_data=self.ledger.user_data(uuid))
-            made = build.rebuild(full, target, name, uuid, claim["assignment"])
+            made = build.rebuild(request, target, name, uuid, claim["assignment"])
             self._reattach(instance, target)
         except Exception as exc:  # the build removed what it made; the instance says why
             why = str(exc) or type(exc).__name__
             self.ledger.start_rebuild(uuid, f"rebuild from image {request.image.name} failed: {why}; run it again")
             raise BerthError(f"{name}: rebuild from image {request.image.name} on {host} failed (ERROR, its claim "
                              f"kept; run it again): {why}") from exc
-        record = {**request.to_record(), "build": Built(seed=full.wants_seed, cpu=made["cpu"]).to_record()}
+        record = {**request.to_record(), "build": made["built"]}
         image_properties = request_spec(request, self.settings).image_properties
         done = self.ledger.finish_rebuild(uuid, record, request.image.name, image_properties)
         step(f"running from image {request.image.name}")

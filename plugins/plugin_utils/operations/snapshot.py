@@ -37,7 +37,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriP
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import root_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import IMAGE_RECORD_SUFFIX, check_image
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import IMAGE_RECORD_SUFFIX, image_name
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 CONSISTENCY_MODES = ("pause", "stopped")
@@ -59,14 +59,12 @@ class Snapshot:
             raise InputError("snapshot_consistency", f"snapshot_consistency (berth_snapshot_consistency) must be one "
                                                      f"of {', '.join(CONSISTENCY_MODES)}, got "
                                                      f"{self.settings.snapshot_consistency!r}")
-        image = check_image(self.args["image"], Settings())  # its name only: never a file's
-        if image is None or not isinstance(self.args["image"], str):
-            raise InputError("image", f"image must be the new image's name, got {self.args['image']!r}")
+        name_of_image = image_name(self.args["image"])
         if not self.settings.image_source_dirs:
             raise InputError("image_source_dirs", "a snapshot is written into the operator's image directory, the "
                                                   "first of image_source_dirs (berth_image_source_dirs), and none is set")
         directory = self.settings.image_source_dirs[0]
-        path = os.path.join(directory, image.name)
+        path = os.path.join(directory, name_of_image)
         if os.path.lexists(path) or os.path.lexists(path + IMAGE_RECORD_SUFFIX):
             raise InputError("image", f"{path} exists already: a snapshot never overwrites an image; choose another name")
         [instance] = self.ledger.instances([name]) or [None]
@@ -75,10 +73,10 @@ class Snapshot:
         if instance["state"] not in PLACED_STATES or not instance.get("uri"):
             raise BerthError(f"{name} cannot be snapshotted while it is {instance['state']}: only an instance placed "
                              f"on a host (ACTIVE, STOPPED or PAUSED) is")
-        result: dict[str, Any] = {"name": name, "host": instance["host"], "image": image.name, "path": path}
+        result: dict[str, Any] = {"name": name, "host": instance["host"], "image": name_of_image, "path": path}
         if self.check_mode:
             return {**result, "changed": True, "msg": f"would write {name}'s root disk as image {path}"}
-        return {**result, "changed": True, **self._take(instance, image.name, path)}
+        return {**result, "changed": True, **self._take(instance, name_of_image, path)}
 
     def _take(self, instance: Mapping[str, Any], image_name: str, path: str) -> dict[str, Any]:
         name, uuid, host = instance["name"], instance["uuid"], instance["host"]

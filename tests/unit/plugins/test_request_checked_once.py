@@ -24,6 +24,8 @@ BOUNDARIES = {("plugin_utils/operations/launch.py", "check_request"),
               # The image option of a launch, a rebuild and a rescue (operations/rebuild.py, rescue.py).
               ("plugin_utils/operations/launch.py", "check_image"),
               ("plugin_utils/operations/launch.py", "snapshot_image"),
+              # A snapshot's new image name (operations/snapshot.py).
+              ("plugin_utils/operations/launch.py", "image_name"),
               ("plugin_utils/_placement_spec.py", "scheduling_request")}
 # Downstream of the boundary: every operation and everything they hand the request on to.
 DOWNSTREAM = [*sorted((PLUGINS / "plugin_utils" / "operations").glob("*.py")),
