@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import fleet
 import pytest
-from conftest import changed_count, failed_messages
+from conftest import changed_count, drift, failed_messages, hooks_env, kill_tree, wait_at_barrier
 from test_evacuate import BOOT_TIMEOUT_S, launch_on, row_of
 from test_rebuild_lab import raw_image, serial_after
 
@@ -68,3 +68,58 @@ def test_a_rescued_guest_boots_the_rescue_image_sees_its_own_disk_and_boots_its_
         assert again["rc"] == 0 and changed_count(again) == 0, failed_messages(again)
     finally:
         assert lab.playbook("delete.yml", "-e", "name=rs")["rc"] == 0
+
+
+def killed_at(lab, tmp_path, point: str, playbook: str, extra: dict) -> None:
+    """Run ``playbook`` until it reaches ``point`` (the test hooks' barrier), then SIGKILL its
+    whole process tree, as a crash of the controller would."""
+    barrier = tmp_path / f"barrier-{point}"
+    barrier.mkdir()
+    proc = lab.start_playbook(playbook, "-e", json.dumps(extra), env=hooks_env(barrier, point, parties=99))
+    wait_at_barrier(proc, barrier)
+    kill_tree(proc)
+
+
+def test_a_rescue_or_unrescue_killed_at_each_step_leaves_the_ledger_true_and_runs_again_to_the_end(lab, tmp_path):
+    """Killed after the rescue disk is made, after the rescue definition is defined, and after
+    the unrescue defines the instance's own again: each time the instance is RESCUED with its one
+    claim, a sync finds nothing orphaned and leaves it alone, and the next run goes on."""
+    alpha = raw_image(tmp_path, "alpha")
+    before = launch_on(lab, "hv2", "rk", image={"name": "rk-alpha.raw", "format": "raw", "source": str(alpha)})
+    uuid, rescue_disk = before["uuid"], f"berth-{before['uuid']}-rescue.qcow2"
+    own_disks = disk_sources(lab, "hv2", "rk-1")
+    request = {"instance": "rk-1", "image": {"name": "rk-alpha.raw", "format": "raw", "source": str(alpha)}}
+
+    def ledger_true(reason: str) -> None:
+        row = row_of(lab, "rk-1")
+        assert (row["state"], row["host"]) == ("RESCUED", "hv2") and row["failure_reason"].startswith(reason), row
+        assert [claim["hypervisor_uuid"] for claim in lab.ledger_rows("claims")
+                if claim["instance_uuid"] == uuid] == [before["hypervisor_uuid"]]
+
+    try:
+        killed_at(lab, tmp_path, "after-rescue-disk", "rescue.yml", request)
+        ledger_true("rescuing with image rk-alpha.raw by ")
+        synced = lab.gather()
+        assert not [line for line in drift(synced) if uuid in line or "rk-1" in line], drift(synced)
+        ledger_true("rescuing with image rk-alpha.raw by ")
+        assert rescue_disk in lab.virsh("hv2", "vol-list", "default")
+
+        killed_at(lab, tmp_path, "after-rescue-define", "rescue.yml", request)
+        ledger_true("rescuing with image rk-alpha.raw by ")
+        assert lab.virsh("hv2", "domstate", "rk-1").strip() == "shut off"
+        finished = lab.playbook("rescue.yml", "-e", json.dumps(request))
+        assert finished["rc"] == 0 and changed_count(finished) == 1, failed_messages(finished)
+        ledger_true("rescued with image rk-alpha.raw")
+        assert [device for device, _source in disk_sources(lab, "hv2", "rk-1")] == ["vda", "vdb"]
+        assert lab.virsh("hv2", "domstate", "rk-1").strip() == "running"
+
+        killed_at(lab, tmp_path, "after-unrescue-define", "unrescue.yml", {"instance": "rk-1"})
+        ledger_true("rescued with image rk-alpha.raw")
+        back = lab.playbook("unrescue.yml", "-e", "instance=rk-1")
+        assert back["rc"] == 0, failed_messages(back)
+        assert row_of(lab, "rk-1")["state"] == "ACTIVE" and disk_sources(lab, "hv2", "rk-1") == own_disks
+        assert rescue_disk not in lab.virsh("hv2", "vol-list", "default")
+        assert lab.virsh("hv2", "domstate", "rk-1").strip() == "running"
+    finally:
+        assert lab.playbook("delete.yml", "-e", "name=rk")["rc"] == 0
+    assert not [name for name in lab.virsh("hv2", "vol-list", "default").split() if uuid in name]
