@@ -34,6 +34,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver impo
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_IMAGE_MISSING,
+    REASON_IMAGE_PROPERTIES,
+    REASON_IMAGE_REFUSED,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
@@ -51,6 +56,9 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settin
 
 # The reason an instance carries while its disks are being made anew (and after a rebuild died).
 REBUILDING = "rebuilding from image"
+# The host's refusals that the image given causes (its properties, its absence from the pool, its
+# name): bad input, named as the image field.
+IMAGE_REASONS = frozenset({REASON_IMAGE_PROPERTIES, REASON_IMAGE_MISSING, REASON_IMAGE_REFUSED})
 
 
 class Rebuild:
@@ -80,11 +88,13 @@ class Rebuild:
         image = fetched(image, self.settings)
         request = dataclasses.replace(recorded, image=image)
         host = instance["host"]
-        refusal = self._refusal(instance, request)
+        refusal, reason = self._refusal(instance, request)
         said = f"{name} on {host}: root disk made anew from image {image.name}"
         if refusal is not None:
-            raise BerthError(f"{name} cannot be rebuilt from image {image.name} on {host}: {refusal}. Nothing was "
-                             f"changed")
+            message = f"{name} cannot be rebuilt from image {image.name} on {host}: {refusal}. Nothing was changed"
+            if reason in IMAGE_REASONS:
+                raise InputError("image", message)  # the image given is what the host refuses
+            raise BerthError(message)
         result: dict[str, Any] = {"name": name, "uuid": instance["uuid"], "host": host, "image": image.name,
                                   "previous_image": instance["image"], "changed": True}
         if self.check_mode:
@@ -92,26 +102,26 @@ class Rebuild:
                                      f"network settings, keys and claim kept)"}
         return {**result, "instance": self._rebuild(instance, request), "msg": said}
 
-    def _refusal(self, instance: Mapping[str, Any], request: Request) -> str | None:
+    def _refusal(self, instance: Mapping[str, Any], request: Request) -> tuple[str | None, str | None]:
         """Why the instance's host would not take it with ``request`` (the new image), as the
-        scheduler says it, with its own claim given back (as a resize on its own host); None
-        where it would."""
+        scheduler says it, with its own claim given back (as a resize on its own host), and the
+        rejection's reason (results.REASON_*) where one says it; (None, None) where it would."""
         group = self.ledger.moving_member_group(instance["uuid"])
         spec = request_spec(request, self.settings, 1, server_group_from_dict(dict(group)) if group else None,
                             image_volume=request.image_volume)
         fleet = read_fleet(self.settings, self.task_vars, spec, self.ledger, sync=False)
         names = list(fleet.hosts.column("host"))
         if instance["host"] not in names:
-            return "its host is not among the ledger's hypervisors"
+            return "its host is not among the ledger's hypervisors", None
         here = fleet.hosts[names.index(instance["host"])].copy()
         for claim in self.ledger.claims(instance["uuid"]):
             if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]:
                 here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
         decision = schedule([here], spec)
         if decision.ok:
-            return None
+            return None, None
         rejections = decision.rejections or []
-        return rejections[0].message() if rejections else decision.summary
+        return (rejections[0].message(), rejections[0].reason) if rejections else (decision.summary, None)
 
     def _rebuild(self, instance: Mapping[str, Any], request: Request) -> dict[str, Any]:
         name, uuid, host = instance["name"], instance["uuid"], instance["host"]
