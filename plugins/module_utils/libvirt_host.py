@@ -722,7 +722,9 @@ class Hypervisor:
         device = disk_found.find("target").get("dev")
         target = os.path.join(os.path.dirname(source_path), new_name)
         mirror = disk_found.find("mirror")
-        if mirror is not None and target in (mirror.get("file"), (mirror.find("source") or {}).get("file")):
+        mirror_source = mirror.find("source") if mirror is not None else None
+        if mirror is not None and target in (mirror.get("file"), None if mirror_source is None
+                                             else mirror_source.get("file")):
             # A copy into this very file whose caller died (QEMU keeps mirroring): ended first.
             self._call(dom.blockJobAbort, device, 0)
         disk = ET.Element("disk", type="file")

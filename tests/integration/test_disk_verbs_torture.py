@@ -305,6 +305,22 @@ def paused_killed(fleet: Fleet) -> None:
     assert json.loads(journal(fleet).read_text())["holds"] == "paused"
 
 
+def copying_killed(fleet: Fleet) -> None:
+    """Killed during the block copy: the lab's disks copy in milliseconds, so the copy a run would
+    have been waiting for is started here as the run starts it (a transient block copy job into
+    the copy's file, in the pool's directory), and goes on without any run."""
+    paused_killed(fleet)
+    uuid = fleet.uuids["tort-1"]
+    root = ET.fromstring(fleet.virsh("dumpxml", uuid))
+    [(device, source)] = [(disk.find("target").get("dev"), disk.find("source").get("file"))
+                          for disk in root.findall("devices/disk")
+                          if disk.find("source") is not None and disk.find("source").get("file", "").endswith(
+                              f"berth-{uuid}-root.qcow2")]
+    target = str(Path(source).with_name(copy_file(fleet)))
+    fleet.virsh("blockcopy", uuid, device, target, "--transient-job", "--format", "qcow2")
+    assert Path(target).name in ET.tostring(ET.fromstring(fleet.virsh("dumpxml", uuid)), encoding="unicode")
+
+
 def copied_killed(fleet: Fleet) -> None:
     assert copy_file(fleet) in fleet.pool()
     assert (fleet.images / "tort-copied.qcow2.part").exists()
@@ -369,6 +385,9 @@ KILLS = [
          volume_in("detached"), delete_killed, volume_gone),
     Kill("snapshot", "snapshot-consistent", "snapshot.yml", snapshot_args("tort-paused.qcow2"),
          nothing, paused_killed, snapshot_done("tort-paused.qcow2", lambda _fleet: ["resumed the guest"])),
+    Kill("snapshot-copying", "snapshot-consistent", "snapshot.yml", snapshot_args("tort-copying.qcow2"),
+         nothing, copying_killed, snapshot_done("tort-copying.qcow2", lambda fleet: [
+             "resumed the guest", f"removed the copy default/{copy_file(fleet)}"])),
     Kill("snapshot", "after-snapshot-copy", "snapshot.yml", snapshot_args("tort-copied.qcow2"),
          nothing, copied_killed, snapshot_done("tort-copied.qcow2", lambda fleet: [
              f"removed the copy default/{copy_file(fleet)}",
