@@ -118,14 +118,23 @@ class Volume:
         if self.check_mode:
             return self._result(new, f"would create volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
                                      f"{host}" if new else f"volume {self.name} exists", volume)
+        may_be_there = False
         try:
             self.hooks.reached(AFTER_VOLUME_RECORD, host=volume["host"])
             with self._open(volume["host"], self._uri(volume["host"])) as hv:
                 if hv.volume(self.pool, path_name) is None:
-                    hv.create_volume(self.pool, path_name, size_gb)
+                    try:
+                        hv.create_volume(self.pool, path_name, size_gb)
+                    except Exception:
+                        # libvirt may have made it and its answer been lost (a timeout): the row,
+                        # its claim, stays until the file is surely gone.
+                        may_be_there = True
+                        hv.delete_volume(self.pool, path_name)
+                        may_be_there = False
+                        raise
                     new = True
         except Exception:
-            if new:
+            if new and not may_be_there:
                 # Nothing half done: the claim goes with the volume that was not made.
                 self.ledger.delete_volume(self.name)
             raise

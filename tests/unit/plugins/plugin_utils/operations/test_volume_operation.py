@@ -133,6 +133,35 @@ def test_a_volume_libvirt_cannot_make_leaves_no_record_and_no_claim(fleet):
     assert fleet.state() == before and fleet.ledger.volumes() == []
 
 
+def test_a_volume_made_whose_answer_is_lost_is_removed_with_its_record(fleet):
+    hv1 = fleet.hvs["hv1"]
+
+    def lost():
+        raise HypervisorError("hv1", "timed out")
+    hv1.after["create_volume"] = lost
+    before = fleet.state()
+    with pytest.raises(HypervisorError, match="timed out"):
+        fleet.volume(size_gb=10, host="hv1")
+    assert fleet.state() == before and FILE not in hv1.volume_names_of()
+
+
+def test_a_volume_that_may_be_there_keeps_its_record_and_claim_until_it_is_surely_gone(fleet):
+    hv1 = fleet.hvs["hv1"]
+
+    def lost():
+        raise HypervisorError("hv1", "timed out")
+    hv1.after["create_volume"] = lost
+    hv1.faults["delete_volume"] = HypervisorError("hv1", "connection lost")
+    with pytest.raises(HypervisorError, match="connection lost"):
+        fleet.volume(size_gb=10, host="hv1")
+    # The file is there and the ledger says so: its row, its claim; state=absent removes both.
+    assert FILE in hv1.volume_names_of() and [v["name"] for v in fleet.ledger.volumes()] == ["data-1"]
+    assert fleet.used_disk_mb("hv1") == 1024 + 10 * 1024
+    del hv1.faults["delete_volume"]
+    assert fleet.volume("absent")["changed"]
+    assert FILE not in hv1.volume_names_of() and fleet.ledger.volumes() == []
+
+
 def test_another_volume_of_that_name_is_refused(fleet):
     fleet.volume(size_gb=10, host="hv1")
     with pytest.raises(InputError, match="volume data-1 exists already, 10 GB in storage pool default on hv1"):
