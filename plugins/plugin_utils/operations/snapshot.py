@@ -99,6 +99,8 @@ class Journal:
             self.left = json.loads(text) if text.strip() else {}
         except ValueError:
             self.left = {}
+        # Kept until undone (Snapshot._undo): a run that fails before leaves it for the next.
+        self.now = dict(self.left)
         return self
 
     def write(self, **entries: Any) -> None:
@@ -232,6 +234,7 @@ class Snapshot:
             undone.append(f"removed the copy {pool}/{copy_volume_name(uuid)} that a snapshot which died left")
         if left.get("partial") and left.get("image") and remove_unfinished(left["partial"], left["image"]):
             undone.append(f"removed the unfinished image {left['image']} that a snapshot which died left")
+        journal.write(holds=None, partial=None, image=None)
         return undone
 
     def _consistent(self, hv: Any, name: str, uuid: str, state: str, journal: Journal) -> str:

@@ -178,6 +178,20 @@ def test_a_snapshot_undoes_what_a_killed_one_left(app, images, holds):  # noqa: 
     assert copy_volume_name(uuid) not in hv1.volume_names_of()
 
 
+def test_what_a_killed_snapshot_left_stays_in_its_journal_until_it_is_undone(app, images):  # noqa: F811
+    ledger, hv1, uuid = app
+    hv1.suspend(uuid)
+    journal = images / f"{JOURNAL_PREFIX}{uuid}.json"
+    journal.write_text(json.dumps({"holds": "paused"}))
+    hv1.faults["resume"] = HypervisorError("hv1", "connection lost")
+    with pytest.raises(HypervisorError, match="connection lost"):
+        snapshot(ledger, hv1, images)
+    assert json.loads(journal.read_text()) == {"holds": "paused"} and hv1.domain_state(uuid) == "paused"
+    del hv1.faults["resume"]
+    assert snapshot(ledger, hv1, images)["undone"] == ["resumed the guest that a snapshot which died had paused"]
+    assert not journal.exists() and hv1.domain_state(uuid) == "running"
+
+
 def test_a_snapshot_while_another_of_the_instance_runs_is_refused(app, images):  # noqa: F811
     ledger, hv1, uuid = app
     before = hv1.snapshot()
