@@ -203,13 +203,13 @@ def test_a_snapshot_while_another_of_the_instance_runs_is_refused(app, images): 
     assert hv1.snapshot() == before and [item.name for item in images.iterdir()] == [path.name]
 
 
-@pytest.mark.parametrize("point", [SNAPSHOT_CONSISTENT, AFTER_SNAPSHOT_COPY])
-def test_a_fault_at_a_step_leaves_nothing_and_the_guest_running(app, images, point):  # noqa: F811
+@pytest.mark.parametrize("wanted", [SNAPSHOT_CONSISTENT, AFTER_SNAPSHOT_COPY])
+def test_a_fault_at_a_step_leaves_nothing_and_the_guest_running(app, images, wanted):  # noqa: F811
     ledger, hv1, uuid = app
 
     class Fault(Hooks):
-        def reached(self, at, host=None, instance=None):
-            if at == point:
+        def reached(self, point, host=None, instance=None):
+            if point == wanted:
                 raise HypervisorError(host, "injected")
 
     with pytest.raises(HypervisorError, match="injected"):

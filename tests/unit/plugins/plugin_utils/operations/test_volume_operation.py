@@ -302,8 +302,8 @@ KILLS = [
 
 
 @pytest.mark.parametrize("point, before, args", KILLS, ids=[kill[0] for kill in KILLS])
-def test_a_run_that_dies_between_the_ledger_and_the_host_is_finished_by_the_same_run_again(fleet, point, before,
-                                                                                          args):
+def test_a_run_that_dies_between_the_ledger_and_the_host_is_finished_by_the_same_run_again(
+        fleet, point, before, args):
     if before != "absent":
         fleet.volume("present", size_gb=2, host="hv1")
     if before == "attached":
