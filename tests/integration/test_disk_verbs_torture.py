@@ -14,9 +14,10 @@ Kills (KILLS, in order: each case's precondition is where the one before leaves 
   the ledger forgets the attachment; delete after the file is removed, before its row goes.
   Each leaves the ledger holding at least what is on the host, and the same run again finishes
   it. (The steps after the last host change leave nothing to finish: not killed.)
-- snapshot with the guest paused for the copy, and with the copy made and the image's partial
-  file open: the next snapshot resumes the guest, removes the copy and the partial file.
-  (A kill during the block copy itself cannot be aimed at: the lab's disks copy in milliseconds.)
+- snapshot with the guest paused for the copy; the same with the block copy going on (the lab's
+  disks copy in milliseconds, so the test starts the copy a run killed then leaves running, see
+  ``copying_killed``); and with the copy made and the image's partial file open: the next
+  snapshot resumes the guest, ends the block copy, removes the copy and the partial file.
 - rebuild after the old disks are removed, and with the new domain defined, not started: the
   instance stays ERROR with its claim, a sync leaves it alone, and the rebuild run again
   finishes it. (Its other kill points are unit-tested: tests/unit/.../test_rebuild_operation.py.)
