@@ -140,7 +140,7 @@ def disk_fleet(lab, tmp_path_factory):
     made.ok("volume.yml", "-e", f"volume={HELD}", "-e", "state=attached", "-e", "instance=tort-2")
     yield made
     made.run("delete.yml", "-e", "name=tort")
-    for name in (VOLUME, HELD):
+    for name in (VOLUME, HELD, "tort-stray"):
         made.run("volume.yml", "-e", f"volume={name}", "-e", "state=absent")
 
 
@@ -415,3 +415,22 @@ def test_a_verb_killed_at_a_step_leaves_nothing_orphaned_and_its_run_again_finis
     again = fleet.ok(kill.playbook, *kill.args(fleet))
     kill.finished(fleet, again)
     assert_true(fleet)
+
+
+def test_a_volume_file_that_no_ledger_recorded_is_adopted_by_its_create_and_said(disk_fleet):
+    """What a volume created by another ledger, or by hand, leaves: a file named as this volume's
+    in the pool with no row. The create of that volume takes it (the size asked for) and says so;
+    of another size it is refused, nothing changed."""
+    fleet = disk_fleet
+    fleet.virsh("vol-create-as", "default", volume_file("tort-stray"), "1G", "--format", "qcow2")
+    before = fleet.state()
+    refused = fleet.run("volume.yml", "-e", "volume=tort-stray", "-e", "size_gb=2", "-e", f"host={HOST}")
+    assert refused["rc"] != 0 and task_result(refused, VOLUME_TASK)["field"] == "name"
+    assert fleet.state() == before
+    adopted = task_result(fleet.ok("volume.yml", "-e", "volume=tort-stray", "-e", "size_gb=1", "-e", f"host={HOST}"),
+                          VOLUME_TASK)
+    assert adopted["changed"] and adopted["msg"].startswith("adopted volume tort-stray (1 GB) found in storage pool")
+    assert fleet.volume("tort-stray")["size_gb"] == 1
+    assert_true(fleet)
+    fleet.ok("volume.yml", "-e", "volume=tort-stray", "-e", "state=absent")
+    assert volume_file("tort-stray") not in fleet.pool()

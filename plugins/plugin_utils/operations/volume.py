@@ -118,11 +118,16 @@ class Volume:
         if self.check_mode:
             return self._result(new, f"would create volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
                                      f"{host}" if new else f"volume {self.name} exists", volume)
-        may_be_there = False
+        may_be_there, adopted = False, False
         try:
             self.hooks.reached(AFTER_VOLUME_RECORD, host=volume["host"])
             with self._open(volume["host"], self._uri(volume["host"])) as hv:
-                if hv.volume(self.pool, path_name) is None:
+                found = hv.volume(self.pool, path_name)
+                if found is not None and new:
+                    # Named as this volume but recorded by no ledger (this ledger's row is new):
+                    # taken for it if it is what this run would make, else refused.
+                    adopted = self._adoptable(found, path_name, size_gb, volume["host"])
+                elif found is None:
                     try:
                         hv.create_volume(self.pool, path_name, size_gb)
                     except Exception:
@@ -138,8 +143,20 @@ class Volume:
                 # Nothing half done: the claim goes with the volume that was not made.
                 self.ledger.delete_volume(self.name)
             raise
+        if adopted:
+            return self._result(True, f"adopted volume {self.name} ({size_gb} GB) found in storage pool {self.pool} on "
+                                      f"{volume['host']}, which no ledger recorded", volume)
         return self._result(new, f"created volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
                                  f"{volume['host']}" if new else f"volume {self.name} exists", volume)
+
+    def _adoptable(self, found: Mapping[str, Any], path_name: str, size_gb: int, host: str) -> bool:
+        """A volume file found where this volume goes, unrecorded: True if it is what a create
+        makes (a qcow2 file of ``size_gb``); InputError naming it otherwise."""
+        if (found.get("format"), found.get("capacity_mb")) != ("qcow2", size_gb * 1024):
+            raise InputError("name", f"storage pool {self.pool} on {host} has a volume {path_name} that no ledger "
+                                     f"recorded ({found.get('format')}, {found.get('capacity_mb')} MB), not the "
+                                     f"{size_gb} GB qcow2 volume asked for: remove it, or name another volume")
+        return True
 
     def delete(self) -> dict[str, Any]:
         found = self.ledger.volumes(name=self.name)

@@ -162,6 +162,21 @@ def test_a_volume_that_may_be_there_keeps_its_record_and_claim_until_it_is_surel
     assert FILE not in hv1.volume_names_of() and fleet.ledger.volumes() == []
 
 
+def test_an_unrecorded_volume_file_of_that_name_is_adopted_if_it_is_what_create_makes_else_refused(fleet):
+    hv1 = fleet.hvs["hv1"]
+    hv1.add_volume(FILE, capacity_mb=3 * 1024)
+    before = fleet.state()
+    with pytest.raises(InputError) as raised:
+        fleet.volume(size_gb=2, host="hv1")
+    assert raised.value.field == "name" and "that no ledger recorded (qcow2, 3072 MB)" in str(raised.value)
+    assert fleet.state() == before and fleet.ledger.volumes() == []
+    adopted = fleet.volume(size_gb=3, host="hv1")
+    assert adopted["changed"] and adopted["msg"] == ("adopted volume data-1 (3 GB) found in storage pool default "
+                                                     "on hv1, which no ledger recorded")
+    assert [v["name"] for v in fleet.ledger.volumes()] == ["data-1"] and fleet.used_disk_mb("hv1") == 1024 + 3 * 1024
+    assert not fleet.volume(size_gb=3, host="hv1")["changed"]
+
+
 def test_another_volume_of_that_name_is_refused(fleet):
     fleet.volume(size_gb=10, host="hv1")
     with pytest.raises(InputError, match="volume data-1 exists already, 10 GB in storage pool default on hv1"):
