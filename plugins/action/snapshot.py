@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.berth.fleet.plugins.plugin_utils import hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.action_base import BerthAction
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.snapshot import Snapshot
@@ -17,6 +18,7 @@ class ActionModule(BerthAction):
     def run_berth(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         ledger = Ledger(args["ledger_url"]).open()
         try:
-            return Snapshot(args, Settings.from_args(args), ledger, bool(self._task.check_mode)).run()
+            return Snapshot(args, Settings.from_args(args), ledger, bool(self._task.check_mode),
+                            hooks=hooks.installed()).run()
         finally:
             ledger.close()

@@ -714,12 +714,19 @@ class Hypervisor:
             return str(self._call(made.path))
         dom = self._call(self.conn.lookupByUUIDString, running)
         source_path = self._call(source.path)
-        device = next((disk.find("target").get("dev") for disk in ET.fromstring(self._call(dom.XMLDesc, 0)).findall(
-            "devices/disk") if disk.find("source") is not None and disk.find("source").get("file") == source_path
-            and disk.find("target") is not None), None)
-        if device is None:
+        disk_found = next((disk for disk in ET.fromstring(self._call(dom.XMLDesc, 0)).findall("devices/disk")
+                           if disk.find("source") is not None and disk.find("source").get("file") == source_path
+                           and disk.find("target") is not None), None)
+        if disk_found is None:
             raise HypervisorError(self.host, f"the running domain {running} has no disk {source_path}")
+        device = disk_found.find("target").get("dev")
         target = os.path.join(os.path.dirname(source_path), new_name)
+        mirror = disk_found.find("mirror")
+        mirror_source = mirror.find("source") if mirror is not None else None
+        if mirror is not None and target in (mirror.get("file"), None if mirror_source is None
+                                             else mirror_source.get("file")):
+            # A copy into this very file whose caller died (QEMU keeps mirroring): ended first.
+            self._call(dom.blockJobAbort, device, 0)
         disk = ET.Element("disk", type="file")
         ET.SubElement(disk, "source", file=target)
         ET.SubElement(disk, "driver", type="qcow2")

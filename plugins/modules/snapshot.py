@@ -20,6 +20,10 @@ description:
     after, while it runs.
   - An image of that name is never overwritten. Nothing is left when it fails - the copy in the pool, the
     partial file - and the instance and the ledger are never changed.
+  - A run holds a journal in the image directory, C(.berth-snapshot-<instance uuid>.json), locked while it runs
+    and saying what it holds (the guest paused or frozen, the partial file). The next snapshot of the instance
+    undoes what a run that was killed left - resumes or thaws the guest, removes the copy and the unfinished
+    image - and says so in RV(undone); another snapshot of the instance is refused while one runs.
 options:
   name:
     description: The instance, by its name in the ledger.
@@ -100,4 +104,9 @@ properties:
   description: The image properties recorded with it (the instance's).
   returned: changed
   type: dict
+undone:
+  description: What this run undid that an earlier snapshot of the instance, killed halfway, had left.
+  returned: changed
+  type: list
+  elements: str
 """

@@ -31,6 +31,20 @@ AFTER_REBUILD_REMOVE = "after-rebuild-remove"
 AFTER_RESCUE_DISK = "after-rescue-disk"
 AFTER_RESCUE_DEFINE = "after-rescue-define"
 AFTER_UNRESCUE_DEFINE = "after-unrescue-define"
+# A data volume (operations/volume.py), between its ledger write and its change on the host:
+# created: its row (its claim) written, its file not made yet;
+AFTER_VOLUME_RECORD = "after-volume-record"
+# attached: recorded as attached, not plugged into the domain yet;
+AFTER_VOLUME_ATTACH_RECORD = "after-volume-attach-record"
+# detached: unplugged from the domain, still recorded as attached;
+AFTER_VOLUME_UNPLUG = "after-volume-unplug"
+# deleted: its file removed from the pool, its row (its claim) not forgotten yet.
+AFTER_VOLUME_REMOVE = "after-volume-remove"
+# A snapshot (operations/snapshot.py): the guest frozen or paused for the copy, nothing copied yet;
+SNAPSHOT_CONSISTENT = "snapshot-consistent"
+# then its root disk copied in its pool, the guest released, the image's partial file open in the
+# image directory, nothing downloaded yet.
+AFTER_SNAPSHOT_COPY = "after-snapshot-copy"
 
 
 class Hooks:

@@ -57,21 +57,22 @@ Screen = Callable[[Mapping[str, Any]], tuple[str | None, str | None]]
 
 
 def own_host_refusal(fleet: Any, instance: Mapping[str, Any], held: Sequence[Mapping[str, Any]],
-                     spec: Any) -> str | None:
+                     spec: Any) -> tuple[str | None, str | None]:
     """Why the instance's own host in ``fleet`` (read_fleet's, for ``spec``) would not take it
     with ``spec`` - a resize's new flavor, a rebuild's or rescue's image - as the scheduler says
-    it, with the claims it ``held`` there given back; None where it would."""
+    it, with the claims it ``held`` there given back, and the rejection's reason (results.REASON_*)
+    where one says it; (None, None) where it would."""
     names = list(fleet.hosts.column("host"))
     if instance["host"] not in names:
-        return "its host is not among the ledger's hypervisors"
+        return "its host is not among the ledger's hypervisors", None
     here = fleet.hosts[names.index(instance["host"])].copy()
     for claim in held:
         here.release(claim["vcpus"], claim["memory_mb"], claim["disk_mb"])
     decision = schedule([here], spec)
     if decision.ok:
-        return None
+        return None, None
     rejections = decision.rejections or []
-    return rejections[0].message() if rejections else decision.summary
+    return (rejections[0].message(), rejections[0].reason) if rejections else (decision.summary, None)
 
 
 def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[str, Any], ledger: Ledger,
@@ -124,7 +125,7 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
         # hold both sizes' on one): its own host is not tried.
         why_not = "it holds or asks for pinned CPUs, NUMA cells, huge pages or devices, which a resize fits anew elsewhere"
     elif new_flavor is not None:
-        why_not = own_host_refusal(fleet, instance, held, move_request(instance, flavor, settings, (), group, rules)[0])
+        why_not = own_host_refusal(fleet, instance, held, move_request(instance, flavor, settings, (), group, rules)[0])[0]
         if why_not is None:
             return {"host": source, "hypervisor_uuid": instance["hypervisor_uuid"], "uri": instance["uri"],
                     "why": f"{source} still has room for it (its own host is preferred)", "warnings": warnings}

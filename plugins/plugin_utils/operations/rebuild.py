@@ -33,6 +33,11 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request
+from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results import (
+    REASON_IMAGE_MISSING,
+    REASON_IMAGE_PROPERTIES,
+    REASON_IMAGE_REFUSED,
+)
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
@@ -51,19 +56,31 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settin
 
 # The reason an instance carries while its disks are being made anew (and after a rebuild died).
 REBUILDING = "rebuilding from image"
+# The host's refusals that the image given causes (its properties, its absence from the pool, its
+# name): bad input, named as the image field.
+IMAGE_REASONS = frozenset({REASON_IMAGE_PROPERTIES, REASON_IMAGE_MISSING, REASON_IMAGE_REFUSED})
 
 
-def image_refusal(ledger: Ledger, settings: Settings, task_vars: Mapping[str, Any], instance: Mapping[str, Any],
-                  request: Request) -> str | None:
-    """Why the instance's host would not take it with ``request`` (its recorded request with
-    another image: a rebuild's, a rescue's), as the scheduler says it, with its own claim given
-    back (as a resize on its own host); None where it would."""
+def refuse_image(ledger: Ledger, settings: Settings, task_vars: Mapping[str, Any], instance: Mapping[str, Any],
+                 request: Request, verb: str) -> None:
+    """Refuse where the instance's host would not take it with ``request`` (its recorded
+    request with another image: a rebuild's, a rescue's), as the scheduler says it, with its own
+    claim given back (as a resize on its own host): InputError naming the image where the image
+    is what the host refuses, else BerthError; the message says it cannot be ``verb`` (e.g.
+    "rebuilt from") that image there, and that nothing was changed."""
     group = ledger.moving_member_group(instance["uuid"])
     spec = request_spec(request, settings, 1, server_group_from_dict(dict(group)) if group else None,
                         image_volume=request.image_volume)
     fleet = read_fleet(settings, task_vars, spec, ledger, sync=False)
     held = [claim for claim in ledger.claims(instance["uuid"]) if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]]
-    return own_host_refusal(fleet, instance, held, spec)
+    refusal, reason = own_host_refusal(fleet, instance, held, spec)
+    if refusal is None:
+        return
+    message = (f"{instance['name']} cannot be {verb} image {request.image.name} on {instance['host']}: {refusal}. "
+               f"Nothing was changed")
+    if reason in IMAGE_REASONS:
+        raise InputError("image", message)  # the image given is what the host refuses
+    raise BerthError(message)
 
 
 class Rebuild:
@@ -93,11 +110,8 @@ class Rebuild:
         image = fetched(image, self.settings)
         request = dataclasses.replace(recorded, image=image)
         host = instance["host"]
-        refusal = image_refusal(self.ledger, self.settings, self.task_vars, instance, request)
+        refuse_image(self.ledger, self.settings, self.task_vars, instance, request, "rebuilt from")
         said = f"{name} on {host}: root disk made anew from image {image.name}"
-        if refusal is not None:
-            raise BerthError(f"{name} cannot be rebuilt from image {image.name} on {host}: {refusal}. Nothing was "
-                             f"changed")
         result: dict[str, Any] = {"name": name, "uuid": instance["uuid"], "host": host, "image": image.name,
                                   "previous_image": instance["image"], "changed": True}
         if self.check_mode:

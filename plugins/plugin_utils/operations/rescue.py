@@ -9,7 +9,7 @@ half way leaves the instance saying so:
 
 1. the rescue image checked as a launch checks an image (operations/launch.check_image; by
    default the image the instance was launched with, as Nova's), and the instance's host asked
-   whether it would take the instance with it (operations/rebuild.image_refusal:
+   whether it would take the instance with it (operations/rebuild.refuse_image:
    ImagePropertiesFilter, PoolImageFilter...); its domain must be as Berth defined it, since
    the unrescue defines that again;
 2. the ledger: RESCUED, "rescuing with image ... by ...: if this stays, the rescue died" - its
@@ -59,7 +59,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.rebuild import image_refusal
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.rebuild import refuse_image
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The reason a RESCUED instance carries while its rescue is under way (and after one died), and
@@ -135,11 +135,8 @@ class Rescue:
         if image is None:
             raise InputError("image", f"{name} was launched without an image: give the rescue image")
         image = fetched(image, self.settings)
-        refusal = image_refusal(self.ledger, self.settings, self.task_vars, instance,
-                                dataclasses.replace(recorded, image=image))
-        if refusal is not None:
-            raise BerthError(f"{name} cannot be rescued with image {image.name} on {host}: {refusal}. Nothing was "
-                             f"changed")
+        refuse_image(self.ledger, self.settings, self.task_vars, instance, dataclasses.replace(recorded, image=image),
+                     "rescued with")
         said = f"{name} on {host} from image {image.name}, its own root disk as its second disk"
         target = self.ledger.build_targets([instance["hypervisor_uuid"]])[instance["hypervisor_uuid"]]
         pool = self.settings.storage_pool

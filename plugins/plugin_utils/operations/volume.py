@@ -21,6 +21,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.limits import VOLUME_S
 from ansible_collections.berth.fleet.plugins.module_utils.request import Request, dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    AFTER_VOLUME_ATTACH_RECORD,
+    AFTER_VOLUME_RECORD,
+    AFTER_VOLUME_REMOVE,
+    AFTER_VOLUME_UNPLUG,
+    NO_HOOKS,
+    Hooks,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ClaimConflict, Ledger, run_owner
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
@@ -56,11 +64,12 @@ def has_target(domain_xml: str | None, target: str) -> bool:
 class Volume:
     """Bring the data volume ``args["name"]`` to ``args["state"]`` (berth.fleet.volume's
     validated options; ``settings`` the operator's: its storage pool). ``connect`` opens the
-    hypervisors (libvirt's by default)."""
+    hypervisors (libvirt's by default); ``hooks`` are told each step between the ledger and the host."""
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, check_mode: bool,
-                 connect: Connect = Hypervisor) -> None:
+                 connect: Connect = Hypervisor, hooks: Hooks = NO_HOOKS) -> None:
         self.args, self.settings, self.ledger, self.check_mode, self.connect = args, settings, ledger, check_mode, connect
+        self.hooks = hooks
         self.name = dns_label("name", args["name"])
         self.pool = settings.storage_pool
 
@@ -109,18 +118,45 @@ class Volume:
         if self.check_mode:
             return self._result(new, f"would create volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
                                      f"{host}" if new else f"volume {self.name} exists", volume)
+        may_be_there, adopted = False, False
         try:
+            self.hooks.reached(AFTER_VOLUME_RECORD, host=volume["host"])
             with self._open(volume["host"], self._uri(volume["host"])) as hv:
-                if hv.volume(self.pool, path_name) is None:
-                    hv.create_volume(self.pool, path_name, size_gb)
+                found = hv.volume(self.pool, path_name)
+                if found is not None and new:
+                    # Named as this volume but recorded by no ledger (this ledger's row is new):
+                    # taken for it if it is what this run would make, else refused.
+                    adopted = self._adoptable(found, path_name, size_gb, volume["host"])
+                elif found is None:
+                    try:
+                        hv.create_volume(self.pool, path_name, size_gb)
+                    except Exception:
+                        # libvirt may have made it and its answer been lost (a timeout): the row,
+                        # its claim, stays until the file is surely gone.
+                        may_be_there = True
+                        hv.delete_volume(self.pool, path_name)
+                        may_be_there = False
+                        raise
                     new = True
         except Exception:
-            if new:
+            if new and not may_be_there:
                 # Nothing half done: the claim goes with the volume that was not made.
                 self.ledger.delete_volume(self.name)
             raise
+        if adopted:
+            return self._result(True, f"adopted volume {self.name} ({size_gb} GB) found in storage pool {self.pool} on "
+                                      f"{volume['host']}, which no ledger recorded", volume)
         return self._result(new, f"created volume {self.name} ({size_gb} GB) in storage pool {self.pool} on "
                                  f"{volume['host']}" if new else f"volume {self.name} exists", volume)
+
+    def _adoptable(self, found: Mapping[str, Any], path_name: str, size_gb: int, host: str) -> bool:
+        """A volume file found where this volume goes, unrecorded: True if it is what a create
+        makes (a qcow2 file of ``size_gb``); InputError naming it otherwise."""
+        if (found.get("format"), found.get("capacity_mb")) != ("qcow2", size_gb * 1024):
+            raise InputError("name", f"storage pool {self.pool} on {host} has a volume {path_name} that no ledger "
+                                     f"recorded ({found.get('format')}, {found.get('capacity_mb')} MB), not the "
+                                     f"{size_gb} GB qcow2 volume asked for: remove it, or name another volume")
+        return True
 
     def delete(self) -> dict[str, Any]:
         found = self.ledger.volumes(name=self.name)
@@ -133,6 +169,7 @@ class Volume:
             return self._result(True, f"would delete volume {self.name} from {volume['host']}", volume)
         with self._open(volume["host"], self._uri(volume["host"])) as hv:
             hv.delete_volume(volume["pool"], data_volume_name(self.name))
+        self.hooks.reached(AFTER_VOLUME_REMOVE, host=volume["host"])
         # Forgotten (its disk given back) only once it is gone from the pool.
         self.ledger.delete_volume(self.name)
         return self._result(True, f"deleted volume {self.name} from {volume['host']}", volume)
@@ -161,6 +198,7 @@ class Volume:
             return self._result(new, f"would attach volume {self.name} to {instance_name} as {volume['target']}"
                                 if new else f"volume {self.name} is attached to {instance_name}", volume)
         try:
+            self.hooks.reached(AFTER_VOLUME_ATTACH_RECORD, host=instance["host"], instance=instance["uuid"])
             with self._open(instance["host"], instance["uri"]) as hv:
                 # A run that died after the ledger recorded it finds the domain without it.
                 plugged = not has_target(hv.domain_xml(instance["uuid"], inactive=True), volume["target"])
@@ -195,6 +233,7 @@ class Volume:
                 except HypervisorError as exc:
                     raise BerthError(f"cannot detach volume {self.name} from {name}: {exc}; it stays attached") \
                         from exc
+        self.hooks.reached(AFTER_VOLUME_UNPLUG, host=instance["host"], instance=instance["uuid"])
         # Recorded as detached only once the definition no longer has it.
         self.ledger.detach_volume(self.name)
         how = " (unplugged from the running guest)" if live else ""

@@ -93,9 +93,10 @@ def test_a_host_whose_image_rules_refuse_the_image_changes_nothing(app):
     ledger, hv1, uuid = app
     hv1.add_volume("arm.qcow2")
     snapshot = hv1.snapshot()
-    with pytest.raises(BerthError, match=r"cannot be rebuilt from image arm\.qcow2 on hv1: image properties: "
-                                         r"aarch64/any/any not supported\. Nothing was changed"):
+    with pytest.raises(InputError, match=r"cannot be rebuilt from image arm\.qcow2 on hv1: image properties: "
+                                         r"aarch64/any/any not supported\. Nothing was changed") as raised:
         rebuild(ledger, hv1, image={"name": "arm.qcow2", "properties": {"hw_architecture": "aarch64"}})
+    assert raised.value.field == "image"
     assert hv1.snapshot() == snapshot
     [row] = ledger.instances(["app-1"])
     assert (row["state"], row["image"]) == (ACTIVE, "old.qcow2")
@@ -103,8 +104,9 @@ def test_a_host_whose_image_rules_refuse_the_image_changes_nothing(app):
 
 def test_an_image_the_host_lacks_is_refused_by_pool_image_filter(app):
     ledger, hv1, _uuid = app
-    with pytest.raises(BerthError, match=r"cannot be rebuilt from image missing\.qcow2 on hv1"):
+    with pytest.raises(InputError, match=r"cannot be rebuilt from image missing\.qcow2 on hv1: image missing") as raised:
         rebuild(ledger, hv1, image="missing.qcow2")
+    assert raised.value.field == "image"
     assert ledger.instances(["app-1"])[0]["image"] == "old.qcow2"
 
 

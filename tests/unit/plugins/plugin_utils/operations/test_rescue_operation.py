@@ -101,7 +101,7 @@ def test_a_host_whose_image_rules_refuse_the_rescue_image_changes_nothing(app):
     ledger, hv1, _uuid = app
     hv1.add_volume("arm.qcow2")
     snapshot = hv1.snapshot()
-    with pytest.raises(BerthError, match=r"app-1 cannot be rescued with image arm\.qcow2 on hv1: image properties: "
+    with pytest.raises(InputError, match=r"app-1 cannot be rescued with image arm\.qcow2 on hv1: image properties: "
                                          r"aarch64/any/any not supported\. Nothing was changed"):
         rescue(ledger, hv1, image={"name": "arm.qcow2", "properties": {"hw_architecture": "aarch64"}})
     assert hv1.snapshot() == snapshot and ledger.instances(["app-1"])[0]["state"] == ACTIVE

@@ -7,6 +7,7 @@ field, nothing changed. The same through real libvirt: tests/integration/test_sn
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 
@@ -14,9 +15,19 @@ import pytest
 from fake_hypervisor import connect_to
 from test_rebuild_operation import app  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
+from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    AFTER_SNAPSHOT_COPY,
+    NO_HOOKS,
+    SNAPSHOT_CONSISTENT,
+    Hooks,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.snapshot import Snapshot
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.snapshot import (
+    JOURNAL_PREFIX,
+    Snapshot,
+    copy_volume_name,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 ARGS = {"name": "app-1", "timeout": 30, "transfer_timeout": 60}
@@ -34,10 +45,10 @@ def images(app, tmp_path):  # noqa: F811
     return directory
 
 
-def snapshot(ledger, hv, directory, check_mode=False, consistency="pause", **args):
+def snapshot(ledger, hv, directory, check_mode=False, consistency="pause", hooks=NO_HOOKS, **args):
     settings = Settings(image_source_dirs=(str(directory),), snapshot_consistency=consistency)
     return Snapshot({**ARGS, "image": "golden.qcow2", **args}, settings, ledger, check_mode,
-                    connect=connect_to(hv)).run()
+                    connect=connect_to(hv), hooks=hooks).run()
 
 
 def test_a_running_guest_is_paused_for_the_copy_and_its_disk_written_as_an_image(app, images):  # noqa: F811
@@ -76,8 +87,6 @@ def test_stopped_consistency_refuses_a_running_guest_without_an_agent(app, image
 
 
 def test_a_copy_that_fails_leaves_nothing_and_the_guest_running(app, images):  # noqa: F811
-    from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
-
     ledger, hv1, uuid = app
     hv1.faults["download_volume"] = HypervisorError("hv1", "stream broke")
     with pytest.raises(HypervisorError, match="stream broke"):
@@ -116,3 +125,94 @@ def test_without_an_image_directory_the_setting_is_named(app):  # noqa: F811
     with pytest.raises(InputError) as raised:
         Snapshot({**ARGS, "image": "golden.qcow2"}, Settings(), ledger, False, connect=connect_to(hv1)).run()
     assert raised.value.field == "image_source_dirs"
+
+
+class Seen(Hooks):
+    """What the journal and the image directory hold at each of the snapshot's hook points: what
+    a kill there (SIGKILL: nothing of the run runs after it) would leave."""
+
+    def __init__(self, directory):
+        self.directory, self.seen = directory, {}
+
+    def reached(self, point, host=None, instance=None):
+        journal = self.directory / f"{JOURNAL_PREFIX}{instance}.json"
+        self.seen[point] = (json.loads(journal.read_text()), sorted(path.name for path in self.directory.iterdir()))
+
+
+def test_the_journal_says_what_a_run_holds_at_each_step_and_is_gone_after(app, images):  # noqa: F811
+    ledger, hv1, uuid = app
+    seen = Seen(images)
+    snapshot(ledger, hv1, images, hooks=seen)
+    journal = f"{JOURNAL_PREFIX}{uuid}.json"
+    assert seen.seen == {
+        SNAPSHOT_CONSISTENT: ({"holds": "paused"}, [journal]),
+        AFTER_SNAPSHOT_COPY: ({"image": str(images / "golden.qcow2"), "partial": str(images / "golden.qcow2.part")},
+                              [journal, "golden.qcow2.part"]),
+    }
+    assert sorted(path.name for path in images.iterdir()) == ["golden.qcow2", "golden.qcow2.berth-image.json"]
+
+
+@pytest.mark.parametrize("holds", ["paused", "frozen"])
+def test_a_snapshot_undoes_what_a_killed_one_left(app, images, holds):  # noqa: F811
+    ledger, hv1, uuid = app
+    # What a snapshot killed after its copy, downloading image half.qcow2, leaves; and the guest
+    # still paused or frozen, as after a kill during the copy.
+    hv1.agent = holds == "frozen"
+    if holds == "paused":
+        hv1.suspend(uuid)
+    else:
+        hv1.frozen.add(uuid)
+    hv1.add_volume(copy_volume_name(uuid), data=b"half a copy")
+    (images / "half.qcow2.part").write_bytes(b"half")
+    (images / f"{JOURNAL_PREFIX}{uuid}.json").write_text(json.dumps(
+        {"holds": holds, "partial": str(images / "half.qcow2.part"), "image": str(images / "half.qcow2")}))
+    done = snapshot(ledger, hv1, images)
+    assert done["undone"] == [
+        "resumed the guest that a snapshot which died had paused" if holds == "paused"
+        else "thawed the guest's file systems that a snapshot which died had frozen",
+        f"removed the copy default/{copy_volume_name(uuid)} that a snapshot which died left",
+        f"removed the unfinished image {images / 'half.qcow2'} that a snapshot which died left"]
+    assert done["msg"].endswith("; ".join(["launch it with image=golden.qcow2", *done["undone"]]))
+    assert hv1.domain_state(uuid) == "running" and hv1.frozen == set()
+    assert sorted(path.name for path in images.iterdir()) == ["golden.qcow2", "golden.qcow2.berth-image.json"]
+    assert copy_volume_name(uuid) not in hv1.volume_names_of()
+
+
+def test_what_a_killed_snapshot_left_stays_in_its_journal_until_it_is_undone(app, images):  # noqa: F811
+    ledger, hv1, uuid = app
+    hv1.suspend(uuid)
+    journal = images / f"{JOURNAL_PREFIX}{uuid}.json"
+    journal.write_text(json.dumps({"holds": "paused"}))
+    hv1.faults["resume"] = HypervisorError("hv1", "connection lost")
+    with pytest.raises(HypervisorError, match="connection lost"):
+        snapshot(ledger, hv1, images)
+    assert json.loads(journal.read_text()) == {"holds": "paused"} and hv1.domain_state(uuid) == "paused"
+    del hv1.faults["resume"]
+    assert snapshot(ledger, hv1, images)["undone"] == ["resumed the guest that a snapshot which died had paused"]
+    assert not journal.exists() and hv1.domain_state(uuid) == "running"
+
+
+def test_a_snapshot_while_another_of_the_instance_runs_is_refused(app, images):  # noqa: F811
+    ledger, hv1, uuid = app
+    before = hv1.snapshot()
+    path = images / f"{JOURNAL_PREFIX}{uuid}.json"
+    with open(path, "w", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(BerthError, match=f"another snapshot of app-1 is running \\(it holds {path}\\)"):
+            snapshot(ledger, hv1, images)
+    assert hv1.snapshot() == before and [item.name for item in images.iterdir()] == [path.name]
+
+
+@pytest.mark.parametrize("wanted", [SNAPSHOT_CONSISTENT, AFTER_SNAPSHOT_COPY])
+def test_a_fault_at_a_step_leaves_nothing_and_the_guest_running(app, images, wanted):  # noqa: F811
+    ledger, hv1, uuid = app
+
+    class Fault(Hooks):
+        def reached(self, point, host=None, instance=None):
+            if point == wanted:
+                raise HypervisorError(host, "injected")
+
+    with pytest.raises(HypervisorError, match="injected"):
+        snapshot(ledger, hv1, images, hooks=Fault())
+    assert list(images.iterdir()) == [] and hv1.domain_state(uuid) == "running"
+    assert copy_volume_name(uuid) not in hv1.volume_names_of()

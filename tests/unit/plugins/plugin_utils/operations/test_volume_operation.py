@@ -17,6 +17,14 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthErr
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name, root_volume_name
+from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
+    AFTER_VOLUME_ATTACH_RECORD,
+    AFTER_VOLUME_RECORD,
+    AFTER_VOLUME_REMOVE,
+    AFTER_VOLUME_UNPLUG,
+    NO_HOOKS,
+    Hooks,
+)
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.migrate import Migrate
@@ -51,10 +59,11 @@ class Fleet:
                                                               Settings().serial_log_dir))
         return uuid
 
-    def volume(self, state="present", check_mode=False, **args):
+    def volume(self, state="present", check_mode=False, hooks=NO_HOOKS, **args):
         options = {"name": "data-1", "state": state, "size_gb": None, "host": None, "instance": None,
                    "timeout": 30, **args}
-        return Volume(options, Settings(), self.ledger, check_mode, connect=connect_to(*self.hvs.values())).run()
+        return Volume(options, Settings(), self.ledger, check_mode, connect=connect_to(*self.hvs.values()),
+                      hooks=hooks).run()
 
     def used_disk_mb(self, host):
         hv = next(item for item in self.ledger.hypervisors() if item["host"] == host)
@@ -122,6 +131,50 @@ def test_a_volume_libvirt_cannot_make_leaves_no_record_and_no_claim(fleet):
     with pytest.raises(HypervisorError, match="no space"):
         fleet.volume(size_gb=10, host="hv1")
     assert fleet.state() == before and fleet.ledger.volumes() == []
+
+
+def test_a_volume_made_whose_answer_is_lost_is_removed_with_its_record(fleet):
+    hv1 = fleet.hvs["hv1"]
+
+    def lost():
+        raise HypervisorError("hv1", "timed out")
+    hv1.after["create_volume"] = lost
+    before = fleet.state()
+    with pytest.raises(HypervisorError, match="timed out"):
+        fleet.volume(size_gb=10, host="hv1")
+    assert fleet.state() == before and FILE not in hv1.volume_names_of()
+
+
+def test_a_volume_that_may_be_there_keeps_its_record_and_claim_until_it_is_surely_gone(fleet):
+    hv1 = fleet.hvs["hv1"]
+
+    def lost():
+        raise HypervisorError("hv1", "timed out")
+    hv1.after["create_volume"] = lost
+    hv1.faults["delete_volume"] = HypervisorError("hv1", "connection lost")
+    with pytest.raises(HypervisorError, match="connection lost"):
+        fleet.volume(size_gb=10, host="hv1")
+    # The file is there and the ledger says so: its row, its claim; state=absent removes both.
+    assert FILE in hv1.volume_names_of() and [v["name"] for v in fleet.ledger.volumes()] == ["data-1"]
+    assert fleet.used_disk_mb("hv1") == 1024 + 10 * 1024
+    del hv1.faults["delete_volume"]
+    assert fleet.volume("absent")["changed"]
+    assert FILE not in hv1.volume_names_of() and fleet.ledger.volumes() == []
+
+
+def test_an_unrecorded_volume_file_of_that_name_is_adopted_if_it_is_what_create_makes_else_refused(fleet):
+    hv1 = fleet.hvs["hv1"]
+    hv1.add_volume(FILE, capacity_mb=3 * 1024)
+    before = fleet.state()
+    with pytest.raises(InputError) as raised:
+        fleet.volume(size_gb=2, host="hv1")
+    assert raised.value.field == "name" and "that no ledger recorded (qcow2, 3072 MB)" in str(raised.value)
+    assert fleet.state() == before and fleet.ledger.volumes() == []
+    adopted = fleet.volume(size_gb=3, host="hv1")
+    assert adopted["changed"] and adopted["msg"] == ("adopted volume data-1 (3 GB) found in storage pool default "
+                                                     "on hv1, which no ledger recorded")
+    assert [v["name"] for v in fleet.ledger.volumes()] == ["data-1"] and fleet.used_disk_mb("hv1") == 1024 + 3 * 1024
+    assert not fleet.volume(size_gb=3, host="hv1")["changed"]
 
 
 def test_another_volume_of_that_name_is_refused(fleet):
@@ -237,3 +290,57 @@ def test_a_stopped_instance_gets_the_volume_in_its_definition_only(fleet):
     assert done["msg"] == "attached volume data-1 to web-1 as vde"
     assert fleet.disks("hv1", "web-1")["vde"] == f"{POOL_PATH}/{FILE}"
     assert fleet.volume("detached")["msg"] == "detached volume data-1 from web-1"
+
+
+class Killed(BaseException):
+    """The process dies (SIGKILL): nothing after this point runs."""
+
+
+class DieAt(Hooks):
+    def __init__(self, point):
+        self.point = point
+
+    def reached(self, point, host=None, instance=None):
+        if point == self.point:
+            raise Killed()
+
+
+# Each step a run may die at, with the volume's state before the run: the ledger then holds at
+# least what is on the host, and the same run again finishes it. (The lab does it with SIGKILL:
+# tests/integration/test_disk_verbs_torture.py.)
+KILLS = [
+    (AFTER_VOLUME_RECORD, "absent", {"state": "present", "size_gb": 2, "host": "hv1"}),
+    (AFTER_VOLUME_ATTACH_RECORD, "detached", {"state": "attached", "instance": "web-1"}),
+    (AFTER_VOLUME_UNPLUG, "attached", {"state": "detached"}),
+    (AFTER_VOLUME_REMOVE, "detached", {"state": "absent"}),
+]
+
+
+@pytest.mark.parametrize("point, before, args", KILLS, ids=[kill[0] for kill in KILLS])
+def test_a_run_that_dies_between_the_ledger_and_the_host_is_finished_by_the_same_run_again(
+        fleet, point, before, args):
+    if before != "absent":
+        fleet.volume("present", size_gb=2, host="hv1")
+    if before == "attached":
+        fleet.volume("attached", instance="web-1")
+    with pytest.raises(Killed):
+        fleet.volume(hooks=DieAt(point), **args)
+    [row] = fleet.ledger.volumes()
+    on_host = FILE in fleet.hvs["hv1"].volume_names_of()
+    plugged = any(source.endswith(FILE) for source in fleet.disks("hv1", "web-1").values())
+    # Never less in the ledger than on the host: its row (its claim) while the file may be there,
+    # the attachment while the disk may be plugged.
+    assert (on_host, plugged, row["instance_uuid"] is not None) == {
+        AFTER_VOLUME_RECORD: (False, False, False), AFTER_VOLUME_ATTACH_RECORD: (True, False, True),
+        AFTER_VOLUME_UNPLUG: (True, False, True), AFTER_VOLUME_REMOVE: (False, False, False)}[point]
+    assert fleet.used_disk_mb("hv1") == 1024 + 2 * 1024
+    done = fleet.volume(**args)
+    assert done["changed"]
+    volumes = fleet.ledger.volumes()
+    plugged = any(source.endswith(FILE) for source in fleet.disks("hv1", "web-1").values())
+    if point == AFTER_VOLUME_REMOVE:
+        assert volumes == [] and FILE not in fleet.hvs["hv1"].volume_names_of()
+        assert fleet.used_disk_mb("hv1") == 1024
+    else:
+        assert FILE in fleet.hvs["hv1"].volume_names_of()
+        assert plugged == (volumes[0]["instance_uuid"] is not None) == (point == AFTER_VOLUME_ATTACH_RECORD)
