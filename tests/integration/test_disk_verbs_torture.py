@@ -22,7 +22,9 @@ Kills (KILLS, in order: each case's precondition is where the one before leaves 
   instance stays ERROR with its claim, a sync leaves it alone, and the rebuild run again
   finishes it. (Its other kill points are unit-tested: tests/unit/.../test_rebuild_operation.py.)
 
-A new verb adds its rows to KILLS (and, for bad input, to BAD_INPUT).
+Rescue and unrescue are killed at each of their steps in test_rescue_lab.py (whose guest boots,
+which the rescue's proof needs); their bad input is here. A new verb adds its rows to KILLS
+(and, for bad input, to BAD_INPUT).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ VOLUME, HELD = "tort-vol", "tort-held"
 VOLUME_TASK = "Bring the volume to its state"
 SNAPSHOT_TASK = "Write the instance's root disk as an image"
 REBUILD_TASK = "Rebuild the instance from its image"
+RESCUE_TASK = "Boot the instance from the rescue image"
+UNRESCUE_TASK = "Boot the instance from its own disk again"
 
 
 def volume_file(name: str) -> str:
@@ -198,6 +202,12 @@ BAD_INPUT = [
     ("rebuild.yml", {"instance": "tort-1", "image": "tort-unknown.qcow2"}, REBUILD_TASK, "image",
      "tort-unknown.qcow2"),
     ("rebuild.yml", {"instance": "Tort_1"}, REBUILD_TASK, "name", "Tort_1"),
+    ("rescue.yml", {"instance": "tort-1", "image": "../../etc/passwd"}, RESCUE_TASK, "image", "image"),
+    ("rescue.yml", {"instance": "tort-1", "image": "/etc/passwd"}, RESCUE_TASK, "image", "image"),
+    ("rescue.yml", {"instance": "tort-1", "image": "tort-unknown.qcow2"}, RESCUE_TASK, "image",
+     "tort-unknown.qcow2"),
+    ("rescue.yml", {"instance": "Tort_1"}, RESCUE_TASK, "name", "Tort_1"),
+    ("unrescue.yml", {"instance": "Tort_1"}, UNRESCUE_TASK, "name", "Tort_1"),
 ]
 
 
