@@ -27,6 +27,10 @@ description:
   - An attached volume moves with its instance - M(berth.fleet.migrate) cold or live,
     C(playbooks/drain.yml), a resize onto another host - as its own disks do (copied into the
     destination's pool, the source's copy removed), and its claim with it.
+  - With O(state=present), O(pool) may name one of the operator's O(shared_pools) (NFS, Ceph RBD)
+    instead. The volume is then made there through O(host), charged to no hypervisor's disk,
+    attached to an instance wherever it runs, and no move copies it - the destination re-attaches
+    the same file.
   - Idempotent - a volume already in O(state) is not touched.
 options:
   name:
@@ -47,10 +51,23 @@ options:
   instance:
     description: The instance to attach it to (V(attached)).
     type: str
+  pool:
+    description:
+      - The pool to make it in (V(present)) - O(storage_pool) (the default) or one of O(shared_pools);
+        any other is refused naming O(pool).
+    type: str
   storage_pool:
     description: The storage pool of the instance's volumes, the same name on every host.
     type: str
     default: default
+  shared_pools:
+    description:
+      - The storage pools whose volumes every hypervisor sees (NFS, Ceph, a SAN), by name. A volume
+        made in one of them is charged to no hypervisor's disk and is never copied by a move. An
+        operator's setting, as C(berth_shared_pools).
+    type: list
+    elements: str
+    default: []
   timeout:
     description: Seconds each libvirt call may take.
     type: float

@@ -53,16 +53,29 @@ def has_target(domain_xml: str | None, target: str) -> bool:
     return any(item.get("dev") == target for item in ET.fromstring(domain_xml).findall("devices/disk/target"))
 
 
+def volume_pool(pool: str | None, settings: Settings) -> tuple[str, bool]:
+    """The pool a new volume is made in, and whether it is shared: ``pool`` where it names the
+    operator's storage pool or one of the shared pools (berth_shared_pools), the storage pool
+    where it is not given. A pool is never a requester's free choice: any other is refused."""
+    if pool is None or pool == settings.storage_pool:
+        return settings.storage_pool, settings.storage_pool in settings.shared_pools
+    if pool not in settings.shared_pools:
+        allowed = ", ".join([settings.storage_pool, *settings.shared_pools])
+        raise InputError("pool", f"pool {pool!r} is neither the storage pool nor one of berth_shared_pools "
+                                 f"(allowed: {allowed})")
+    return pool, True
+
+
 class Volume:
     """Bring the data volume ``args["name"]`` to ``args["state"]`` (berth.fleet.volume's
-    validated options; ``settings`` the operator's: its storage pool). ``connect`` opens the
-    hypervisors (libvirt's by default)."""
+    validated options; ``settings`` the operator's: its storage pool and shared pools). ``connect``
+    opens the hypervisors (libvirt's by default)."""
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, check_mode: bool,
                  connect: Connect = Hypervisor) -> None:
         self.args, self.settings, self.ledger, self.check_mode, self.connect = args, settings, ledger, check_mode, connect
         self.name = dns_label("name", args["name"])
-        self.pool = settings.storage_pool
+        self.pool, self.shared = volume_pool(args.get("pool"), settings)
 
     def _open(self, host: str, uri: str | None) -> HypervisorDriver:
         if not uri:
@@ -102,7 +115,7 @@ class Volume:
             # Recorded, and so claimed, before it is made: a run that dies next leaves a row that
             # the next run completes (or delete removes), never a volume that nothing counts.
             volume, new = self.ledger.create_volume(self.name, host, self.pool, size_gb, run_owner(),
-                                                    dry_run=self.check_mode)
+                                                    dry_run=self.check_mode, shared=self.shared)
         except ClaimConflict as conflict:
             raise BerthError(f"cannot create volume {self.name} of {size_gb} GB on {host}: {conflict.reason}") \
                 from conflict
@@ -132,6 +145,9 @@ class Volume:
         if self.check_mode:
             return self._result(True, f"would delete volume {self.name} from {volume['host']}", volume)
         with self._open(volume["host"], self._uri(volume["host"])) as hv:
+            if volume["shared"]:
+                # Made through another host, maybe: its pool is refreshed to list it here.
+                hv.volume(volume["pool"], data_volume_name(self.name))
             hv.delete_volume(volume["pool"], data_volume_name(self.name))
         # Forgotten (its disk given back) only once it is gone from the pool.
         self.ledger.delete_volume(self.name)
