@@ -667,7 +667,8 @@ class Ledger:
         """The instance runs where claim ``claim_id`` is, ACTIVE: its only claim, without a lease
         (``built``: its new build record, kept in its request). What it left on the host it was
         evacuated from (``left``: {kind, pool, name}) is recorded there as evacuated, for the
-        sync that reaches that host again to remove. Returns the instance."""
+        sync that reaches that host again to remove. Its data volumes of a shared pool follow
+        it; those of a local pool stay there, attached to none. Returns the instance."""
         with self._write() as db:
             return evacuations.finish_evacuation(db, instance_uuid, claim_id, left, built, owner, utcnow())
 

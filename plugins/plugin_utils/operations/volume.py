@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import volume_devices
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
@@ -44,6 +44,14 @@ def disk_xml(path: str, target: str, bus: str) -> str:
     ET.SubElement(disk, "source", file=path)
     ET.SubElement(disk, "target", dev=target, bus=bus)
     return ET.tostring(disk, encoding="unicode")
+
+
+def reattach(hv: HypervisorDriver, uuid: str, attached: Sequence[Mapping[str, Any]], bus: str) -> None:
+    """The data volumes ``attached`` (ledger rows) plugged into the domain ``uuid`` on ``hv``, on
+    the devices the ledger gave them: a domain made anew (a rebuild, an evacuation) keeps them."""
+    for volume in attached:
+        path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(volume["name"]))
+        hv.attach_disk(uuid, disk_xml(path, volume["target"], bus))
 
 
 def has_target(domain_xml: str | None, target: str) -> bool:
