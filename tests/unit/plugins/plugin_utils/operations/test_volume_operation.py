@@ -51,10 +51,11 @@ class Fleet:
                                                               Settings().serial_log_dir))
         return uuid
 
-    def volume(self, state="present", check_mode=False, **args):
+    def volume(self, state="present", check_mode=False, settings=None, **args):
         options = {"name": "data-1", "state": state, "size_gb": None, "host": None, "instance": None,
                    "timeout": 30, **args}
-        return Volume(options, Settings(), self.ledger, check_mode, connect=connect_to(*self.hvs.values())).run()
+        return Volume(options, settings or Settings(), self.ledger, check_mode,
+                      connect=connect_to(*self.hvs.values())).run()
 
     def used_disk_mb(self, host):
         hv = next(item for item in self.ledger.hypervisors() if item["host"] == host)
@@ -237,3 +238,55 @@ def test_a_stopped_instance_gets_the_volume_in_its_definition_only(fleet):
     assert done["msg"] == "attached volume data-1 to web-1 as vde"
     assert fleet.disks("hv1", "web-1")["vde"] == f"{POOL_PATH}/{FILE}"
     assert fleet.volume("detached")["msg"] == "detached volume data-1 from web-1"
+
+
+# A pool both fake hosts see: the same dict of volumes behind the same path, as an NFS mount.
+SHARED, SHARED_PATH = "nfs", "/mnt/nfs"
+SHARING = Settings(shared_pools=(SHARED,))
+
+
+def share_a_pool(fleet):
+    volumes = {}
+    for hv in fleet.hvs.values():
+        hv.pools[SHARED] = {"path": SHARED_PATH, "volumes": volumes}
+
+
+def test_a_pool_neither_the_storage_pool_nor_shared_is_refused_naming_pool(fleet):
+    share_a_pool(fleet)
+    before = fleet.state()
+    with pytest.raises(InputError, match=re.escape("pool 'nfs' is neither the storage pool nor one of "
+                                                   "berth_shared_pools (allowed: default)")) as refused:
+        fleet.volume(size_gb=10, host="hv1", pool=SHARED)
+    assert refused.value.field == "pool" and fleet.state() == before
+
+
+@pytest.mark.parametrize("mode", ["cold", "live"])
+def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copied(fleet, mode):
+    share_a_pool(fleet)
+    made = fleet.volume(size_gb=60, host="hv1", pool=SHARED, settings=SHARING)
+    assert made["changed"] and made["volume"]["shared"] and made["volume"]["pool"] == SHARED
+    # 60 GB would not fit with the 60 GB volume below on a host of 100: a shared one is no host's.
+    assert fleet.used_disk_mb("hv1") == 1024 and fleet.used_disk_mb("hv2") == 1024
+    fleet.volume(name="data-2", size_gb=60, host="hv1")
+    # Made through hv1, attached to web-2 on hv2: the same file, wherever the instance runs.
+    attached = fleet.volume("attached", instance="web-2", settings=SHARING)
+    assert attached["volume"]["host"] == "hv2" and fleet.disks("hv2", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    the_file = fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE]
+    the_file["data"] = b"written before the move"
+    moved = Migrate({"name": "web-2", "mode": mode, "to_host": "hv1", "carry_definition": False, "template": None,
+                     "timeout": 30}, Settings(), fleet.ledger, {}, False,
+                    connect=connect_to(*fleet.hvs.values())).run()
+    assert (moved["to_host"], moved["mode"]) == ("hv1", mode)
+    # The same file, never copied nor removed, attached on the destination at the same device.
+    assert fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE] is the_file
+    assert the_file["data"] == b"written before the move"
+    assert fleet.disks("hv1", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    if mode == "live":
+        assert fleet.hvs["hv2"].migrations[-1]["shared_paths"] == [f"{SHARED_PATH}/{FILE}"]
+    [volume] = fleet.ledger.volumes(name="data-1")
+    assert (volume["host"], volume["instance"], volume["target"]) == ("hv1", "web-2", "vde")
+    # hv1 holds both instances and the local 60 GB volume; nothing of the shared one anywhere.
+    assert fleet.used_disk_mb("hv1") == 2 * 1024 + 60 * 1024 and fleet.used_disk_mb("hv2") == 0
+    fleet.volume("detached")
+    deleted = fleet.volume("absent")
+    assert deleted["changed"] and FILE not in fleet.hvs["hv2"].pools[SHARED]["volumes"]
