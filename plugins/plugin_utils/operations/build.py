@@ -403,7 +403,7 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
                                  f"whose directory on the host is not known")
             directory = (pool_paths or {})[volume["pool"]]
         made["volumes"].append({"path": os.path.join(directory, data_volume_name(dns_label("volume", volume["name"]))),
-                                "target": volume["target"]})
+                                "target": volume["target"], "shared": bool(volume.get("shared"))})
     # The guest keeps its CPU wherever it moves (a live migration must; a cold one keeps it too,
     # see docs/docsite/rst/guest_cpu.rst), with the topology of the flavor it is defined with.
     cpu = {**built.cpu, "topology": dict(request.topology)} if built.cpu is not None else None

@@ -37,10 +37,12 @@ def disk_bus(instance: Mapping[str, Any]) -> str:
     return str(request.guest.values["disk_bus"])
 
 
-def disk_xml(path: str, target: str, bus: str) -> str:
-    """The ``<disk>`` of an attached volume, as the domain template renders it."""
+def disk_xml(path: str, target: str, bus: str, shared: bool = False) -> str:
+    """The ``<disk>`` of an attached volume, as the domain template renders it. A ``shared``
+    pool's goes uncached in the host (cache none): what libvirt requires to migrate it live
+    without a copy (the destination must read what the source wrote, not its own page cache)."""
     disk = ET.Element("disk", type="file", device="disk")
-    ET.SubElement(disk, "driver", name="qemu", type="qcow2")
+    ET.SubElement(disk, "driver", name="qemu", type="qcow2", **({"cache": "none"} if shared else {}))
     ET.SubElement(disk, "source", file=path)
     ET.SubElement(disk, "target", dev=target, bus=bus)
     return ET.tostring(disk, encoding="unicode")
@@ -51,7 +53,7 @@ def reattach(hv: HypervisorDriver, uuid: str, attached: Sequence[Mapping[str, An
     the devices the ledger gave them: a domain made anew (a rebuild, an evacuation) keeps them."""
     for volume in attached:
         path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(volume["name"]))
-        hv.attach_disk(uuid, disk_xml(path, volume["target"], bus))
+        hv.attach_disk(uuid, disk_xml(path, volume["target"], bus, volume["shared"]))
 
 
 def has_target(domain_xml: str | None, target: str) -> bool:
@@ -191,7 +193,7 @@ class Volume:
                 live = False
                 if plugged:
                     path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
-                    live = hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus))
+                    live = hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus, volume["shared"]))
         except Exception:
             if new:
                 # Nothing half done: the ledger does not keep an attachment that was not made.
@@ -215,7 +217,8 @@ class Volume:
             if has_target(hv.domain_xml(instance["uuid"], inactive=True), volume["target"]):
                 path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
                 try:
-                    live = hv.detach_disk(instance["uuid"], disk_xml(path, volume["target"], disk_bus(instance)))
+                    live = hv.detach_disk(instance["uuid"], disk_xml(path, volume["target"], disk_bus(instance),
+                                                                     volume["shared"]))
                 except HypervisorError as exc:
                     raise BerthError(f"cannot detach volume {self.name} from {name}: {exc}; it stays attached") \
                         from exc
