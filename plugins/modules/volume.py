@@ -101,6 +101,13 @@ EXAMPLES = r"""
     state: attached
     instance: web-1
 
+- name: A 100 GiB volume on the shared pool nfs (one of berth_shared_pools), made through kvm01
+  berth.fleet.volume:
+    name: data-2
+    size_gb: 100
+    host: kvm01
+    pool: nfs
+
 - name: Detached again
   berth.fleet.volume:
     name: data-1
@@ -119,8 +126,9 @@ name:
   type: str
 volume:
   description:
-    - The ledger's record of the volume - C(name), C(host), C(pool), C(size_gb), C(instance), and C(target), its
-      device in the instance's definition - as it was before a deletion or detachment; null when there is none.
+    - The ledger's record of the volume - C(name), C(host), C(pool), C(size_gb), C(instance), C(target), its
+      device in the instance's definition, and C(shared), whether its pool is a shared one (charged to no host) -
+      as it was before a deletion or detachment; null when there is none.
   returned: always
   type: dict
 """

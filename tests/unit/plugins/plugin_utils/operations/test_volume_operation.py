@@ -245,6 +245,13 @@ SHARED, SHARED_PATH = "nfs", "/mnt/nfs"
 SHARING = Settings(shared_pools=(SHARED,))
 
 
+def cache_of(fleet, host, instance, target):
+    """The host cache mode of the instance's disk on ``target`` in its definition on ``host``."""
+    root = ET.fromstring(fleet.hvs[host].domain_xml(fleet.uuids[instance]))
+    [disk] = [disk for disk in root.findall("devices/disk") if disk.find("target").get("dev") == target]
+    return disk.find("driver").get("cache")
+
+
 def share_a_pool(fleet):
     volumes = {}
     for hv in fleet.hvs.values():
@@ -271,6 +278,7 @@ def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copi
     # Made through hv1, attached to web-2 on hv2: the same file, wherever the instance runs.
     attached = fleet.volume("attached", instance="web-2", settings=SHARING)
     assert attached["volume"]["host"] == "hv2" and fleet.disks("hv2", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    assert cache_of(fleet, "hv2", "web-2", "vde") == "none"
     the_file = fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE]
     the_file["data"] = b"written before the move"
     moved = Migrate({"name": "web-2", "mode": mode, "to_host": "hv1", "carry_definition": False, "template": None,
@@ -281,6 +289,8 @@ def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copi
     assert fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE] is the_file
     assert the_file["data"] == b"written before the move"
     assert fleet.disks("hv1", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    # Uncached on the destination too (the domain template's rendering): a later live move needs it.
+    assert cache_of(fleet, "hv1", "web-2", "vde") == "none"
     if mode == "live":
         assert fleet.hvs["hv2"].migrations[-1]["shared_paths"] == [f"{SHARED_PATH}/{FILE}"]
     [volume] = fleet.ledger.volumes(name="data-1")
