@@ -46,7 +46,9 @@ options:
     description: Its size in GiB, to create it (V(present)).
     type: int
   host:
-    description: Inventory name of the hypervisor whose O(storage_pool) holds it, to create it (V(present)).
+    description:
+      - Inventory name of the hypervisor whose O(storage_pool) holds it, to create it (V(present)); for a
+        volume of one of O(shared_pools), the hypervisor it is made through.
     type: str
   instance:
     description: The instance to attach it to (V(attached)).
