@@ -32,8 +32,9 @@ class Fleet:
     each launched with a request and a build record, its domain defined as Berth defines it and
     running."""
 
-    def __init__(self, tmp_path):
-        self.ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    def __init__(self, tmp_path, ledger_url=None):
+        self.ledger = (Ledger(ledger_url).open(create=True) if ledger_url
+                       else Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open())
         self.ledger.sync_hypervisors([synced_state("hv1", "hv-1"), synced_state("hv2", "hv-2")])
         self.hvs = {"hv1": FakeHypervisor("hv1"), "hv2": FakeHypervisor("hv2")}
         self.uuids = {name: self._launch(name, host) for name, host in (("web-1", "hv1"), ("web-2", "hv2"))}
@@ -267,8 +268,17 @@ def test_a_pool_neither_the_storage_pool_nor_shared_is_refused_naming_pool(fleet
     assert refused.value.field == "pool" and fleet.state() == before
 
 
+@pytest.fixture
+def fleet_on_each_database(tmp_path, ledger_url):
+    """The fleet on SQLite and on PostgreSQL: the claims' sums and re-checks are SQL of their own."""
+    made = Fleet(tmp_path, ledger_url)
+    yield made
+    made.ledger.close()
+
+
 @pytest.mark.parametrize("mode", ["cold", "live"])
-def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copied(fleet, mode):
+def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copied(fleet_on_each_database, mode):
+    fleet = fleet_on_each_database
     share_a_pool(fleet)
     made = fleet.volume(size_gb=60, host="hv1", pool=SHARED, settings=SHARING)
     assert made["changed"] and made["volume"]["shared"] and made["volume"]["pool"] == SHARED
