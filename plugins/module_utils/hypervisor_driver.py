@@ -16,7 +16,7 @@ host.
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Callable, Protocol
+from typing import Any, BinaryIO, Callable, Protocol, Sequence
 
 # What a Connect takes besides the host, its URI and the call timeout (see Connect).
 CONNECTION_OPTIONS = ("uri_policy", "transfer_timeout_s", "keepalive_interval_s", "keepalive_count",
@@ -119,10 +119,11 @@ class HypervisorDriver(Protocol):
         definition, and unplug it where the domain runs. True if it was unplugged live."""
 
     def live_migrate(self, uuid: str, target: HypervisorDriver, address: str | None = None,
-                     definition: str | None = None) -> None:
+                     definition: str | None = None, shared_paths: Sequence[str] = ()) -> None:
         """Migrate the running domain live to ``target`` (a driver of the same kind), its
-        non-shared disks copied into the empty volumes made there; ``definition``: what the
-        target keeps as its persistent definition (None: the source's)."""
+        non-shared disks copied into the empty volumes made there - all but those whose file is
+        one of ``shared_paths`` (on storage both hosts see); ``definition``: what the target
+        keeps as its persistent definition (None: the source's)."""
 
     # ---- storage ----------------------------------------------------------------------------
 

@@ -939,8 +939,10 @@ class Hypervisor:
             raise
 
     def live_migrate(self, uuid: str, target: Hypervisor, address: str | None = None,
-                     definition: str | None = None) -> None:
+                     definition: str | None = None, shared_paths: Sequence[str] = ()) -> None:
         """Live migration, peer to peer, copying the non-shared disks; the target's volumes exist.
+        ``shared_paths``: disk files both hosts see (a shared pool's), which QEMU must not copy
+        (onto themselves): the disks copied are then named (VIR_MIGRATE_PARAM_MIGRATE_DISKS).
 
         ``address``: where the source's QEMU reaches the target's for memory and disks; by default
         libvirt uses the target's hostname, which must then resolve from the source.
@@ -956,6 +958,13 @@ class Hypervisor:
             params = {libvirt.VIR_MIGRATE_PARAM_URI: uri, libvirt.VIR_MIGRATE_PARAM_DISKS_URI: uri}
         if definition is not None:
             params[libvirt.VIR_MIGRATE_PARAM_PERSIST_XML] = definition
+        if shared_paths:
+            live = ET.fromstring(self._call(dom.XMLDesc, 0))
+            # What libvirt copies by itself without the list: the writable disks with a source.
+            params[libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = [
+                disk.find("target").get("dev") for disk in live.findall("devices/disk")
+                if disk.get("device", "disk") == "disk" and disk.find("readonly") is None
+                and disk.find("source") is not None and disk.find("source").get("file") not in shared_paths]
         call_with_timeout(self.host, self.transfer_timeout_s, dom.migrateToURI3, target.uri, params, flags)
 
     def delete_volume(self, pool_name: str, name: str) -> bool:

@@ -27,6 +27,10 @@ description:
   - An attached volume moves with its instance - M(berth.fleet.migrate) cold or live,
     C(playbooks/drain.yml), a resize onto another host - as its own disks do (copied into the
     destination's pool, the source's copy removed), and its claim with it.
+  - With O(state=present), O(pool) may name one of the operator's O(shared_pools) (NFS, Ceph RBD)
+    instead. The volume is then made there through O(host), charged to no hypervisor's disk,
+    attached to an instance wherever it runs, and no move copies it - the destination re-attaches
+    the same file.
   - Idempotent - a volume already in O(state) is not touched.
 options:
   name:
@@ -42,15 +46,30 @@ options:
     description: Its size in GiB, to create it (V(present)).
     type: int
   host:
-    description: Inventory name of the hypervisor whose O(storage_pool) holds it, to create it (V(present)).
+    description:
+      - Inventory name of the hypervisor whose O(storage_pool) holds it, to create it (V(present)); for a
+        volume of one of O(shared_pools), the hypervisor it is made through.
     type: str
   instance:
     description: The instance to attach it to (V(attached)).
+    type: str
+  pool:
+    description:
+      - The pool to make it in (V(present)) - O(storage_pool) (the default) or one of O(shared_pools);
+        any other is refused naming O(pool).
     type: str
   storage_pool:
     description: The storage pool of the instance's volumes, the same name on every host.
     type: str
     default: default
+  shared_pools:
+    description:
+      - The storage pools whose volumes every hypervisor sees (NFS, Ceph, a SAN), by name. A volume
+        made in one of them is charged to no hypervisor's disk and is never copied by a move. An
+        operator's setting, as C(berth_shared_pools).
+    type: list
+    elements: str
+    default: []
   timeout:
     description: Seconds each libvirt call may take.
     type: float
@@ -84,6 +103,13 @@ EXAMPLES = r"""
     state: attached
     instance: web-1
 
+- name: A 100 GiB volume on the shared pool nfs (one of berth_shared_pools), made through kvm01
+  berth.fleet.volume:
+    name: data-2
+    size_gb: 100
+    host: kvm01
+    pool: nfs
+
 - name: Detached again
   berth.fleet.volume:
     name: data-1
@@ -102,8 +128,9 @@ name:
   type: str
 volume:
   description:
-    - The ledger's record of the volume - C(name), C(host), C(pool), C(size_gb), C(instance), and C(target), its
-      device in the instance's definition - as it was before a deletion or detachment; null when there is none.
+    - The ledger's record of the volume - C(name), C(host), C(pool), C(size_gb), C(instance), C(target), its
+      device in the instance's definition, and C(shared), whether its pool is a shared one (charged to no host) -
+      as it was before a deletion or detachment; null when there is none.
   returned: always
   type: dict
 """

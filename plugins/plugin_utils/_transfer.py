@@ -13,7 +13,7 @@ import collections
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     BerthError,
@@ -34,13 +34,14 @@ Step = Callable[..., None]
 
 
 def movable_volumes(src: HypervisorDriver, dst: HypervisorDriver, instance: dict[str, Any],
-                    pool: str, xml: str | None = None) -> tuple[list[str], list[str]]:
+                    pool: str, xml: str | None = None, shared_paths: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """The volumes that move with the domain: its disks, then its CD-ROMs (Berth's seed) and
     Berth's UEFI variable store, all volumes of ``pool``. Refuses, before anything is
     touched, storage the move cannot carry (other pools, block or network disks, NVRAM
     outside the pool), a backing chain that leaves the pool, a volume that something else on
     the source still uses, and a name the destination has. ``xml``: the domain's inactive
-    definition, as the caller read it (read here when not given)."""
+    definition, as the caller read it (read here when not given). ``shared_paths``: the files of
+    its volumes on shared pools, which both hosts see: they stay where they are, not moved."""
     uuid, name = instance["uuid"], instance["name"]
     xml = xml or src.domain_xml(uuid, inactive=True)
     if xml is None:
@@ -54,6 +55,8 @@ def movable_volumes(src: HypervisorDriver, dst: HypervisorDriver, instance: dict
             continue  # an empty CD-ROM drive
         path = source.get("file") if disk.get("type") == "file" else None
         device = disk.get("device", "disk")
+        if path and path in shared_paths:
+            continue  # the destination sees the same file: re-attached there, never copied
         if path and os.path.dirname(path) == pool_path and src.volume(pool, os.path.basename(path)):
             (disks if device == "disk" else cdroms).append(os.path.basename(path))
         else:
@@ -87,11 +90,12 @@ def movable_volumes(src: HypervisorDriver, dst: HypervisorDriver, instance: dict
 
 def move(src: HypervisorDriver, dst: HypervisorDriver, uuid: str, name: str, mode: str, pool: str,
          address: str | None, disks: list[str], volumes: list[str], step: Step = quiet,
-         hooks: Hooks = NO_HOOKS, definition: str | None = None, live_refused: str | None = None) -> dict[str, Any]:
+         hooks: Hooks = NO_HOOKS, definition: str | None = None, live_refused: str | None = None,
+         shared_paths: Sequence[str] = ()) -> dict[str, Any]:
     """Move the domain live where ``mode`` (auto, live, cold) and both hosts allow, else cold.
     ``definition``: the domain XML the destination defines (see cold_move); None carries the
     source's. ``live_refused``: why it cannot go live, found before (the destination cannot run
-    its CPU): cold at once."""
+    its CPU): cold at once. ``shared_paths``: its disks on shared pools, which QEMU does not copy."""
     domain = src.find_domain(uuid)
     if domain is None:
         raise HypervisorError(src.host, f"domain {uuid} is not there, though the ledger says so")
@@ -110,7 +114,7 @@ def move(src: HypervisorDriver, dst: HypervisorDriver, uuid: str, name: str, mod
                     _copy(src, dst, pool, volume, empty=volume in disks)
                 _check_copies(dst, pool, volumes)
                 step(f"migrating live to {dst.host}")
-                src.live_migrate(uuid, dst, address, definition)
+                src.live_migrate(uuid, dst, address, definition, shared_paths)
             except HypervisorError as exc:
                 if not _moved_anyway(src, dst, uuid):
                     remove_moved(dst, uuid, pool, volumes)

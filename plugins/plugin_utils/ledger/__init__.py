@@ -201,13 +201,14 @@ class Ledger:
 
     @database_errors
     def create_volume(self, name: str, host: str, pool: str, size_gb: int, owner: str,
-                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+                      dry_run: bool = False, shared: bool = False) -> tuple[dict[str, Any], bool]:
         """Record (and so claim) a data volume of ``size_gb`` on ``host``'s ``pool``, before it is
         made there: the hypervisor locked and its disk re-checked under the lock as a claim does
-        (ClaimConflict if it has no room). The same volume recorded already is returned
-        unchanged (False); another of that name is refused."""
+        (ClaimConflict if it has no room). ``shared``: ``pool`` is one every hypervisor sees,
+        whose volume is charged to none (nothing checked; ``host`` only makes it). The same
+        volume recorded already is returned unchanged (False); another of that name is refused."""
         with self._write(dry_run) as db:
-            return volumes.create(db, name, host, pool, size_gb, owner)
+            return volumes.create(db, name, host, pool, size_gb, owner, shared)
 
     @database_errors
     def delete_volume(self, name: str, dry_run: bool = False) -> bool:
@@ -221,7 +222,8 @@ class Ledger:
                       dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Record the volume ``name`` as attached to ``instance``, on the first of ``devices``
         that none of its other volumes holds; refused when the volume is attached elsewhere or
-        lives on another host than the instance. Already attached to it: unchanged (False)."""
+        lives on another host than the instance (a shared pool's volume goes where the instance
+        runs). Already attached to it: unchanged (False)."""
         with self._write(dry_run) as db:
             return volumes.attach(db, name, instance, devices)
 
@@ -674,7 +676,8 @@ class Ledger:
         """The instance runs where claim ``claim_id`` is, ACTIVE: its only claim, without a lease
         (``built``: its new build record, kept in its request). What it left on the host it was
         evacuated from (``left``: {kind, pool, name}) is recorded there as evacuated, for the
-        sync that reaches that host again to remove. Returns the instance."""
+        sync that reaches that host again to remove. Its data volumes of a shared pool follow
+        it; those of a local pool stay there, attached to none. Returns the instance."""
         with self._write() as db:
             return evacuations.finish_evacuation(db, instance_uuid, claim_id, left, built, owner, utcnow())
 

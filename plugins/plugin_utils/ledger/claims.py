@@ -117,7 +117,7 @@ def _usage_statement() -> Any:
     """The UPDATE that re-sums the usage of the hypervisors bound to ``uuids`` from their rows
     and moves their generation: one pass over each hypervisor's claims, unmanaged usage and
     data volumes for all five sums. A data volume's row is its claim: its size is used disk,
-    and it is no instance. Built once, as text: it is the same on SQLite and PostgreSQL, and it
+    and it is no instance; a shared pool's volume is charged to no hypervisor's disk. Built once, as text: it is the same on SQLite and PostgreSQL, and it
     runs in every claim."""
     return text("""
         UPDATE hypervisors SET (vcpus_used, memory_mb_used, disk_mb_used, num_instances, num_io_ops) = (
@@ -131,7 +131,7 @@ def _usage_statement() -> Any:
                   WHERE unmanaged_usage.hypervisor_uuid = hypervisors.uuid
                   UNION ALL
                   SELECT 0, 0, size_gb * 1024, 0, 0 FROM volumes
-                  WHERE volumes.hypervisor_uuid = hypervisors.uuid) AS used),
+                  WHERE volumes.hypervisor_uuid = hypervisors.uuid AND NOT volumes.shared) AS used),
             generation = generation + 1
         WHERE uuid IN :uuids""").bindparams(bindparam("uuids", expanding=True))
 
@@ -700,9 +700,11 @@ def check_disk(view: HostState, disk_mb: int, what: str) -> None:
 
 
 def _attached_volumes_mb(db: Connection, instance_uuid: str, hv_uuid: str) -> int:
-    """The size of the instance's attached volumes that are not on ``hv_uuid`` yet."""
+    """The size of the instance's attached volumes that are not on ``hv_uuid`` yet (a shared
+    pool's are on every host already)."""
     return int(db.execute(select(func.coalesce(func.sum(volumes.c.size_gb), 0)).where(
-        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid)).scalar_one()) * 1024
+        volumes.c.instance_uuid == instance_uuid, volumes.c.hypervisor_uuid != hv_uuid,
+        volumes.c.shared.is_(False))).scalar_one()) * 1024
 
 
 # Data volumes (volumes.py) as an instance's claims see them: they follow it, and are attached to

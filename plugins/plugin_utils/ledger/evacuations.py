@@ -45,6 +45,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     hypervisors,
     instance_dict,
     instances,
+    volumes,
 )
 
 FENCE_METHODS = (FENCE_CONFIRMED, FENCE_COMMAND)
@@ -125,6 +126,10 @@ def finish_evacuation(db: Connection, instance_uuid: str, claim_id: int, left: S
     db.execute(update(artefacts).where(artefacts.c.instance_uuid == instance_uuid,
                                        artefacts.c.hypervisor_uuid == source_uuid,
                                        artefacts.c.evacuated_at.is_(None)).values(evacuated_at=now))
+    # Its volumes of a local pool stay on the host it left (their files are there), attached to
+    # none: the rebuilt domain is without them. A shared pool's follow it (finish_move).
+    db.execute(update(volumes).where(volumes.c.instance_uuid == instance_uuid, volumes.c.shared.is_(False))
+               .values(instance_uuid=None, target=None))
     moved = finish_move(db, instance_uuid, claim_id)
     active: dict[str, Any] = {"state": ACTIVE, "failure_reason": None, "updated_at": now}
     if built is not None:

@@ -320,7 +320,10 @@ artefacts = Table(
 # berth.fleet.volume, claimed against that hypervisor's disk by this row alone (refresh_usage
 # adds its size to the host's used disk: no claim row of its own), and attached to at most one
 # instance (``instance_uuid``, ``target``: its device in the guest's definition). A move of the
-# instance moves its attached volumes' rows with it (finish_move). No cascade from the instance:
+# instance moves its attached volumes' rows with it (finish_move). ``shared``: its pool was one of
+# the operator's shared pools (berth_shared_pools) when it was made: every hypervisor sees the same
+# file, which no move copies, and its size is charged to no hypervisor's disk (its row's
+# hypervisor is only where it is attached, or was made). No cascade from the instance:
 # an instance is not deleted while a volume is attached to it (delete.yml detaches first).
 volumes = Table(
     "volumes", metadata,
@@ -332,6 +335,7 @@ volumes = Table(
     Column("target", String(16), nullable=True),
     Column("owner", String(255), nullable=False),
     Column("created_at", DateTime, nullable=False),
+    Column("shared", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 server_groups = Table(
@@ -443,4 +447,5 @@ def volume_dict(row: Mapping[str, Any], host: str | None = None, instance: str |
         "name": row["name"], "hypervisor_uuid": row["hypervisor_uuid"], "host": host, "pool": row["pool"],
         "size_gb": row["size_gb"], "instance_uuid": row["instance_uuid"], "instance": instance,
         "target": row["target"], "owner": row["owner"], "created_at": iso(row["created_at"]),
+        "shared": bool(row["shared"]),
     }

@@ -1,5 +1,6 @@
 """Data volumes: made on one hypervisor's storage pool, claimed against its disk, attached to at
-most one instance there.
+most one instance there - or made on a shared pool (``shared``), which every hypervisor sees:
+charged to none, attached to an instance wherever it runs.
 
 A volume's row is its claim: ``refresh_usage`` adds its size to its hypervisor's used disk, so
 that DiskFilter, the claims' re-check and capacity.yml see it, and nothing else counts it. Each
@@ -48,20 +49,24 @@ def _one(db: Connection, name: str) -> dict[str, Any]:
     return found[0]
 
 
-def create(db: Connection, name: str, host: str, pool: str, size_gb: int, owner: str) -> tuple[dict[str, Any], bool]:
+def create(db: Connection, name: str, host: str, pool: str, size_gb: int, owner: str,
+           shared: bool = False) -> tuple[dict[str, Any], bool]:
     """Ledger.create_volume's transaction (see there)."""
     hv = claims.find_hypervisor(db, host)
     existing = listing(db, name=name)
     if existing:
         volume = existing[0]
-        if (volume["host"], volume["pool"], volume["size_gb"]) != (hv.name, pool, size_gb):
+        # A shared pool's volume is the same wherever its row is now (it follows its instance).
+        if (volume["pool"], volume["size_gb"]) != (pool, size_gb) or (not shared and volume["host"] != hv.name):
             raise InputError("name", f"volume {name} exists already, {volume['size_gb']} GB in storage pool "
                                      f"{volume['pool']} on {volume['host']}: delete it first, or name another")
         return volume, False
     view, _generation = locked_views(db, [hv.uuid])[hv.uuid]
-    claims.check_disk(view, size_gb * 1024, f"{size_gb} GB of disk")
+    if not shared:
+        claims.check_disk(view, size_gb * 1024, f"{size_gb} GB of disk")
     db.execute(insert(volumes).values(name=name, hypervisor_uuid=hv.uuid, pool=pool, size_gb=size_gb,
-                                      instance_uuid=None, target=None, owner=owner, created_at=utcnow()))
+                                      instance_uuid=None, target=None, owner=owner, created_at=utcnow(),
+                                      shared=shared))
     claims.refresh_usage(db, [hv.uuid])
     return _one(db, name), True
 
@@ -94,7 +99,7 @@ def attach(db: Connection, name: str, instance_name: str, devices: Sequence[str]
     if instance["state"] not in PLACED_STATES:
         raise InputError("instance", f"{instance_name} is {instance['state']}: a volume is attached only to a "
                                      f"placed instance ({', '.join(PLACED_STATES)})")
-    if instance["hypervisor_uuid"] != volume["hypervisor_uuid"]:
+    if instance["hypervisor_uuid"] != volume["hypervisor_uuid"] and not volume["shared"]:
         raise InputError("instance", f"volume {name} is on {volume['host']} and instance {instance_name} runs on "
                                      f"{instance['host']}: a volume is attached on its own host only")
     taken = set(db.execute(select(V.target).where(V.instance_uuid == instance["uuid"])).scalars())
@@ -102,7 +107,10 @@ def attach(db: Connection, name: str, instance_name: str, devices: Sequence[str]
     if not free:
         raise InputError("name", f"{instance_name} has no free device for another volume "
                                  f"(it has {len(taken)}: {', '.join(sorted(taken))})")
-    db.execute(update(volumes).where(V.name == name).values(instance_uuid=instance["uuid"], target=free[0]))
+    # A shared pool's volume is attached where the instance runs: its row goes there (it is
+    # charged to no host, so no usage changes).
+    db.execute(update(volumes).where(V.name == name).values(instance_uuid=instance["uuid"], target=free[0],
+                                                            hypervisor_uuid=instance["hypervisor_uuid"]))
     return _one(db, name), True
 
 

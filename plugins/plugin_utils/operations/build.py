@@ -28,7 +28,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.errors import (
     InputError,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.guest_cpu import guest_cpu
-from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
+from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect, HypervisorDriver
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request, dns_label
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
@@ -356,10 +356,17 @@ def _described_cpu(cpu: Mapping[str, Any] | None) -> str:
     return " ".join(filter(None, (cpu.get("model"), features))) or str(cpu.get("mode"))
 
 
+def shared_pool_paths(hv: HypervisorDriver, volumes: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The directories on ``hv`` of the shared pools that hold any of ``volumes`` (ledger rows),
+    by pool: recorded_definition's ``pool_paths``."""
+    return {volume["pool"]: hv.pool_path(volume["pool"]) for volume in volumes if volume.get("shared")}
+
+
 def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, pool_path: str,
                         offered_types: list[str], serial_log_dir: str, flavor: Any = None,
                         assignment: Mapping[str, Any] | None = None, shared_cpus: Any = None,
-                        volumes: Sequence[Mapping[str, Any]] = ()) -> str:
+                        volumes: Sequence[Mapping[str, Any]] = (),
+                        pool_paths: Mapping[str, str] | None = None) -> str:
     """The domain XML Berth defines for ``instance`` (a ledger row) where its volumes are in
     ``pool_path``: rendered from the request it recorded (read back into its type, every part
     checked as a launch checks it: a ledger row is not trusted) and its build record, through
@@ -369,7 +376,8 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
     Berth cannot read. ``assignment``: what the instance's claim on that host holds of its CPUs,
     cells, pages and devices (None: nothing); ``shared_cpus``: that host's cpu_shared_set, which
     a guest without pinned CPUs floats over there (None: the host has none); ``volumes``: the
-    data volumes attached to it (the ledger's, each with its name and ``target`` device)."""
+    data volumes attached to it (the ledger's, each with its name and ``target`` device), those of
+    a shared pool in that pool's directory on that host (``pool_paths``: shared_pool_paths')."""
     if not instance.get("request"):
         raise InputError("carry_definition", f"{instance['name']} has no build record (adopted, or launched before "
                                              f"Berth kept them): Berth cannot define it again from what it knows")
@@ -394,8 +402,14 @@ def recorded_definition(instance: Mapping[str, Any], template: DomainTemplate, p
         if volume["target"] not in devices:
             raise InputError("volume", f"{instance['name']}'s volume {volume['name']} is recorded on device "
                                        f"{volume['target']!r}, not one of {devices[0]}..{devices[-1]}")
-        made["volumes"].append({"path": os.path.join(pool_path, data_volume_name(dns_label("volume", volume["name"]))),
-                                "target": volume["target"]})
+        directory = pool_path
+        if volume.get("shared"):
+            if volume["pool"] not in (pool_paths or {}):
+                raise BerthError(f"{instance['name']}'s volume {volume['name']} is in shared pool {volume['pool']}, "
+                                 f"whose directory on the host is not known")
+            directory = (pool_paths or {})[volume["pool"]]
+        made["volumes"].append({"path": os.path.join(directory, data_volume_name(dns_label("volume", volume["name"]))),
+                                "target": volume["target"], "shared": bool(volume.get("shared"))})
     # The guest keeps its CPU wherever it moves (a live migration must; a cold one keeps it too,
     # see docs/docsite/rst/guest_cpu.rst), with the topology of the flavor it is defined with.
     cpu = {**built.cpu, "topology": dict(request.topology)} if built.cpu is not None else None

@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriP
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import instance_volume_names, root_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
+from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import remove_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import BEFORE_CLAIM, NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import (
     ACTIVE,
@@ -45,9 +46,11 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DEFAULT_TEMPLATE,
     Build,
     recorded_definition,
+    shared_pool_paths,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.fence import ensure_fenced
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import destination
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, reattach
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The instances an evacuation rebuilds: those placed on the host, and those an earlier
@@ -187,9 +190,21 @@ class Evacuation:
         """The instance made on ``target``: from the shared pool's disks, or anew from its image.
         Returns its new build record, or None where the recorded one still holds."""
         name, uuid, pool = instance["name"], instance["uuid"], self.settings.storage_pool
-        if not self.shared:
-            return self.build.rebuild(request, target, name, uuid, claim["assignment"])["built"]
+        # Its data volumes on shared pools are there too: attached to it again (those of a local
+        # pool stayed on the failed host with their files: Ledger.finish_evacuation).
+        attached = [volume for volume in self.ledger.volumes(instance_uuid=uuid) if volume["shared"]]
         policy = UriPolicy.from_settings(self.settings.uri_policy)
+        if not self.shared:
+            made = self.build.rebuild(request, target, name, uuid, claim["assignment"])
+            if attached:
+                with self.connect(target["host"], target["uri"], self.timeout_s, uri_policy=policy) as dst:
+                    try:
+                        reattach(dst, uuid, attached, disk_bus(instance))
+                    except Exception:
+                        # Nothing half done: the claim goes back (the caller), and the domain with it.
+                        remove_instance(dst, uuid, pool)
+                        raise
+            return made["built"]
         with self.connect(target["host"], target["uri"], self.timeout_s, uri_policy=policy) as dst:
             if dst.volume(pool, root_volume_name(uuid)) is None:
                 raise HypervisorError(target["host"], f"{name}'s root disk {root_volume_name(uuid)} is not in pool "
@@ -199,7 +214,8 @@ class Evacuation:
                 return None
             definition = recorded_definition(instance, self.build.template, dst.pool_path(pool),
                                              list(target.get("domain_types") or []), self.settings.serial_log_dir,
-                                             assignment=claim["assignment"], shared_cpus=target.get("cpu_shared_set"))
+                                             assignment=claim["assignment"], shared_cpus=target.get("cpu_shared_set"),
+                                             volumes=attached, pool_paths=shared_pool_paths(dst, attached))
             dst.define(definition)
             dst.start(uuid, request.autostart)
         return None

@@ -5,6 +5,7 @@ collection."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
@@ -13,6 +14,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.assignment i
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.driver import schedule
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils import _transfer
 from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import failure_message, recorded_constraints
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_target, read_fleet
@@ -34,6 +36,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DEFAULT_TEMPLATE,
     DomainTemplate,
     recorded_definition,
+    shared_pool_paths,
 )
 
 # A paused domain would need a live migration that keeps it paused; resume it first.
@@ -288,6 +291,10 @@ class Move:
         # The data volumes attached to it (berth.fleet.volume): in its definition on both sides,
         # copied with its disks (volumes of the pool), their ledger rows following it (finish_move).
         self.attached: list[dict[str, Any]] = []
+        # Those of a shared pool: their files on the source, and their pools' directories on the
+        # destination (the same storage, maybe mounted elsewhere).
+        self.shared_paths: list[str] = []
+        self.dst_pools: dict[str, str] = {}
 
     def plan(self, src: HypervisorDriver, dst: HypervisorDriver, xml: str | None = None) -> None:
         """Read the domain once (or take ``xml``, the caller's read) and find what moves with it;
@@ -314,12 +321,17 @@ class Move:
             raise HypervisorError(src.host, f"domain {uuid} of {instance['name']} is not there, "
                                             f"though the ledger says so")
         self.attached = self.ledger.volumes(instance_uuid=uuid)
+        # Its volumes on shared pools: the same files on both sides, re-attached, never copied.
+        src_pools = shared_pool_paths(src, self.attached)
+        self.dst_pools = shared_pool_paths(dst, self.attached)
+        self.shared_paths = [os.path.join(src_pools[volume["pool"]], data_volume_name(volume["name"]))
+                             for volume in self.attached if volume["shared"]]
         if not args.get("carry_definition"):
             template = self.template = DomainTemplate(args.get("template") or DEFAULT_TEMPLATE)
             offered = list(self.target.get("domain_types") or [])
             expected = recorded_definition(instance, template, src.pool_path(pool), offered,
                                            self.settings.serial_log_dir, assignment=self.source_assignment,
-                                           volumes=self.attached)
+                                           volumes=self.attached, pool_paths=src_pools)
             foreign = foreign_parts(self.xml, expected)
             if src.domain_state(uuid) not in OFF_STATES:
                 # What it runs with now, which a live migration carries: a device attached while
@@ -336,8 +348,8 @@ class Move:
             self.definition = recorded_definition(instance, template, dst.pool_path(pool), offered,
                                                   self.settings.serial_log_dir, flavor=self.new_flavor,
                                                   shared_cpus=self.target.get("cpu_shared_set"),
-                                                  volumes=self.attached)
-        self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml)
+                                                  volumes=self.attached, pool_paths=self.dst_pools)
+        self.disks, self.volumes = _transfer.movable_volumes(src, dst, instance, pool, self.xml, self.shared_paths)
 
     def run(self, src: HypervisorDriver, dst: HypervisorDriver, address: str | None = None) -> dict[str, Any]:
         """Claim, move, finish (after ``plan``). Returns how it moved, the instance as the ledger
@@ -356,7 +368,7 @@ class Move:
                 self.definition = recorded_definition(
                     instance, self.template, dst.pool_path(pool), list(target.get("domain_types") or []),
                     self.settings.serial_log_dir, flavor=self.new_flavor, assignment=claim["assignment"],
-                    shared_cpus=target.get("cpu_shared_set"), volumes=self.attached)
+                    shared_cpus=target.get("cpu_shared_set"), volumes=self.attached, pool_paths=self.dst_pools)
             except Exception:
                 self.ledger.release_claim(claim["id"])
                 raise
@@ -366,7 +378,7 @@ class Move:
             if self.new_flavor is None:
                 moved = _transfer.move(src, dst, uuid, name, self.args["mode"], pool, address, self.disks, self.volumes,
                                        step, self.hooks, definition=self.definition,
-                                       live_refused=target.get("live_refused"))
+                                       live_refused=target.get("live_refused"), shared_paths=self.shared_paths)
             else:
                 running = src.domain_state(uuid) not in OFF_STATES
                 _transfer.ensure_base_images(src, dst, pool, self.volumes, step)

@@ -26,7 +26,6 @@ unknown by one that dies half way:
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Mapping
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
@@ -40,7 +39,6 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.server_group import server_group_from_dict
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
-from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import read_fleet
 from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import request_spec
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
@@ -51,7 +49,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import own_host_refusal
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, disk_xml
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, reattach
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The reason an instance carries while its disks are being made anew (and after a rebuild died).
@@ -153,9 +151,6 @@ class Rebuild:
         attached = self.ledger.volumes(instance_uuid=instance["uuid"])
         if not attached:
             return
-        bus = disk_bus(instance)
         policy = UriPolicy.from_settings(self.settings.uri_policy)
         with self.connect(instance["host"], target["uri"], self.args["timeout"], uri_policy=policy) as hv:
-            for volume in attached:
-                path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(volume["name"]))
-                hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus))
+            reattach(hv, instance["uuid"], attached, disk_bus(instance))

@@ -56,6 +56,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DEFAULT_TEMPLATE,
     DomainTemplate,
     recorded_definition,
+    shared_pool_paths,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
@@ -144,8 +145,8 @@ class Rescue:
         session = HostSession(host, instance["uri"], self.args["timeout"],
                               UriPolicy.from_settings(self.settings.uri_policy), self.connect)
         try:
-            own = self._own_definition(instance, target, session.pool_path(pool))
             hv = session.hv
+            own = self._own_definition(hv, instance, target)
             if state != RESCUED:  # a rescue that died has defined the rescue domain already
                 self._as_berth_defined(hv, instance, own)
             base, upload = image_base(session, pool, image)
@@ -199,7 +200,7 @@ class Rescue:
         step = self.progress.of(name, host)
         policy = UriPolicy.from_settings(self.settings.uri_policy)
         with self.connect(host, instance["uri"], self.args["timeout"], uri_policy=policy) as hv:
-            own = self._own_definition(instance, target, hv.pool_path(pool))
+            own = self._own_definition(hv, instance, target)
             hv.stop(uuid)  # the rescue guest has nothing to keep; the disk it rescued is not its own
             hv.define(own)
             step("its own definition defined again", detail=True)
@@ -210,16 +211,17 @@ class Rescue:
         step("running from its own disk")
         return {"changed": True, "state": done["state"], "msg": f"unrescued {said}"}
 
-    def _own_definition(self, instance: Mapping[str, Any], target: Mapping[str, Any], pool_path: str) -> str:
-        """Berth's definition of the instance on its host, from its record: what it had before
-        the rescue and has again after."""
+    def _own_definition(self, hv: HypervisorDriver, instance: Mapping[str, Any], target: Mapping[str, Any]) -> str:
+        """Berth's definition of the instance on its host ``hv``, from its record: what it had
+        before the rescue and has again after."""
         assignment = next((claim["assignment"] for claim in self.ledger.claims(instance["uuid"])
                            if claim["hypervisor_uuid"] == instance["hypervisor_uuid"]), None)
         template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
-        return recorded_definition(instance, template, pool_path, list(target.get("domain_types") or []),
-                                   self.settings.serial_log_dir, assignment=assignment,
-                                   shared_cpus=target.get("cpu_shared_set"),
-                                   volumes=self.ledger.volumes(instance_uuid=instance["uuid"]))
+        attached = self.ledger.volumes(instance_uuid=instance["uuid"])
+        return recorded_definition(instance, template, hv.pool_path(self.settings.storage_pool),
+                                   list(target.get("domain_types") or []), self.settings.serial_log_dir,
+                                   assignment=assignment, shared_cpus=target.get("cpu_shared_set"),
+                                   volumes=attached, pool_paths=shared_pool_paths(hv, attached))
 
     @staticmethod
     def _as_berth_defined(hv: HypervisorDriver, instance: Mapping[str, Any], own: str) -> None:

@@ -33,6 +33,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     DEFAULT_TEMPLATE,
     DomainTemplate,
     recorded_definition,
+    shared_pool_paths,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import (
     Move,
@@ -123,7 +124,7 @@ class Resize:
                 done["shutdown"] = shut_down(hv, uuid, args["shutdown_timeout"], step)
             resized = resized_domain_xml(xml, new)
             if has_local_disks(instance):
-                resized = with_local_disks(resized, self._definition(instance, new, hv.pool_path(pool)))
+                resized = with_local_disks(resized, self._definition(instance, new, hv, pool))
             hv.define(resized)
             done["redefined"] = True
             step(f"redefined with {new.vcpus} vCPU(s) and {new.memory_mb} MB", detail=True)
@@ -141,11 +142,12 @@ class Resize:
             raise BerthError(f"resize of {name} failed and it has {old.name} again{problems}: {exc}") from exc
         return {"shutdown": done["shutdown"], "instance": ledger.finish_move(uuid, claim["id"], new)}
 
-    def _definition(self, instance: Mapping[str, Any], flavor: Flavor, pool_path: str) -> str:
-        """What Berth would define for ``instance`` with ``flavor`` (rendered from its build record)."""
+    def _definition(self, instance: Mapping[str, Any], flavor: Flavor, hv: HypervisorDriver, pool: str) -> str:
+        """What Berth would define for ``instance`` with ``flavor`` on ``hv`` (rendered from its build record)."""
         template = DomainTemplate(self.args.get("template") or DEFAULT_TEMPLATE)
-        return recorded_definition(instance, template, pool_path, [], self.settings.serial_log_dir, flavor=flavor,
-                                   volumes=self.ledger.volumes(instance_uuid=instance["uuid"]))
+        attached = self.ledger.volumes(instance_uuid=instance["uuid"])
+        return recorded_definition(instance, template, hv.pool_path(pool), [], self.settings.serial_log_dir,
+                                   flavor=flavor, volumes=attached, pool_paths=shared_pool_paths(hv, attached))
 
     def _elsewhere(self, src: HypervisorDriver, dst: HypervisorDriver, move: Move, new: Flavor,
                    root: str | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils._guest import volume_devices
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
@@ -45,13 +45,23 @@ def disk_bus(instance: Mapping[str, Any]) -> str:
     return str(request.guest.values["disk_bus"])
 
 
-def disk_xml(path: str, target: str, bus: str) -> str:
-    """The ``<disk>`` of an attached volume, as the domain template renders it."""
+def disk_xml(path: str, target: str, bus: str, shared: bool = False) -> str:
+    """The ``<disk>`` of an attached volume, as the domain template renders it. A ``shared``
+    pool's goes uncached in the host (cache none): what libvirt requires to migrate it live
+    without a copy (the destination must read what the source wrote, not its own page cache)."""
     disk = ET.Element("disk", type="file", device="disk")
-    ET.SubElement(disk, "driver", name="qemu", type="qcow2")
+    ET.SubElement(disk, "driver", name="qemu", type="qcow2", **({"cache": "none"} if shared else {}))
     ET.SubElement(disk, "source", file=path)
     ET.SubElement(disk, "target", dev=target, bus=bus)
     return ET.tostring(disk, encoding="unicode")
+
+
+def reattach(hv: HypervisorDriver, uuid: str, attached: Sequence[Mapping[str, Any]], bus: str) -> None:
+    """The data volumes ``attached`` (ledger rows) plugged into the domain ``uuid`` on ``hv``, on
+    the devices the ledger gave them: a domain made anew (a rebuild, an evacuation) keeps them."""
+    for volume in attached:
+        path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(volume["name"]))
+        hv.attach_disk(uuid, disk_xml(path, volume["target"], bus, volume["shared"]))
 
 
 def has_target(domain_xml: str | None, target: str) -> bool:
@@ -61,17 +71,31 @@ def has_target(domain_xml: str | None, target: str) -> bool:
     return any(item.get("dev") == target for item in ET.fromstring(domain_xml).findall("devices/disk/target"))
 
 
+def volume_pool(pool: str | None, settings: Settings) -> tuple[str, bool]:
+    """The pool a new volume is made in, and whether it is shared: ``pool`` where it names the
+    operator's storage pool or one of the shared pools (berth_shared_pools), the storage pool
+    where it is not given. A pool is never a requester's free choice: any other is refused."""
+    if pool is None or pool == settings.storage_pool:
+        return settings.storage_pool, settings.storage_pool in settings.shared_pools
+    if pool not in settings.shared_pools:
+        allowed = ", ".join([settings.storage_pool, *settings.shared_pools])
+        raise InputError("pool", f"pool {pool!r} is neither the storage pool nor one of berth_shared_pools "
+                                 f"(allowed: {allowed})")
+    return pool, True
+
+
 class Volume:
     """Bring the data volume ``args["name"]`` to ``args["state"]`` (berth.fleet.volume's
-    validated options; ``settings`` the operator's: its storage pool). ``connect`` opens the
-    hypervisors (libvirt's by default); ``hooks`` are told each step between the ledger and the host."""
+    validated options; ``settings`` the operator's: its storage pool and shared pools). ``connect``
+    opens the hypervisors (libvirt's by default); ``hooks`` are told each step between the ledger
+    and the host."""
 
     def __init__(self, args: Mapping[str, Any], settings: Settings, ledger: Ledger, check_mode: bool,
                  connect: Connect = Hypervisor, hooks: Hooks = NO_HOOKS) -> None:
         self.args, self.settings, self.ledger, self.check_mode, self.connect = args, settings, ledger, check_mode, connect
         self.hooks = hooks
         self.name = dns_label("name", args["name"])
-        self.pool = settings.storage_pool
+        self.pool, self.shared = volume_pool(args.get("pool"), settings)
 
     def _open(self, host: str, uri: str | None) -> HypervisorDriver:
         if not uri:
@@ -111,7 +135,7 @@ class Volume:
             # Recorded, and so claimed, before it is made: a run that dies next leaves a row that
             # the next run completes (or delete removes), never a volume that nothing counts.
             volume, new = self.ledger.create_volume(self.name, host, self.pool, size_gb, run_owner(),
-                                                    dry_run=self.check_mode)
+                                                    dry_run=self.check_mode, shared=self.shared)
         except ClaimConflict as conflict:
             raise BerthError(f"cannot create volume {self.name} of {size_gb} GB on {host}: {conflict.reason}") \
                 from conflict
@@ -168,6 +192,9 @@ class Volume:
         if self.check_mode:
             return self._result(True, f"would delete volume {self.name} from {volume['host']}", volume)
         with self._open(volume["host"], self._uri(volume["host"])) as hv:
+            if volume["shared"]:
+                # Made through another host, maybe: its pool is refreshed to list it here.
+                hv.volume(volume["pool"], data_volume_name(self.name))
             hv.delete_volume(volume["pool"], data_volume_name(self.name))
         self.hooks.reached(AFTER_VOLUME_REMOVE, host=volume["host"])
         # Forgotten (its disk given back) only once it is gone from the pool.
@@ -205,7 +232,7 @@ class Volume:
                 live = False
                 if plugged:
                     path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
-                    live = hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus))
+                    live = hv.attach_disk(instance["uuid"], disk_xml(path, volume["target"], bus, volume["shared"]))
         except Exception:
             if new:
                 # Nothing half done: the ledger does not keep an attachment that was not made.
@@ -229,7 +256,8 @@ class Volume:
             if has_target(hv.domain_xml(instance["uuid"], inactive=True), volume["target"]):
                 path = os.path.join(hv.pool_path(volume["pool"]), data_volume_name(self.name))
                 try:
-                    live = hv.detach_disk(instance["uuid"], disk_xml(path, volume["target"], disk_bus(instance)))
+                    live = hv.detach_disk(instance["uuid"], disk_xml(path, volume["target"], disk_bus(instance),
+                                                                     volume["shared"]))
                 except HypervisorError as exc:
                     raise BerthError(f"cannot detach volume {self.name} from {name}: {exc}; it stays attached") \
                         from exc

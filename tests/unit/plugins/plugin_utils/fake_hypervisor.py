@@ -20,7 +20,7 @@ import hashlib
 import os
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import HypervisorError
 from ansible_collections.berth.fleet.plugins.module_utils.host_devices import domain_holdings
@@ -359,7 +359,7 @@ class FakeHypervisor:
         return domain["state"] not in _OFF
 
     def live_migrate(self, uuid: str, target: Any, address: str | None = None,
-                     definition: str | None = None) -> None:
+                     definition: str | None = None, shared_paths: Sequence[str] = ()) -> None:
         self._call("live_migrate")
         domain = self._domain(uuid)
         if domain["state"] != "running":
@@ -371,7 +371,8 @@ class FakeHypervisor:
         target.domains[uuid] = {"xml": definition or domain["xml"], "state": "running", "persistent": True,
                                 "autostart": domain["autostart"]}
         del self.domains[uuid]
-        self.migrations.append({"uuid": uuid, "to": target.host, "address": address})
+        moved = {"uuid": uuid, "to": target.host, "address": address}
+        self.migrations.append({**moved, "shared_paths": list(shared_paths)} if shared_paths else moved)
         self._done("live_migrate")
 
     # ---- storage ----------------------------------------------------------------------------

@@ -60,7 +60,7 @@ class FakeHypervisor:
 def migrating(outcome):
     """live_migrate for the source: the domain arrives on the destination, then the source's
     libvirtd goes away - before the call returns (``raises``) or just after."""
-    def live_migrate(self, uuid, dst, address, definition):
+    def live_migrate(self, uuid, dst, address, definition, shared_paths):
         dst.domains.add(uuid)
         self.domains.discard(uuid)
         self.gone = True
@@ -82,7 +82,7 @@ def test_a_live_move_whose_source_goes_away_at_the_end_is_done(monkeypatch, outc
 def test_a_live_move_with_both_hosts_up_leaves_nothing_on_the_source(monkeypatch):
     src, dst = FakeHypervisor("hv1", [UUID], [ROOT]), FakeHypervisor("hv2")
 
-    def live_migrate(self, uuid, target, address, definition):
+    def live_migrate(self, uuid, target, address, definition, shared_paths):
         target.domains.add(uuid)
         self.domains.discard(uuid)
 

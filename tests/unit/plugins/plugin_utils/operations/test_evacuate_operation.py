@@ -14,10 +14,11 @@ import json
 import stat
 import threading
 import uuid as uuidlib
+import xml.etree.ElementTree as ET
 
 import pytest
 from fake_hypervisor import FakeHypervisor, connect_to, domain_xml
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
@@ -472,3 +473,33 @@ def test_fenced_by_is_bounded_by_what_the_ledger_keeps(fleet):
     ledger, hvs, _uuids = fleet
     with pytest.raises(InputError, match="fenced_by must be at most 255 characters, got 256"):
         evacuate(ledger, hvs, fenced=True, fenced_by="x" * 256)
+
+
+def test_a_shared_pool_volume_is_attached_to_the_evacuated_instance_and_a_local_one_stays_detached(fleet):
+    ledger, (hv1, hv2, hv3), uuids = fleet
+    shared = {}
+    for hv in (hv1, hv2, hv3):
+        hv.pools["nfs"] = {"path": "/mnt/nfs", "volumes": shared}
+    hv2.add_volume("berth-volume-data-s.qcow2", pool="nfs", capacity_mb=2048, data=b"kept")
+    hv2.add_volume("berth-volume-data-l.qcow2", capacity_mb=2048, data=b"lost with hv2")
+    # Recorded as berth.fleet.volume leaves them (hv2 is down: made through the ledger alone).
+    ledger.create_volume("data-s", "hv2", "nfs", 2, "test", shared=True)
+    ledger.create_volume("data-l", "hv2", "default", 2, "test")
+    ledger.attach_volume("data-s", "db-1", ["vde", "vdf"])
+    ledger.attach_volume("data-l", "db-1", ["vde", "vdf"])
+    done = evacuate(ledger, (hv1, hv2, hv3), fenced=True)
+    assert not done.get("failed"), done["msg"]
+    host = hosts_of(ledger)["db-1"][0]
+    where = {"hv1": hv1, "hv3": hv3}[host]
+    disks = {disk.find("target").get("dev"): disk.find("source").get("file")
+             for disk in ET.fromstring(where.domain_xml(uuids["db-1"])).findall("devices/disk")}
+    assert disks["vde"] == "/mnt/nfs/berth-volume-data-s.qcow2" and "vdf" not in disks
+    volumes = {volume["name"]: volume for volume in ledger.volumes()}
+    assert (volumes["data-s"]["host"], volumes["data-s"]["instance"], volumes["data-s"]["target"]) == (host, "db-1", "vde")
+    assert (volumes["data-l"]["host"], volumes["data-l"]["instance"]) == ("hv2", None)
+    # The shared one is charged to no host; the local one still to hv2, where its file is.
+    with ledger.engine.begin() as db:
+        used = dict(db.execute(select(hypervisors.c.name, hypervisors.c.disk_mb_used)).all())
+    claimed = {hv.host: sum(1024 for name, (on, _state) in hosts_of(ledger).items() if on == hv.host)
+               for hv in (hv1, hv2, hv3)}
+    assert used == {"hv1": claimed["hv1"], "hv2": claimed["hv2"] + 2048, "hv3": claimed["hv3"]}

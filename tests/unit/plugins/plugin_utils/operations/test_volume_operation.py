@@ -40,8 +40,9 @@ class Fleet:
     each launched with a request and a build record, its domain defined as Berth defines it and
     running."""
 
-    def __init__(self, tmp_path):
-        self.ledger = Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open()
+    def __init__(self, tmp_path, ledger_url=None):
+        self.ledger = (Ledger(ledger_url).open(create=True) if ledger_url
+                       else Ledger(f"sqlite:///{tmp_path}/ledger.sqlite3").open())
         self.ledger.sync_hypervisors([synced_state("hv1", "hv-1"), synced_state("hv2", "hv-2")])
         self.hvs = {"hv1": FakeHypervisor("hv1"), "hv2": FakeHypervisor("hv2")}
         self.uuids = {name: self._launch(name, host) for name, host in (("web-1", "hv1"), ("web-2", "hv2"))}
@@ -59,11 +60,11 @@ class Fleet:
                                                               Settings().serial_log_dir))
         return uuid
 
-    def volume(self, state="present", check_mode=False, hooks=NO_HOOKS, **args):
+    def volume(self, state="present", check_mode=False, hooks=NO_HOOKS, settings=None, **args):
         options = {"name": "data-1", "state": state, "size_gb": None, "host": None, "instance": None,
                    "timeout": 30, **args}
-        return Volume(options, Settings(), self.ledger, check_mode, connect=connect_to(*self.hvs.values()),
-                      hooks=hooks).run()
+        return Volume(options, settings or Settings(), self.ledger, check_mode,
+                      connect=connect_to(*self.hvs.values()), hooks=hooks).run()
 
     def used_disk_mb(self, host):
         hv = next(item for item in self.ledger.hypervisors() if item["host"] == host)
@@ -344,3 +345,74 @@ def test_a_run_that_dies_between_the_ledger_and_the_host_is_finished_by_the_same
     else:
         assert FILE in fleet.hvs["hv1"].volume_names_of()
         assert plugged == (volumes[0]["instance_uuid"] is not None) == (point == AFTER_VOLUME_ATTACH_RECORD)
+
+
+# A pool both fake hosts see: the same dict of volumes behind the same path, as an NFS mount.
+SHARED, SHARED_PATH = "nfs", "/mnt/nfs"
+SHARING = Settings(shared_pools=(SHARED,))
+
+
+def cache_of(fleet, host, instance, target):
+    """The host cache mode of the instance's disk on ``target`` in its definition on ``host``."""
+    root = ET.fromstring(fleet.hvs[host].domain_xml(fleet.uuids[instance]))
+    [disk] = [disk for disk in root.findall("devices/disk") if disk.find("target").get("dev") == target]
+    return disk.find("driver").get("cache")
+
+
+def share_a_pool(fleet):
+    volumes = {}
+    for hv in fleet.hvs.values():
+        hv.pools[SHARED] = {"path": SHARED_PATH, "volumes": volumes}
+
+
+def test_a_pool_neither_the_storage_pool_nor_shared_is_refused_naming_pool(fleet):
+    share_a_pool(fleet)
+    before = fleet.state()
+    with pytest.raises(InputError, match=re.escape("pool 'nfs' is neither the storage pool nor one of "
+                                                   "berth_shared_pools (allowed: default)")) as refused:
+        fleet.volume(size_gb=10, host="hv1", pool=SHARED)
+    assert refused.value.field == "pool" and fleet.state() == before
+
+
+@pytest.fixture
+def fleet_on_each_database(tmp_path, ledger_url):
+    """The fleet on SQLite and on PostgreSQL: the claims' sums and re-checks are SQL of their own."""
+    made = Fleet(tmp_path, ledger_url)
+    yield made
+    made.ledger.close()
+
+
+@pytest.mark.parametrize("mode", ["cold", "live"])
+def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copied(fleet_on_each_database, mode):
+    fleet = fleet_on_each_database
+    share_a_pool(fleet)
+    made = fleet.volume(size_gb=60, host="hv1", pool=SHARED, settings=SHARING)
+    assert made["changed"] and made["volume"]["shared"] and made["volume"]["pool"] == SHARED
+    # 60 GB would not fit with the 60 GB volume below on a host of 100: a shared one is no host's.
+    assert fleet.used_disk_mb("hv1") == 1024 and fleet.used_disk_mb("hv2") == 1024
+    fleet.volume(name="data-2", size_gb=60, host="hv1")
+    # Made through hv1, attached to web-2 on hv2: the same file, wherever the instance runs.
+    attached = fleet.volume("attached", instance="web-2", settings=SHARING)
+    assert attached["volume"]["host"] == "hv2" and fleet.disks("hv2", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    assert cache_of(fleet, "hv2", "web-2", "vde") == "none"
+    the_file = fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE]
+    the_file["data"] = b"written before the move"
+    moved = Migrate({"name": "web-2", "mode": mode, "to_host": "hv1", "carry_definition": False, "template": None,
+                     "timeout": 30}, Settings(), fleet.ledger, {}, False,
+                    connect=connect_to(*fleet.hvs.values())).run()
+    assert (moved["to_host"], moved["mode"]) == ("hv1", mode)
+    # The same file, never copied nor removed, attached on the destination at the same device.
+    assert fleet.hvs["hv1"].pools[SHARED]["volumes"][FILE] is the_file
+    assert the_file["data"] == b"written before the move"
+    assert fleet.disks("hv1", "web-2")["vde"] == f"{SHARED_PATH}/{FILE}"
+    # Uncached on the destination too (the domain template's rendering): a later live move needs it.
+    assert cache_of(fleet, "hv1", "web-2", "vde") == "none"
+    if mode == "live":
+        assert fleet.hvs["hv2"].migrations[-1]["shared_paths"] == [f"{SHARED_PATH}/{FILE}"]
+    [volume] = fleet.ledger.volumes(name="data-1")
+    assert (volume["host"], volume["instance"], volume["target"]) == ("hv1", "web-2", "vde")
+    # hv1 holds both instances and the local 60 GB volume; nothing of the shared one anywhere.
+    assert fleet.used_disk_mb("hv1") == 2 * 1024 + 60 * 1024 and fleet.used_disk_mb("hv2") == 0
+    fleet.volume("detached")
+    deleted = fleet.volume("absent")
+    assert deleted["changed"] and FILE not in fleet.hvs["hv2"].pools[SHARED]["volumes"]
