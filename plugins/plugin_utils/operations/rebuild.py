@@ -59,6 +59,17 @@ REBUILDING = "rebuilding from image"
 IMAGE_REASONS = frozenset({REASON_IMAGE_PROPERTIES, REASON_IMAGE_MISSING, REASON_IMAGE_REFUSED})
 
 
+def with_image(instance: Mapping[str, Any], given: Any, settings: Settings, wanted: str) -> Request:
+    """The instance's recorded request with the image option ``given`` (checked as a launch's,
+    and downloaded where it is given by URL), or with the image it records where none is given;
+    InputError naming the image where it has none either (``wanted`` says what to give)."""
+    recorded = rebuildable_request(instance)
+    image = check_image(given, settings) if given is not None else recorded.image
+    if image is None:
+        raise InputError("image", f"{instance['name']} was launched without an image: give {wanted}")
+    return dataclasses.replace(recorded, image=fetched(image, settings))
+
+
 def refuse_image(ledger: Ledger, settings: Settings, task_vars: Mapping[str, Any], instance: Mapping[str, Any],
                  request: Request, verb: str) -> None:
     """Refuse where the instance's host would not take it with ``request`` (its recorded
@@ -100,13 +111,8 @@ class Rebuild:
         if instance["state"] not in (*PLACED_STATES, ERROR) or instance["hypervisor_uuid"] is None:
             raise BerthError(f"{name} cannot be rebuilt while it is {instance['state']}: only an instance placed on a "
                              f"host (ACTIVE, STOPPED, PAUSED, or ERROR there) is")
-        recorded = rebuildable_request(instance)
-        given = self.args.get("image")
-        image = check_image(given, self.settings) if given is not None else recorded.image
-        if image is None:
-            raise InputError("image", f"{name} was launched without an image: give the image to rebuild it from")
-        image = fetched(image, self.settings)
-        request = dataclasses.replace(recorded, image=image)
+        request = with_image(instance, self.args.get("image"), self.settings, "the image to rebuild it from")
+        image = request.image
         host = instance["host"]
         refuse_image(self.ledger, self.settings, self.task_vars, instance, request, "rebuilt from")
         said = f"{name} on {host}: root disk made anew from image {image.name}"

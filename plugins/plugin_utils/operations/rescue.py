@@ -29,7 +29,6 @@ unrescue that died is finished by running it again.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping
@@ -58,9 +57,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     recorded_definition,
     shared_pool_paths,
 )
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.rebuild import refuse_image
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.rebuild import refuse_image, with_image
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 # The reason a RESCUED instance carries while its rescue is under way (and after one died), and
@@ -130,14 +127,9 @@ class Rescue:
         if state != RESCUED and state not in PLACED_STATES:
             raise BerthError(f"{name} cannot be rescued while it is {state}: only an instance placed on a host "
                              f"({', '.join(PLACED_STATES)}) is")
-        recorded = rebuildable_request(instance)
-        given = self.args.get("image")
-        image = check_image(given, self.settings) if given is not None else recorded.image
-        if image is None:
-            raise InputError("image", f"{name} was launched without an image: give the rescue image")
-        image = fetched(image, self.settings)
-        refuse_image(self.ledger, self.settings, self.task_vars, instance, dataclasses.replace(recorded, image=image),
-                     "rescued with")
+        request = with_image(instance, self.args.get("image"), self.settings, "the rescue image")
+        refuse_image(self.ledger, self.settings, self.task_vars, instance, request, "rescued with")
+        image = request.image
         said = f"{name} on {host} from image {image.name}, its own root disk as its second disk"
         target = self.ledger.build_targets([instance["hypervisor_uuid"]])[instance["hypervisor_uuid"]]
         pool = self.settings.storage_pool

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from fake_hypervisor import POOL, POOL_PATH, FakeHypervisor, connect_to, synced_state
+from test_rebuild_operation import DieAt, Killed
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
@@ -23,7 +24,6 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
     AFTER_VOLUME_REMOVE,
     AFTER_VOLUME_UNPLUG,
     NO_HOOKS,
-    Hooks,
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, DomainTemplate
@@ -291,19 +291,6 @@ def test_a_stopped_instance_gets_the_volume_in_its_definition_only(fleet):
     assert done["msg"] == "attached volume data-1 to web-1 as vde"
     assert fleet.disks("hv1", "web-1")["vde"] == f"{POOL_PATH}/{FILE}"
     assert fleet.volume("detached")["msg"] == "detached volume data-1 from web-1"
-
-
-class Killed(BaseException):
-    """The process dies (SIGKILL): nothing after this point runs."""
-
-
-class DieAt(Hooks):
-    def __init__(self, point):
-        self.point = point
-
-    def reached(self, point, host=None, instance=None):
-        if point == self.point:
-            raise Killed()
 
 
 # Each step a run may die at, with the volume's state before the run: the ledger then holds at
