@@ -76,7 +76,9 @@ description:
     (names of domains without Berth metadata; the tracker sync sorts them against the ledger),
     C(storage_pool), C(pools) (every storage pool {name, active, capacity_mb, allocation_mb,
     available_mb}), C(instance_volumes) (the volumes of the instance pool named as a build names
-    its own, C(berth-<instance uuid>-...); the tracker sync tells whose they are), C(host_ip) (the host's address, see O(hypervisors); null when unknown),
+    its own, C(berth-<instance uuid>-...); the tracker sync tells whose they are), C(data_volumes) (those
+    named as M(berth.fleet.volume) names data volumes, C(berth-volume-<name>.qcow2); the tracker sync
+    reports those its ledger has no volume of), C(host_ip) (the host's address, see O(hypervisors); null when unknown),
     C(gathered_at) (Unix time of the gathering)."
   - The tracker view (usage from the ledger's claims) replaces the usage fields when the
     schedule action or the tracker sync reads these facts against the ledger.

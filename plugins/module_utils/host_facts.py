@@ -298,10 +298,9 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
     known = [memory[key] for key in ("free_mb", "buffers_mb", "cached_mb")]
     builds: list[str] = []  # named as builds name their volumes (berth-<instance uuid>-...)
     others: list[str] = []
+    data: list[str] = []  # berth.fleet.volume's: the ledger's volumes table knows them; never an image
     for volume in facts.get("volumes", []):
-        if is_data_volume(volume):
-            continue  # berth.fleet.volume's: the ledger's volumes table knows them; never an image
-        (builds if is_instance_volume(volume) else others).append(volume)
+        (data if is_data_volume(volume) else builds if is_instance_volume(volume) else others).append(volume)
     state = {
         "host": name,
         "nodename": facts["nodename"],
@@ -356,6 +355,9 @@ def host_state(name: str, facts: Mapping[str, Any], settings: Mapping[str, Any],
         # The pool's volumes named as builds name theirs (berth-<instance uuid>-...): the tracker
         # sync tells which belong to an instance, to a build in progress, or to nothing.
         "instance_volumes": builds,
+        # The pool's volumes named as berth.fleet.volume names data volumes (berth-volume-<name>.qcow2):
+        # the tracker sync reports those no volume of the ledger is.
+        "data_volumes": data,
         "networks": list(facts.get("networks", [])),
         "host_ip": settings.get("host_ip") or facts.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
@@ -403,7 +405,7 @@ def down_state(name: str, settings: Mapping[str, Any], reason: str,
         "metrics": {}, "hv_memory_total_mb": None, "hv_memory_free_mb": None,
         "hv_memory_buffers_mb": None, "hv_memory_cached_mb": None, "hv_memory_used_mb": None,
         "hv_memory_source": None, "domains": [], "instances": [], "orphans": [], "storage_pool": None,
-        "pools": [], "images": [], "refused_images": {}, "instance_volumes": [], "networks": [], "host_ip": settings.get("host_ip"),
+        "pools": [], "images": [], "refused_images": {}, "instance_volumes": [], "data_volumes": [], "networks": [], "host_ip": settings.get("host_ip"),
         "gathered_at": time.time() if gathered_at is None else gathered_at,
     }
     state.update(effective_settings(settings, list(aggregates)))

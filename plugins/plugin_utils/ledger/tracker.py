@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from ansible_collections.berth.fleet.plugins.module_utils import limits
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import DEFAULT_POLICY, UriPolicy
+from ansible_collections.berth.fleet.plugins.module_utils.volume_names import data_volume_name, is_data_volume
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import artefacts as builds
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.claims import find_hypervisor, refresh_usage, release
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.database import insert_skipping
@@ -53,6 +54,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import (
     instances,
     iso,
     unmanaged_usage,
+    volumes,
 )
 
 H = hypervisors.c
@@ -215,7 +217,8 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     Returns the report: hypervisors (per answering one: host, uuid, generation, changed,
     orphans), down, missing_instances, found_again, released_claims, kept_expired_claims,
     finished_builds, finished_evacuations, and, on the answering hypervisors, what dead builds left there
-    (leftovers, see artefacts.sort_out) and their orphan volumes (orphan_volumes).
+    (leftovers, see artefacts.sort_out), their orphan volumes (orphan_volumes), and the data
+    volumes no volume of the ledger is (unrecorded_volumes).
     """
     states, conflicts = _identity_conflicts(db, [_within_range(_uri_allowed(state, uri_policy)) for state in states],
                                             uri_policy)
@@ -223,7 +226,8 @@ def sync(db: Connection, states: Sequence[Mapping[str, Any]], now: dt.datetime,
     uuids = [state["uuid"] for state in answering]
     report: dict[str, Any] = {"hypervisors": [], "down": [], "missing_instances": [], "found_again": [],
                               "released_claims": [], "kept_expired_claims": [], "finished_builds": [],
-                              "finished_evacuations": [], "leftovers": [], "orphan_volumes": [], "power_states": [],
+                              "finished_evacuations": [], "leftovers": [], "orphan_volumes": [],
+                              "unrecorded_volumes": [], "power_states": [],
                               "unfenced": [], "identity_conflicts": conflicts}
     inserted = _insert_new(db, answering, now)
     down = [state for state in states if not state.get("service_up")]
@@ -576,6 +580,12 @@ def _leftovers(db: Connection, answering: Sequence[Mapping[str, Any]], report: d
         report["leftovers"] += [{**group, "host": state["host"], "hypervisor_uuid": hv_uuid} for group in groups]
         report["orphan_volumes"] += [{"host": state["host"], "pool": state.get("storage_pool"), "name": name}
                                      for name in orphans]
+    # Data volumes by name, whatever host their row says (a shared pool's is seen from every host).
+    known = {data_volume_name(name) for name in db.execute(select(volumes.c.name)).scalars()}
+    for state in answering:
+        report["unrecorded_volumes"] += [
+            {"host": state["host"], "pool": state.get("storage_pool"), "name": name}
+            for name in state.get("data_volumes", []) if is_data_volume(name) and name not in known]
 
 
 def _follow_power_states(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,

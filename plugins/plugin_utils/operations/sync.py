@@ -46,7 +46,7 @@ FRESHNESS_WARNING_SHARE = 0.5
 # The report's lists that name a hypervisor (``host``) per entry, merged batch after batch.
 _REPORT_LISTS = ("hypervisors", "down", "missing_instances", "found_again", "released_claims",
                  "kept_expired_claims", "finished_builds", "finished_evacuations", "leftovers", "orphan_volumes",
-                 "power_states", "unfenced", "identity_conflicts")
+                 "unrecorded_volumes", "power_states", "unfenced", "identity_conflicts")
 
 
 @dataclass(frozen=True)
@@ -556,6 +556,11 @@ def host_lines(states: Sequence[Mapping[str, Any]], report: Mapping[str, Any],
                                      f"names a build's volume, but no instance holds a claim here and this ledger "
                                      f"recorded no build of it; left alone (another ledger's, or older than Berth's "
                                      f"records: virsh vol-delete removes it)"))
+    for entry in report.get("unrecorded_volumes", []):
+        lines.append((entry["host"], f"{entry['host']}: unrecorded data volume {entry['pool']}/{entry['name']}: named "
+                                     f"as berth.fleet.volume names a data volume, but this ledger has no volume of "
+                                     f"that name; left alone (another ledger's, or made by hand: volume.yml with its "
+                                     f"name and size adopts it, virsh vol-delete removes it)"))
     return lines
 
 

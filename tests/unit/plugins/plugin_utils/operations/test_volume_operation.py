@@ -403,3 +403,21 @@ def test_a_shared_pool_volume_is_charged_to_no_host_and_moves_without_being_copi
     fleet.volume("detached")
     deleted = fleet.volume("absent")
     assert deleted["changed"] and FILE not in fleet.hvs["hv2"].pools[SHARED]["volumes"]
+
+
+def test_the_sync_reports_a_data_volume_file_no_volume_of_the_ledger_is_and_leaves_it(ledger):
+    """A file named as a data volume that this ledger never made (another ledger's, made by
+    hand, or a name that escapes the pattern) is reported by gather, never removed; a recorded
+    volume is not reported."""
+    from test_evacuate_operation import hv_uuid, sync  # noqa: F401 (hv_uuid: sync's host ids)
+
+    hv1 = FakeHypervisor("hv1")
+    sync(ledger, hv1)
+    Volume({"name": "kept", "state": "present", "size_gb": 1, "host": "hv1", "instance": None, "timeout": 30},
+           Settings(), ledger, False, connect=connect_to(hv1)).run()
+    hv1.add_volume(data_volume_name("stray"))
+    hv1.add_volume("berth-volume-Not_A_Label.qcow2")
+    synced = sync(ledger, hv1)
+    assert synced["report"]["unrecorded_volumes"] == [{"host": "hv1", "pool": POOL, "name": data_volume_name("stray")}]
+    assert any(f"unrecorded data volume {POOL}/{data_volume_name('stray')}" in line for line in synced["drift"])
+    assert {data_volume_name("stray"), data_volume_name("kept")} <= hv1.volume_names_of()
