@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from fake_hypervisor import connect_to
-from test_rebuild_operation import ARGS, DieAt, Killed, app  # noqa: F401 (app: the fixture)
 from test_evacuate_operation import sync
+from test_rebuild_operation import ARGS, DieAt, Killed, app  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (

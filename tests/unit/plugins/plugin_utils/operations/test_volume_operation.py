@@ -409,7 +409,7 @@ def test_the_sync_reports_a_data_volume_file_no_volume_of_the_ledger_is_and_leav
     """A file named as a data volume that this ledger never made (another ledger's, made by
     hand, or a name that escapes the pattern) is reported by gather, never removed; a recorded
     volume is not reported."""
-    from test_evacuate_operation import hv_uuid, sync  # noqa: F401 (hv_uuid: sync's host ids)
+    from test_evacuate_operation import sync
 
     hv1 = FakeHypervisor("hv1")
     sync(ledger, hv1)
