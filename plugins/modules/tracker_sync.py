@@ -254,7 +254,11 @@ report:
       type: list
       elements: dict
     orphan_volumes: {description: "Volumes named as a build's that no claim holds and nothing recorded - host, pool, name.", type: list, elements: dict}
-    unrecorded_volumes: {description: "Volumes named as berth.fleet.volume names data volumes that no volume of the ledger is - host, pool, name (reported, never removed).", type: list, elements: dict}
+    unrecorded_volumes:
+      description: Volumes named as berth.fleet.volume names data volumes that no volume of the ledger is - host, pool,
+        name (reported, never removed).
+      type: list
+      elements: dict
     missing: {description: "With O(mark_missing) - hypervisors marked missing.", type: list, elements: dict}
     synced_elsewhere: {description: "With O(mark_missing) - hypervisors the inventory does not list but something synced lately.", type: list, elements: dict}
 """
