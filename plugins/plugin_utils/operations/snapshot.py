@@ -180,8 +180,7 @@ class Snapshot:
                 hv.delete_volume(pool, copy)
                 raise
             finally:
-                self._release(hv, uuid, how)
-                journal.write(holds=None)
+                self._release(hv, uuid, journal)
             step(f"root disk copied on {host} ({how}); downloading")
             digest = hashlib.sha256()
             journal.write(partial=partial, image=path)
@@ -254,11 +253,14 @@ class Snapshot:
         return f"paused for the copy (no guest agent froze it: {why_not})"
 
     @staticmethod
-    def _release(hv: Any, uuid: str, how: str) -> None:
-        if how.startswith("file systems frozen"):
+    def _release(hv: Any, uuid: str, journal: Journal) -> None:
+        """Give back what the journal says the run holds of the guest (thaw or resume it)."""
+        holds = journal.now.get("holds")
+        if holds == FROZEN:
             hv.fs_thaw(uuid)
-        elif how.startswith("paused for the copy"):
+        elif holds == PAUSED:
             hv.resume(uuid)
+        journal.write(holds=None)
 
 
 def refuse_existing(path: str) -> None:
