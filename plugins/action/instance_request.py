@@ -23,6 +23,11 @@ class ActionModule(BerthAction):
             count = int(count)  # -e count=3 arrives as a string
         names = instance_names(args["name"], count)
         request = check_request(args, Settings.from_args(args))
+        if request.volumes:
+            # The roles' launch (berth.fleet.schedule, then berth.fleet.instance) claims and builds
+            # no volumes: refused, never accepted and ignored.
+            raise InputError("volumes", "volumes are made with a launch by berth.fleet.server (playbooks/launch.yml); "
+                                        "the roles' launch does not make them: make them with berth.fleet.volume")
         image = request.image
         return {"changed": False, "names": names, "request": request.to_record(),
                 # What the hosts must have, for the scheduler's PoolImageFilter and NetworkFilter.

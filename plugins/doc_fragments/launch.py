@@ -53,6 +53,23 @@ options:
         (C(networks[1].addresses[0])).
     type: raw
     default: []
+  volumes:
+    description:
+      - Data volumes to make and attach with each instance (Nova's block device mapping of a blank volume),
+        each a dict with C(name) (a DNS label), C(size_gb) (1 to 16384 GiB) and C(delete_on_termination)
+        (default V(false), as in Nova).
+      - Each instance gets its own, named C(<instance>-<name>) in the ledger (M(berth.fleet.volume) lists and
+        detaches them like any volume), made in the operator's storage pool on its host before its first start,
+        and attached in the order given on the first free devices after its own disks (C(vde), C(vdf)... on
+        virtio).
+      - DiskFilter and the claim count them beside the flavor's disks; a launch whose volume name the ledger has
+        already is refused. A build that fails removes them with the rest of the attempt.
+      - Deleting the instance deletes those with C(delete_on_termination=true) and detaches and keeps the others.
+      - Needs the ledger. Volumes on a shared pool are made with M(berth.fleet.volume), not with a launch.
+      - M(berth.fleet.server) (C(playbooks/launch.yml)) makes them; M(berth.fleet.instance_request), for the roles'
+        launch, refuses them.
+    type: raw
+    default: []
   metadata:
     description: Extra key/value pairs for the domains' Berth metadata.
     type: raw

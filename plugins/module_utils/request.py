@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
-from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest, volume_devices
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_key
 from ansible_collections.berth.fleet.plugins.module_utils._static_network import (
     STATIC_KEYS,
@@ -281,6 +281,65 @@ def labels_option(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(dns_label(f"labels[{index}]", label) for index, label in enumerate(value)))
 
 
+# ---- volumes made with a launch (Nova's block device mapping of a blank volume) -----------------
+
+_LAUNCH_VOLUME_KEYS = ("name", "size_gb", "delete_on_termination")
+
+
+@dataclass(frozen=True)
+class LaunchVolume:
+    """A data volume a launch makes and attaches to each of its instances (Nova's block device
+    mapping with source blank and destination volume): ``name`` (a DNS label) makes the volume
+    ``<instance>-<name>`` in the ledger; ``delete_on_termination`` says whether deleting the
+    instance deletes it too (else it is detached and kept, Nova's default)."""
+
+    name: str
+    size_gb: int
+    delete_on_termination: bool = False
+
+    def ledger_name(self, instance: str, field: str) -> str:
+        """The volume's name in the ledger for ``instance``: one DNS label."""
+        name = f"{instance}-{self.name}"
+        if not _DNS_LABEL.match(name):
+            raise InputError(field, f"{field}: the volume of instance {instance} would be named {name}, which is "
+                                    f"not a DNS label of at most 63 characters: give it a shorter name")
+        return name
+
+
+def volumes_option(value: Any) -> tuple[LaunchVolume, ...]:
+    """``volumes``: a list of {name, size_gb, delete_on_termination (default false)}, each name
+    a DNS label once in the list, each size within VOLUME_SIZE_GB."""
+    if value in (None, ""):
+        return ()
+    if not isinstance(value, list):
+        raise InputError("volumes", f"volumes must be a list of {{name, size_gb, delete_on_termination}}, got {value!r}")
+    slots = len(volume_devices("virtio"))
+    if len(value) > slots:
+        raise InputError("volumes", f"volumes holds at most {slots} volumes (the devices a guest's disk bus has "
+                                    f"for them), got {len(value)}")
+    checked: list[LaunchVolume] = []
+    for index, item in enumerate(value):
+        field = f"volumes[{index}]"
+        if not isinstance(item, Mapping):
+            raise InputError(field, f"{field} must be a mapping {{name, size_gb, delete_on_termination}}, got {item!r}")
+        unknown = sorted(set(item) - set(_LAUNCH_VOLUME_KEYS), key=str)
+        if unknown:
+            raise InputError(f"{field}.{unknown[0]}", f"{field} has unknown key(s) {', '.join(map(str, unknown))} "
+                                                      f"(known: {', '.join(_LAUNCH_VOLUME_KEYS)})")
+        name = dns_label(f"{field}.name", item.get("name"))
+        if any(volume.name == name for volume in checked):
+            raise InputError(f"{field}.name", f"{field}.name {name} is given twice")
+        if item.get("size_gb") is None:
+            raise InputError(f"{field}.size_gb", f"{field}.size_gb is required (GiB)")
+        size_gb = limits.VOLUME_SIZE_GB.check(item["size_gb"], f"{field}.size_gb")
+        remove = item.get("delete_on_termination", False)
+        if not isinstance(remove, bool):
+            raise InputError(f"{field}.delete_on_termination",
+                             f"{field}.delete_on_termination must be true or false, got {remove!r}")
+        checked.append(LaunchVolume(name, size_gb, remove))
+    return tuple(checked)
+
+
 # ---- the launch request, typed ----------------------------------------------------------------
 
 # The schema of an instance's recorded request (the ledger's instances.request): 1 kept the
@@ -416,6 +475,9 @@ class Request:
     the instance's own columns, written with its claim, because berth.fleet.instance_ha changes them
     after the launch and an HA run selects and orders instances by them; the record says how to
     re-create the guest, which they do not change.
+    ``volumes`` (data volumes made and attached with the launch) are not part of the record
+    either: the claim writes them into the ledger's volumes, where every later verb finds them
+    like any attached volume, with their ``delete_on_termination``.
     ``topology`` (the guest's sockets, cores and threads) is derived from the flavor and the
     image, and refused when they contradict each other."""
 
@@ -441,6 +503,7 @@ class Request:
     autostart: bool = False
     ha: bool = False
     ha_priority: int = 0
+    volumes: tuple[LaunchVolume, ...] = ()
     topology: Mapping[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -468,6 +531,21 @@ class Request:
         return (self.user_data is not None or bool(self.public_keys)
                 or any(has_static_config(network.static) for network in self.networks)
                 or bool(self.flavor.ephemeral_gb or self.flavor.swap))
+
+    @property
+    def volume_disk_mb(self) -> int:
+        """The disk each instance's launch volumes take on its host (DiskFilter and the claim
+        count it beside the flavor's)."""
+        return 1024 * sum(volume.size_gb for volume in self.volumes)
+
+    def volume_rows(self, instance: str) -> list[dict[str, Any]]:
+        """The launch volumes of ``instance`` as the ledger records them: name, size_gb,
+        delete_on_termination and the device each is attached on (the first ones a data volume
+        may take on the guest's disk bus, in order)."""
+        devices = volume_devices(self.guest.values["disk_bus"])
+        return [{"name": volume.ledger_name(instance, f"volumes[{index}].name"), "size_gb": volume.size_gb,
+                 "delete_on_termination": volume.delete_on_termination, "target": devices[index]}
+                for index, volume in enumerate(self.volumes)]
 
     def resized(self, flavor: Flavor) -> Request:
         """The same request with another flavor (a resize): its topology derived again."""

@@ -47,7 +47,7 @@ def spec_options(request: Request, settings: Settings, count: int = 1, group: Se
         "image_properties": dict(request.image_properties), "scheduler_hints": dict(request.scheduler_hints),
         "project_id": request.project_id, "requested_networks": request.requested_networks,
         "image_volume": request.image_volume if image_volume is _NOT_GIVEN else image_volume,
-        "server_group": group, **settings.request_options(),
+        "volume_disk_mb": request.volume_disk_mb, "server_group": group, **settings.request_options(),
         **{key: value for key, value in run.items() if value is not None}}
 
 

@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.pool_images import poo
 from ansible_collections.berth.fleet.plugins.module_utils.request import Image, Request
 from ansible_collections.berth.fleet.plugins.module_utils.uri_policy import UriPolicy
 from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
+    data_volume_name,
     ephemeral_volume_name,
     instance_volume_names,
     nvram_volume_name,
@@ -213,10 +214,11 @@ def local_disks(pool_path: str, instance_uuid: str, flavor: Any) -> dict[str, An
 
 
 def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str,
-         render: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+         render: Callable[[dict[str, Any]], str], volumes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """What the build of instance ``name`` (``uuid``) will make on ``session``'s host in ``pool``,
     found with read-only calls: refuses unknown images and networks. ``render(plan)`` gives the
-    domain XML."""
+    domain XML. ``volumes``: the data volumes its launch makes with it (Request.volume_rows':
+    name, size_gb, target), refused where the pool has a volume of that name already."""
     host = session.host
     pool_path = session.pool_path(pool)
     flavor, image = request.flavor, request.image
@@ -246,6 +248,14 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
         # libvirt copies OVMF's variable template there when the domain first starts.
         result["nvram"] = {"path": os.path.join(pool_path, nvram_volume_name(uuid))}
     result.update(local_disks(pool_path, uuid, flavor))
+    result["volumes"] = []
+    for volume in volumes:
+        file_name = data_volume_name(volume["name"])
+        if session.hv.volume(pool, file_name, False) is not None:
+            raise InputError("volumes", f"storage pool {pool} on {host} has a volume {file_name} already, which "
+                                        f"no volume of the ledger records: remove it, or name the volume otherwise")
+        result["volumes"].append({"name": file_name, "path": os.path.join(pool_path, file_name),
+                                  "size_gb": volume["size_gb"], "target": volume["target"], "shared": False})
     if request.wants_seed:
         vendor_data = local_disks_vendor_data(guest["disk_bus"], flavor.ephemeral_gb, flavor.swap,
                                               request.image_properties)
@@ -265,6 +275,7 @@ def plan(session: HostSession, name: str, uuid: str, request: Request, pool: str
         result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": seed_volume_name(uuid)})
     if result["nvram"]:  # libvirt makes it at the first start, which a dead build may have reached
         result["artefacts"].append({"kind": VOLUME, "pool": pool, "name": nvram_volume_name(uuid)})
+    result["artefacts"] += [{"kind": VOLUME, "pool": pool, "name": volume["name"]} for volume in result["volumes"]]
     result["artefacts"].append({"kind": DOMAIN, "pool": None, "name": name})
     result["xml"] = render(result)
     return result
@@ -327,6 +338,8 @@ def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], au
     hv, host = session.hv, session.host
     # A domain left stopped by an interrupted build is rebuilt from scratch.
     remove_instance(hv, uuid, pool)
+    # The launch's data volumes this call made (plan refused any of their names the pool had).
+    made_volumes: list[str] = []
     try:
         if planned["upload"]:
             upload_image(session, pool, planned["upload"], upload_dirs, step)
@@ -337,6 +350,10 @@ def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], au
             if planned[disk]:
                 hv.create_volume(pool, volume(uuid), 0, capacity_mb=planned[disk]["capacity_mb"])
                 step(f"{disk} disk created", detail=True)
+        for data_volume in planned.get("volumes", []):
+            made_volumes.append(data_volume["name"])
+            hv.create_volume(pool, data_volume["name"], data_volume["size_gb"])
+            step(f"volume {data_volume['name']} created", detail=True)
         if planned["seed"]:
             seed = planned["seed"]["data"]
             hv.upload_volume(pool, seed_volume_name(uuid), io.BytesIO(seed), len(seed), "raw")
@@ -352,6 +369,8 @@ def make(session: HostSession, uuid: str, pool: str, planned: dict[str, Any], au
         # Nothing half made stays behind, whatever failed: no domain, no volume.
         try:
             remove_instance(hv, uuid, pool)
+            for made in made_volumes:
+                hv.delete_volume(pool, made)
         except HypervisorError as cleanup:
             raise CleanupFailed(host, f"{exc}; cleanup failed too: {cleanup}") from exc
         if isinstance(exc, OSError):

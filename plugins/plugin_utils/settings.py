@@ -125,6 +125,7 @@ REQUESTER_OPTIONS: dict[str, str] = {
     "autostart": "whether the domains start with their libvirtd",
     "ha": "whether the instances are restarted on another host when theirs fails",
     "ha_priority": "their place in that restart order, highest first",
+    "volumes": "data volumes made and attached with each instance",
     "entries": "a deployment's entries, each a name, flavor, count and server group, placed together",
 }
 REQUESTER_OPTIONS.update({name: "the guest's hardware" for name in GUEST_OPTION_NAMES})

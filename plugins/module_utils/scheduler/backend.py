@@ -105,7 +105,7 @@ class PlainBackend(Backend):
 
     def consume(self, slot: int) -> dict | None:
         host_state = self.candidates[slot][1]
-        host_state.consume(self.spec.flavor)
+        host_state.consume(self.spec.flavor, volume_disk_mb=self.spec.volume_disk_mb)
         assignment, _reason = take(host_state, self.exact)
         return assignment
 

@@ -104,7 +104,7 @@ def _host_capacity(host_state: HostState, filters: Sequence[Any],
     def rejection_after(count: int) -> Rejection | None:
         """The first filter's rejection of the next instance once `count` are on the host."""
         after = host_state.copy()
-        after.consume(spec.flavor, count)
+        after.consume(spec.flavor, count, spec.volume_disk_mb)
         # Pinned CPUs, pages and devices are taken one instance at a time, as the scheduler
         # takes them: where one does not fit, the next cannot either, and its filter says why.
         for _number in range(count if exact is not None else 0):

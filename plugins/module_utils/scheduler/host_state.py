@@ -342,15 +342,16 @@ class HostState:
             return split_metadata(self.availability_zone)
         return self.aggregate_metadata().get("availability_zone") or [default_zone]
 
-    def consume(self, flavor: Flavor, count: int = 1) -> None:
+    def consume(self, flavor: Flavor, count: int = 1, volume_disk_mb: int = 0) -> None:
         """Take `count` instances of `flavor` off this host, as Nova's consume_from_request
-        does one at a time (capacity.py asks for many at once: the same integers).
+        does one at a time (capacity.py asks for many at once: the same integers), each with the
+        data volumes its build makes here (`volume_disk_mb`, RequestSpec's).
 
         Swap is not taken off disk, although DiskFilter asks for it: that is Nova's behaviour.
         Every placement is an IO operation (a build), hence num_io_ops.
         """
         self.free_ram_mb -= count * flavor.memory_mb
-        self.free_disk_mb -= count * 1024 * (flavor.root_gb + flavor.ephemeral_gb)
+        self.free_disk_mb -= count * (1024 * (flavor.root_gb + flavor.ephemeral_gb) + volume_disk_mb)
         self.vcpus_used += count * flavor.vcpus
         self.num_instances += count
         self.num_io_ops += count

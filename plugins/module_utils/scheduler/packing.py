@@ -200,7 +200,7 @@ def _greedy(states: list[HostState], specs: Sequence[RequestSpec]) -> list[Decis
         if not decision.ok:
             break
         for placement in decision.placements:
-            current[position[placement.host]].consume(spec.flavor)
+            current[position[placement.host]].consume(spec.flavor, volume_disk_mb=spec.volume_disk_mb)
             if spec.server_group is not None:
                 spec.server_group.add(placement.host)
     return decisions
@@ -392,7 +392,7 @@ def _replay(states: list[HostState], specs: Sequence[RequestSpec], capacities: l
             placements.append(Placement(index=index, host=state.host, nodename=state.nodename, uuid=state.uuid,
                                         weight=0.0, weights=[], limits=dict(state.limits), alternates=[],
                                         runners_up=[]))
-            state.consume(spec.flavor)
+            state.consume(spec.flavor, volume_disk_mb=spec.volume_disk_mb)
             if group is not None:
                 group.add(state.host)
         decisions.append(_decision(states, spec, placements, capacities[entry]))

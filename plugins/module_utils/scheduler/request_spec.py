@@ -173,6 +173,9 @@ class RequestSpec:
     # the libvirt networks it must define.
     image_volume: str | None = None
     requested_networks: list[str] = field(default_factory=list)
+    # The data volumes each instance's build makes on its host's storage pool with it (a launch's
+    # volumes), in MB: DiskFilter asks for them beside the flavor's disks, and consuming takes them.
+    volume_disk_mb: int = 0
     # The operator's PCI aliases (Nova's [pci] alias, pci.check_aliases) and mediated device
     # types (Nova's [devices] enabled_mdev_types; empty: any type a host offers). Operator
     # configuration, never a requester's.
@@ -211,6 +214,7 @@ class RequestSpec:
         for name in ("availability_zone", "image_id", "image_volume"):
             check_optional_string(name, getattr(self, name))
         check_integer("service_down_time", self.service_down_time, minimum=1)
+        check_integer("volume_disk_mb", self.volume_disk_mb, minimum=0)
         self.requested_networks = check_string_list("requested_networks", self.requested_networks)
         if not isinstance(self.default_availability_zone, str) or not self.default_availability_zone:
             raise SchedulerInputError("default_availability_zone",

@@ -338,7 +338,7 @@ class VectorBackend(Backend):
     def consume(self, slot: int) -> dict | None:
         position = int(self.rows[slot])
         host_state = self.state_of(position)
-        host_state.consume(self.spec.flavor)
+        host_state.consume(self.spec.flavor, volume_disk_mb=self.spec.volume_disk_mb)
         assignment, _reason = take(host_state, self.exact)
         for name in _CONSUMED_COLUMNS:
             getattr(self.columns, name)[position] = getattr(host_state, name)

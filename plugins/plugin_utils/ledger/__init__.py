@@ -418,7 +418,8 @@ class Ledger:
               lease_s: int = DEFAULT_LEASE_S, server_group: str | None = None,
               image: str | None = None, request: Mapping[str, Any] | None = None,
               exact: ExactRequest | None = None, ha: bool = False, ha_priority: int = 0,
-              user_data: str | None = None) -> list[dict[str, Any]]:
+              user_data: str | None = None, volumes: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+              pool: str | None = None) -> list[dict[str, Any]]:
         """Write BUILDING instances and their claims in one transaction, or nothing.
 
         ``placements`` are dicts with ``name``, ``host`` and ``hypervisor_uuid`` (and optionally
@@ -435,10 +436,13 @@ class Ledger:
         since the decision, and the re-check found it still fits) and ``assignment``. ``ha`` and
         ``ha_priority`` (the request's) mark the instances restarted elsewhere when their host fails.
         ``user_data`` (the request's) is kept apart from the rows, never listed (see user_data).
+        ``volumes``: the data volumes each instance's build makes with it in the storage pool
+        ``pool`` (by instance name, Request.volume_rows'), claimed on its host with it and
+        recorded as attached to it; a volume of such a name in the ledger already is refused.
         """
         with self._write() as db:
             return claims.claim(db, placements, flavor, owner, lease_s, server_group, image, request, exact,
-                                ha, ha_priority, user_data)
+                                ha, ha_priority, user_data, volumes or {}, pool)
 
     @database_errors
     def claim_batch(self, entries: Sequence[Mapping[str, Any]], owner: str,
@@ -518,7 +522,8 @@ class Ledger:
         its uuid and name, with the exact CPUs, cells, pages and devices of ``exact`` fitted
         there (an instance that held some is refused without it). Returns the instance with
         ``claim_id`` and ``assignment``; raises ClaimConflict, changing nothing, if the
-        alternate has no room."""
+        alternate has no room. The volumes its launch makes with it (nothing is made of them
+        yet) move there too, their room re-checked."""
         with self._write() as db:
             return claims.claim_alternate(db, instance_uuid, host, hypervisor_uuid, owner, lease_s, exact)
 
@@ -641,7 +646,9 @@ class Ledger:
     @database_errors
     def delete_instance(self, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
         """Forget an instance, its claims and group membership, and the artefacts of
-        ``removed_artefacts`` (ids: the caller removed them); False if it was not there."""
+        ``removed_artefacts`` (ids: the caller removed them); False if it was not there. Its
+        volumes marked delete_on_termination are forgotten (the caller removed them), the
+        others detached."""
         with self._write() as db:
             return claims.delete_instance(db, instance_uuid, removed_artefacts)
 

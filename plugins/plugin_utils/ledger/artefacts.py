@@ -133,7 +133,7 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
     """What is left of dead builds on one hypervisor, and its orphan volumes (pure).
 
     ``state``: the hypervisor's host state as just gathered (domains, instance_volumes,
-    storage_pool); ``claimed``: the instances holding a claim on it now, whatever their lease
+    data_volumes, storage_pool); ``claimed``: the instances holding a claim on it now, whatever their lease
     (the sync has settled the expired ones); ``rows``: its artefact rows (``artefact_dict``).
     Returns the leftovers, one group per instance: {instance_uuid, instance_name, running,
     evacuated, items}, each item a row with ``present`` (True or False as the state shows it,
@@ -145,6 +145,8 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
     claimed = set(claimed)
     domains = {dom["uuid"]: dom for dom in state.get("domains", [])}
     volumes = set(state.get("instance_volumes", []))
+    # A launch's data volumes (berth-volume-<name>.qcow2) are recorded too: the state lists them apart.
+    data_volumes = set(state.get("data_volumes", []))
     pool = state.get("storage_pool")
     groups: dict[str, dict[str, Any]] = {}
     recorded = set()
@@ -160,7 +162,7 @@ def sort_out(state: Mapping[str, Any], claimed: Iterable[str],
         if row["kind"] == DOMAIN:
             present = row["instance_uuid"] in domains
         else:
-            present = row["name"] in volumes if row["pool"] == pool else None
+            present = row["name"] in volumes | data_volumes if row["pool"] == pool else None
         group["items"].append({**row, "present": present})
     orphans = [name for name in sorted(volumes)
                if volume_instance_uuid(name) not in claimed and (pool, name) not in recorded]

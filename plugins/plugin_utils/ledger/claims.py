@@ -215,7 +215,9 @@ def take_exact(view: HostState, request: ExactRequest, host: str) -> dict[str, A
 def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavor, owner: str,
           lease_s: int, server_group: str | None, image: str | None,
           request: Mapping[str, Any] | None = None, exact: ExactRequest | None = None,
-          ha: bool = False, ha_priority: int = 0, user_data: str | None = None) -> list[dict[str, Any]]:
+          ha: bool = False, ha_priority: int = 0, user_data: str | None = None,
+          launch_volumes: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+          pool: str | None = None) -> list[dict[str, Any]]:
     """Ledger.claim's transaction (see there). Claims are the ledger's hottest write: rows are
     written as plain column values on the driver's cursor (database.driver_execute), two
     statements per instance and one usage update for the request."""
@@ -234,6 +236,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 raise ClaimConflict(placement["host"], "not in the ledger (no facts synced)")
             view, generation = views[hv_uuid]
             guard.check_room(view, spec, flavor, placement["host"])
+            take_volumes_room(view, (launch_volumes or {}).get(placement["name"], ()), placement["host"])
             taken.append(guard.take_exact(view, exact, placement["host"]) if exact is not None else None)
             new.append({
                 "uuid": str(uuidlib.uuid4()), "name": placement["name"], "flavor_name": flavor.name,
@@ -249,6 +252,8 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                                 "labels": host_rules.request_labels(request), "hypervisor_uuid": instance["hypervisor_uuid"],
                                 "host": instance["host"]} for instance in new])
         _insert_instances(db, new, placements)
+        if launch_volumes:
+            _insert_launch_volumes(db, new, launch_volumes, pool, owner, now)
         if user_data is not None:
             db.execute(insert(instance_user_data), [{"instance_uuid": instance["uuid"], "user_data": user_data}
                                                     for instance in new])
@@ -273,6 +278,45 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
         if "deadlock detected" not in str(exc.orig):
             raise
         raise ClaimConflict(placements[0]["host"] if placements else "-", "deadlock, decide again") from exc
+
+
+def take_volumes_room(view: HostState, rows: Sequence[Mapping[str, Any]], host: str) -> None:
+    """ClaimConflict unless ``view`` has room for the launch volumes ``rows`` beside the
+    instance it took already; then take it, for the request's next instance there."""
+    needed_mb = 1024 * sum(row["size_gb"] for row in rows)
+    if needed_mb:
+        check_disk(view, needed_mb, f"its volumes ({needed_mb} MB) beside its disks")
+        view.free_disk_mb -= needed_mb
+
+
+def _insert_launch_volumes(db: Connection, new: Sequence[Mapping[str, Any]],
+                           launch_volumes: Mapping[str, Sequence[Mapping[str, Any]]], pool: str | None,
+                           owner: str, now: dt.datetime) -> None:
+    """The volumes each new instance's build makes with it, recorded as attached to it (and so
+    claimed on its host); a name the ledger has already is refused, naming the launch's option."""
+    rows = [{"name": row["name"], "hypervisor_uuid": instance["hypervisor_uuid"], "pool": pool,
+             "size_gb": row["size_gb"], "instance_uuid": instance["uuid"], "target": row["target"], "owner": owner,
+             "created_at": now, "shared": False, "delete_on_termination": row["delete_on_termination"]}
+            for instance in new for row in launch_volumes.get(instance["name"], ())]
+    if not rows:
+        return
+    if not pool:
+        raise LedgerError("a launch's volumes need the storage pool they are made in")
+    taken = db.execute(select(volumes.c.name, hypervisors.c.name).join(
+        hypervisors, hypervisors.c.uuid == volumes.c.hypervisor_uuid).where(
+        volumes.c.name.in_([row["name"] for row in rows]))).first()
+    if taken is not None:
+        raise InputError("volumes", f"volume {taken[0]} (on {taken[1]}) is in the ledger already: delete it "
+                                    f"(berth.fleet.volume state=absent) or give the launch's volume another name")
+    db.execute(insert(volumes), rows)
+
+
+def drop_unbuilt_volumes(db: Connection, instance: Mapping[str, Any]) -> None:
+    """A launch that never built ``instance`` (a ledger row, BUILDING without a build record)
+    gave up on it: the volumes its claim recorded for it were never made for good (the build, or
+    the sync that settles a dead one, removes their files as artefacts), so their rows go."""
+    if instance["state"] == BUILDING and not (instance["request"] or {}).get("build"):
+        db.execute(delete(volumes).where(volumes.c.instance_uuid == instance["uuid"]))
 
 
 def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
@@ -396,6 +440,15 @@ def claim_alternate(db: Connection, instance_uuid: str, host: str, hv_uuid: str,
         raise ClaimConflict(host, "the instance holds pinned CPUs, NUMA cells, pages or devices, and this "
                                   "retry was not given their request to fit them there")
     claim = claim_instance_on(db, instance_uuid, hv_uuid, owner, lease_s, keep_others=False, host=host, exact=exact)
+    # The volumes its launch makes with it (none made yet: every failed attempt removes its own)
+    # are claimed where it goes now.
+    launch_rows = db.execute(select(volumes.c.size_gb).where(volumes.c.instance_uuid == instance_uuid,
+                                                             volumes.c.hypervisor_uuid != hv_uuid)).all()
+    if launch_rows:
+        view, _generation = locked_views(db, [hv_uuid])[hv_uuid]
+        take_volumes_room(view, [{"size_gb": row.size_gb} for row in launch_rows], host)
+        left = volumes_follow(db, instance_uuid, hv_uuid)
+        refresh_usage(db, {hv_uuid, *left})
     moved = {"hypervisor_uuid": hv_uuid, "host": claim["host"], "state": BUILDING, "failure_reason": None,
              "updated_at": utcnow()}
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(moved))
@@ -513,6 +566,7 @@ def release(db: Connection, claim_row: Any, reason: str, now: dt.datetime) -> No
     db.execute(delete(claims).where(claims.c.id == claim_row.id))
     left = db.execute(select(func.count(claims.c.id)).where(claims.c.instance_uuid == claim_row.instance_uuid)).scalar()
     if not left:
+        drop_unbuilt_volumes(db, find_instance(db, claim_row.instance_uuid))
         db.execute(update(instances).where(instances.c.uuid == claim_row.instance_uuid).values(
             state=ERROR, failure_reason=reason, updated_at=now))
 
@@ -575,14 +629,16 @@ def build_failed(db: Connection, instance_uuid: str) -> int:
 
 
 def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:
-    find_instance(db, instance_uuid)
+    instance = find_instance(db, instance_uuid)
     now = utcnow()
     held = db.execute(select(claims).where(claims.c.instance_uuid == instance_uuid)).all()
+    drop_unbuilt_volumes(db, instance)
+    unbuilt_hosts = [instance["hypervisor_uuid"]] if instance["hypervisor_uuid"] else []
     for claim_row in held:
         release(db, claim_row, reason, now)
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
         state=ERROR, failure_reason=reason, updated_at=now))
-    refresh_usage(db, [claim_row.hypervisor_uuid for claim_row in held])
+    refresh_usage(db, {*unbuilt_hosts, *(claim_row.hypervisor_uuid for claim_row in held)})
 
 
 def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Iterable[int] = ()) -> bool:
@@ -593,7 +649,11 @@ def delete_instance(db: Connection, instance_uuid: str, removed_artefacts: Itera
     db.execute(delete(server_group_members).where(server_group_members.c.instance_uuid == instance_uuid))
     touched = db.execute(delete(claims).where(claims.c.instance_uuid == instance_uuid)
                          .returning(claims.c.hypervisor_uuid)).scalars().all()
-    # Its volumes stay, attached to none (Nova detaches them), still claimed on their host.
+    # Those its launch marked delete_on_termination go with it (the caller removed their files);
+    # the others stay, attached to none (Nova detaches them), still claimed on their host.
+    touched += db.execute(delete(volumes).where(volumes.c.instance_uuid == instance_uuid,
+                                                volumes.c.delete_on_termination.is_(True))
+                          .returning(volumes.c.hypervisor_uuid)).scalars().all()
     detach_volumes(db, [instance_uuid])
     db.execute(delete(instances).where(instances.c.uuid == instance_uuid))
     refresh_usage(db, touched)
@@ -713,7 +773,8 @@ def detach_volumes(db: Connection, instance_uuids: Iterable[str]) -> None:
     """The volumes attached to these instances (being deleted, or replaced) are attached to none."""
     wanted = list(instance_uuids)
     if wanted:
-        db.execute(update(volumes).where(volumes.c.instance_uuid.in_(wanted)).values(instance_uuid=None, target=None))
+        db.execute(update(volumes).where(volumes.c.instance_uuid.in_(wanted)).values(
+            instance_uuid=None, target=None, delete_on_termination=False))
 
 
 def volumes_follow(db: Connection, instance_uuid: str, hv_uuid: str) -> list[str]:

@@ -34,7 +34,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The newest migration's revision (tests/unit check that it is alembic's head). Every action
 # opens the ledger; one that is at this revision is opened without importing alembic, which
 # costs a fifth of a second of each ansible-playbook run.
-SCHEMA_REVISION = "0018"
+SCHEMA_REVISION = "0019"
 SQLITE_LOCK_TIMEOUT_S = 30
 # A SQLite ledger Berth creates is its owner's alone: the file, and the directory it creates for it.
 SQLITE_FILE_MODE = 0o600

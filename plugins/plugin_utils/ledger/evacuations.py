@@ -129,7 +129,7 @@ def finish_evacuation(db: Connection, instance_uuid: str, claim_id: int, left: S
     # Its volumes of a local pool stay on the host it left (their files are there), attached to
     # none: the rebuilt domain is without them. A shared pool's follow it (finish_move).
     db.execute(update(volumes).where(volumes.c.instance_uuid == instance_uuid, volumes.c.shared.is_(False))
-               .values(instance_uuid=None, target=None))
+               .values(instance_uuid=None, target=None, delete_on_termination=False))
     moved = finish_move(db, instance_uuid, claim_id)
     active: dict[str, Any] = {"state": ACTIVE, "failure_reason": None, "updated_at": now}
     if built is not None:

@@ -336,6 +336,9 @@ volumes = Table(
     Column("owner", String(255), nullable=False),
     Column("created_at", DateTime, nullable=False),
     Column("shared", Boolean, nullable=False, default=False, server_default=false()),
+    # Made with its instance's launch and deleted with it (Nova's block device mapping); false
+    # for any other attachment, and reset by a detach.
+    Column("delete_on_termination", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 server_groups = Table(
@@ -447,5 +450,5 @@ def volume_dict(row: Mapping[str, Any], host: str | None = None, instance: str |
         "name": row["name"], "hypervisor_uuid": row["hypervisor_uuid"], "host": host, "pool": row["pool"],
         "size_gb": row["size_gb"], "instance_uuid": row["instance_uuid"], "instance": instance,
         "target": row["target"], "owner": row["owner"], "created_at": iso(row["created_at"]),
-        "shared": bool(row["shared"]),
+        "shared": bool(row["shared"]), "delete_on_termination": bool(row["delete_on_termination"]),
     }

@@ -583,9 +583,11 @@ def _leftovers(db: Connection, answering: Sequence[Mapping[str, Any]], report: d
     # Data volumes by name, whatever host their row says (a shared pool's is seen from every host).
     known = {data_volume_name(name) for name in db.execute(select(volumes.c.name)).scalars()}
     for state in answering:
+        # A launch's volume a dead build left is that build's artefact, reported as its leftover.
+        left = {row["name"] for row in recorded.get(state["uuid"], [])}
         report["unrecorded_volumes"] += [
             {"host": state["host"], "pool": state.get("storage_pool"), "name": name}
-            for name in state.get("data_volumes", []) if is_data_volume(name) and name not in known]
+            for name in state.get("data_volumes", []) if is_data_volume(name) and name not in known | left]
 
 
 def _follow_power_states(db: Connection, answering: Sequence[Mapping[str, Any]], now: dt.datetime,

@@ -117,5 +117,6 @@ def attach(db: Connection, name: str, instance_name: str, devices: Sequence[str]
 def detach(db: Connection, name: str) -> dict[str, Any]:
     """Ledger.detach_volume's transaction (see there)."""
     volume = _one(db, name)
-    db.execute(update(volumes).where(V.name == name).values(instance_uuid=None, target=None))
+    db.execute(update(volumes).where(V.name == name).values(instance_uuid=None, target=None,
+                                                            delete_on_termination=False))
     return volume

@@ -202,6 +202,7 @@ class Build:
         reasons: list[str] = []
         # Check mode's planned assignment, as the schedule's decision took it.
         assignment = placement.get("assignment")
+        volumes = self._launch_volumes(request, name, uuid)
         for attempt, target in enumerate(targets):
             if attempt:
                 try:
@@ -225,7 +226,8 @@ class Build:
                 cpu = guest_cpu(target.get("cpu"), target["host"], chosen_type, request.topology,
                                 request.guest.values["cpu_baseline"])
                 result = self._on_host(self._session(target["host"], target["uri"]), name, uuid or PLANNED_UUID,
-                                       request, assignment, chosen_type, cpu, target.get("cpu_shared_set"), step)
+                                       request, assignment, chosen_type, cpu, target.get("cpu_shared_set"), step,
+                                       volumes)
             except CleanupFailed as exc:
                 if ledger is None:
                     raise
@@ -259,7 +261,10 @@ class Build:
                 except ClaimLost as lost:
                     # The lease ran out before the build ended and a sync gave the claim back:
                     # the instance is ERROR already, and what was built takes room nobody counts.
-                    remove_instance(self._session(target["host"], target["uri"]).hv, uuid, self.settings.storage_pool)
+                    hv = self._session(target["host"], target["uri"]).hv
+                    remove_instance(hv, uuid, self.settings.storage_pool)
+                    for volume in volumes:
+                        hv.delete_volume(self.settings.storage_pool, data_volume_name(volume["name"]))
                     raise BerthError(f"{name}: {lost}; what was built on {target['host']} is removed "
                                      f"(give launches a longer berth_lease_seconds)") from lost
             # The CPU it was given there (mode, model, features, topology, and why a default was
@@ -271,9 +276,19 @@ class Build:
         ledger.mark_error(uuid, reason)
         raise BerthError(f"{name}: {reason}")
 
+    def _launch_volumes(self, request: Request, name: str, uuid: str | None) -> list[dict[str, Any]]:
+        """The data volumes the build of instance ``name`` makes with it, for a request that
+        asks for some: those its claim recorded as attached to it (a first build's are its
+        launch's alone: nothing else attaches to an instance being built), or in check mode those
+        the request would make."""
+        ledger = self._ledger()
+        if not request.volumes or ledger is None or not uuid:
+            return request.volume_rows(name)
+        return [volume for volume in ledger.volumes(instance_uuid=uuid) if not volume["shared"]]
+
     def _on_host(self, session: HostSession, name: str, uuid: str, request: Request,
                  assignment: Mapping[str, Any] | None, chosen_type: str, cpu: Mapping[str, Any] | None,
-                 shared_cpus: Any, step: Any) -> dict[str, Any]:
+                 shared_cpus: Any, step: Any, volumes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         host, pool = session.host, self.settings.storage_pool
         placed = uuid != PLANNED_UUID
         current = session.hv.find_domain(uuid) if placed else None
@@ -282,7 +297,7 @@ class Build:
             return {"changed": False, "domain": current}
         planned = plan(session, name, uuid, request, pool, lambda made: self.template.render(
             request, name, uuid, made, chosen_type, self.settings.serial_log_dir, cpu=cpu, assignment=assignment,
-            shared_cpus=shared_cpus))
+            shared_cpus=shared_cpus), volumes)
         # A custom model with its features, compared with the host's CPU by its libvirt before
         # anything is made there (in check mode too): the features it lacks are named.
         refusal = session.hv.guest_cpu_refusal(planned["xml"], chosen_type)
@@ -300,6 +315,9 @@ class Build:
             }
         if self.check_mode:
             result["msg"] = f"would build {name} on {host}"
+            if planned["volumes"]:
+                result["msg"] += " with volume(s) " + ", ".join(
+                    f"{volume['name']} ({volume['size_gb']} GB on {volume['target']})" for volume in planned["volumes"])
             if planned["upload"]:
                 result["msg"] += f", uploading image {planned['upload'].name} there first"
             return result
@@ -323,13 +341,23 @@ class Build:
         hv = self._session(placement["host"], placement["uri"]).hv
         ledger = self._ledger(reading=True)
         recorded = ledger.artefacts(uuid, name) if ledger else []
+        # Its volumes that its launch marked delete_on_termination go with it; the others are
+        # detached and kept (delete_instance).
+        terminated = [volume for volume in (ledger.volumes(instance_uuid=uuid) if ledger else [])
+                      if volume["delete_on_termination"]]
         if self.check_mode:
             present = hv.find_domain(uuid) is not None
             known = bool(ledger and ledger.instances([name]))
             return {"changed": present or known or bool(recorded),
                     "msg": f"would delete {name} from {placement['host']}"
-                           + (f" and {len(recorded)} recorded artefact(s) of its builds" if recorded else "")}
+                           + (f" and {len(recorded)} recorded artefact(s) of its builds" if recorded else "")
+                           + (" with its volume(s) " + ", ".join(volume["name"] for volume in terminated)
+                              if terminated else "")}
         removed = remove_instance(hv, uuid, pool)
+        for volume in terminated:
+            # The domain that used it is gone: the file goes before its row, so that a run that
+            # dies between them leaves a row the next delete forgets.
+            removed = hv.delete_volume(volume["pool"], data_volume_name(volume["name"])) or removed
         by_build: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for item in recorded:
             by_build.setdefault((item["host"], item["instance_uuid"]), []).append(item)

@@ -27,6 +27,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import (
     labels_option,
     metadata_spec,
     user_data_spec,
+    volumes_option,
 )
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.request_spec import DEFAULT_PROJECT_ID
 from ansible_collections.berth.fleet.plugins.plugin_utils._flavors import flavor_option
@@ -48,8 +49,8 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
     """A launch's request from the requester's ``options`` (a task's validated arguments) and the
     operator's ``settings``, every part checked against its limits before anything is scheduled:
     the flavor, image, networks (with their static settings), metadata, user data, SSH keys, boot
-    paths, the guest's hardware and vCPU topology, HA and its priority, the zone, group, labels and hints (a hint no enabled
-    filter reads is refused). An image by URL is downloaded into the controller's cache (in check
+    paths, the guest's hardware and vCPU topology, HA and its priority, the data volumes to make with it, the zone,
+    group, labels and hints (a hint no enabled filter reads is refused). An image by URL is downloaded into the controller's cache (in check
     mode too) and its checksum checked, last. Contacts no hypervisor. The one place a request is
     checked: everything after it takes the Request as it is."""
     if options.get("flavor") is None:
@@ -72,7 +73,8 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
         labels=labels_option(options.get("labels")),
         project_id=limits.check_name("project_id", settings.project_id) or DEFAULT_PROJECT_ID,
         domain_type=domain_type_option(options.get("domain_type")), autostart=bool(options.get("autostart")),
-        ha=ha_option(options.get("ha") or False), ha_priority=ha_priority_option(options.get("ha_priority") or 0))
+        ha=ha_option(options.get("ha") or False), ha_priority=ha_priority_option(options.get("ha_priority") or 0),
+        volumes=volumes_option(options.get("volumes")))
     refuse_idle_hints(request_spec(request, settings))
     # Last, after every cheap check: the download.
     return dataclasses.replace(request, image=fetched(image, settings))
@@ -147,6 +149,13 @@ class Launch:
         self.connect = connect
 
     def run(self) -> dict[str, Any]:
+        if self.request.volumes:
+            if self.ledger is None and not self.check_mode:
+                raise InputError("volumes", "volumes made with a launch are recorded in the ledger: launch with "
+                                            "the ledger (berth_ledger), or make them later with berth.fleet.volume")
+            for name in self.names:
+                # Each instance's volume names, checked before anything is decided.
+                self.request.volume_rows(name)
         schedule = Schedule(self.request, self.settings, self.names, self.launch_name, self.ledger, self.task_vars,
                             self.check_mode, self.hooks, ignore_hosts=self.ignore_hosts)
         planned = schedule.run()

@@ -195,7 +195,9 @@ class Schedule:
                                     server_group=group and group["name"], request=request.to_record(),
                                     image=request.image.name if request.image is not None else None,
                                     exact=self.exact, ha=request.ha, ha_priority=request.ha_priority,
-                                    user_data=request.user_data)
+                                    user_data=request.user_data,
+                                    volumes={p["name"]: request.volume_rows(p["name"]) for p in placements},
+                                    pool=settings.storage_pool)
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
                 record("claim_conflict")

@@ -34,9 +34,10 @@ class DiskFilter(ResourceFilter):
     host_numbers = {"allocation_ratio": HostNumber(field="disk_allocation_ratio")}
 
     def fit(self, values: Any, allocation_ratio: Any, spec: RequestSpec) -> rules.Fit:
-        # Root, ephemeral and swap are asked for, although consuming takes no swap off.
+        # Root, ephemeral and swap are asked for, although consuming takes no swap off; and the
+        # data volumes the build makes with it there.
         return rules.disk_fit(values.total_usable_disk_gb, values.free_disk_mb, allocation_ratio,
-                              spec.flavor.requested_disk_mb)
+                              spec.flavor.requested_disk_mb + spec.volume_disk_mb)
 
     def record_limit(self, host_state: HostState, fit: rules.Fit) -> None:
         # Nova hands the claim its disk limit in GB.

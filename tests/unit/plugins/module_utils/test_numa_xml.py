@@ -204,7 +204,7 @@ def test_a_retry_on_an_alternate_renders_that_claim_s_assignment(monkeypatch):
     other = {"numa": {"cells": [{**DEDICATED_ONE_CELL["numa"]["cells"][0], "pinning": {"0": 8, "1": 9}}]}}
     rendered = []
 
-    def fake_build(self, session, name, uuid, request, assignment, chosen_type, cpu, shared_cpus, step):
+    def fake_build(self, session, name, uuid, request, assignment, chosen_type, cpu, shared_cpus, step, volumes=()):
         rendered.append((session.host, assignment, shared_cpus))
         if session.host == "hv1":
             raise HypervisorError("hv1", "QEMU would not start")
