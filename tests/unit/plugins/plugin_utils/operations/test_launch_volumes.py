@@ -26,7 +26,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import Launch, check_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
-VOLUMES = [{"name": "data", "size_gb": 5, "delete_on_termination": True}, {"name": "logs", "size_gb": 2}]
+VOLUMES = ({"name": "data", "size_gb": 5, "delete_on_termination": True}, {"name": "logs", "size_gb": 2})
 TINY = {"vcpus": 1, "memory_mb": 512, "root_gb": 1}
 
 
@@ -40,7 +40,8 @@ class Fleet:
 
     def launch(self, names, volumes=VOLUMES, check_mode=False, hooks=None, settings=None, **options):
         settings = settings or Settings()
-        request = check_request({"flavor": TINY, "domain_type": "qemu", "volumes": volumes, **options}, settings)
+        wanted = list(volumes) if isinstance(volumes, tuple) else volumes
+        request = check_request({"flavor": TINY, "domain_type": "qemu", "volumes": wanted, **options}, settings)
         return Launch(request, settings, names, "web", self.ledger, {}, DEFAULT_TEMPLATE, check_mode, False,
                       connect=connect_to(*self.hvs.values()), **({"hooks": hooks} if hooks else {})).run()
 
@@ -161,8 +162,8 @@ def test_a_failed_build_is_retried_elsewhere_with_its_volumes_and_leaves_none_be
     [result] = done["build"]["results"]
     assert result["failed_attempts"] == ["hv1: QEMU would not start"]
     assert {volume["host"] for volume in fleet.ledger.volumes()} == {"hv2"}
-    assert fleet.files("hv1") == {} and set(fleet.files("hv2")) == {data_volume_name("web-1-data"),
-                                                                      data_volume_name("web-1-logs")}
+    made = {data_volume_name("web-1-data"), data_volume_name("web-1-logs")}
+    assert fleet.files("hv1") == {} and set(fleet.files("hv2")) == made
     assert fleet.used_disk_mb("hv1") == 0 and fleet.used_disk_mb("hv2") == 8 * 1024
 
 
