@@ -155,8 +155,8 @@ def recorded_request(instance: Mapping[str, Any]) -> tuple[Request | None, str |
 
 
 def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings, ignore_hosts: Sequence[str] = (),
-                 current_group: Mapping[str, Any] | None = None,
-                 rules: Sequence[HostRule] = ()) -> tuple[RequestSpec, str | None]:
+                 current_group: Mapping[str, Any] | None = None, rules: Sequence[HostRule] = (),
+                 volume_disk_mb: int = 0) -> tuple[RequestSpec, str | None]:
     """The engine's request of a move (migrate, drain, resize) of one instance, for ``flavor``
     (its own, or the new one of a resize): the request the instance recorded at its launch, with
     ``ignore_hosts`` (the source), the moving run's ``settings`` (its filters, weighers, staleness
@@ -164,7 +164,9 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings
     disks), and its server group as it is now (``current_group``: the ledger's group with the
     moving instance left out, so that the scheduler sees what the claim will check), and the
     host ``rules`` (the ledger's) that select it by its name, recorded labels and group, which
-    the claim re-checks too.
+    the claim re-checks too. ``volume_disk_mb``: the attached volumes the move carries (a local
+    pool's), which DiskFilter asks the destination for beside the flavor's disks, as the move's
+    claim checks them.
 
     An instance whose request is not known moves with its flavor, project and image properties
     only; the second value says why (None when the request was read)."""
@@ -178,4 +180,4 @@ def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings
     group = server_group_from_dict(dict(current_group)) if current_group is not None else None
     selected = request_rules(rules, [instance["name"]], request, current_group) if rules else []
     return request_spec(request, settings, 1, group, image_volume=None, ignore_hosts=list(ignore_hosts),
-                        host_rules=selected), why_not
+                        host_rules=selected, volume_disk_mb=volume_disk_mb), why_not

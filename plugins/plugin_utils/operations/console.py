@@ -19,6 +19,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.request import dns_lab
 from ansible_collections.berth.fleet.plugins.plugin_utils._console_text import console_lines
 from ansible_collections.berth.fleet.plugins.plugin_utils._provisioning import HostSession, serial_log_file
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import Ledger
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import known_instance
 
 
 def check_directory(field: str, value: str) -> str:
@@ -34,10 +35,7 @@ def placed_instance(ledger: Ledger, name: str) -> dict[str, Any]:
     """The ledger's row of the instance ``name`` with its hypervisor's URI; a clear error for an
     instance the ledger does not know or does not place on a hypervisor it can reach."""
     dns_label("name", name)
-    rows = ledger.instances(names=[name])
-    if not rows:
-        raise InputError("name", f"no instance named {name} in {ledger.label} (playbooks/list.yml lists them)")
-    row = rows[0]
+    row = known_instance(ledger, name)
     if not row["host"]:
         raise BerthError(f"{name} is {row['state']} on no hypervisor in {ledger.label}: it never started anywhere, "
                          f"so it has no console output"

@@ -43,12 +43,18 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
 MOVABLE_STATES = (ACTIVE, STOPPED)
 
 
-def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: str) -> dict[str, Any]:
-    """The ledger's row of the instance ``name``, in one of ``states``, with its host's URI."""
+def known_instance(ledger: Ledger, name: str) -> dict[str, Any]:
+    """The ledger's row of the instance ``name``, with its host's URI; the one refusal of a verb
+    given a name the ledger does not know (naming ``name``)."""
     rows = ledger.instances([name])
     if not rows:
-        raise InputError("name", f"no instance named {name} in {ledger.label}")
-    instance = rows[0]
+        raise InputError("name", f"no instance named {name} in {ledger.label} (playbooks/list.yml lists them)")
+    return rows[0]
+
+
+def placed_instance(ledger: Ledger, name: str, states: tuple[str, ...], verb: str) -> dict[str, Any]:
+    """The ledger's row of the instance ``name``, in one of ``states``, with its host's URI."""
+    instance = known_instance(ledger, name)
     if instance["state"] not in states:
         raise InputError("name", f"{name} is {instance['state']}, only {' and '.join(states)} instances {verb}")
     return instance
@@ -112,7 +118,10 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
     group = ledger.moving_member_group(instance["uuid"])
     # The operator's host rules as they are now: those that select the instance hold for its move.
     rules = ledger.scheduler_rules()
-    spec, unknown = move_request(instance, flavor, settings, [source], group, rules)
+    # Its attached volumes of a local pool go with it: the destination needs room for them too.
+    carried_mb = 1024 * sum(volume["size_gb"] for volume in ledger.volumes(instance_uuid=instance["uuid"])
+                            if not volume["shared"])
+    spec, unknown = move_request(instance, flavor, settings, [source], group, rules, carried_mb)
     warnings = [] if unknown is None else [
         f"{name}: {unknown}: it moves with its flavor, project and image properties only - the availability "
         f"zone and scheduler hints it was launched with are not known; its server group, if any, still holds"]
@@ -171,7 +180,7 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
             return _no_live_destination(passed_over, args, name,
                                         f"no more than {retries} other hosts tried (migrate_max_retries)")
         spec = move_request(instance, flavor, settings, [source, *(host["host"] for host in passed_over)], group,
-                            rules)[0]
+                            rules, carried_mb)[0]
     if passed_over:
         return _no_live_destination(passed_over, args, name, f"no other host: {failure_message(decision)}")
     if new_flavor is not None:

@@ -48,7 +48,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ERROR, P
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build import DEFAULT_TEMPLATE, Build
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import rebuildable_request
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import check_image, fetched
-from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import own_host_refusal
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import known_instance, own_host_refusal
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.volume import disk_bus, reattach
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
@@ -105,9 +105,7 @@ class Rebuild:
 
     def run(self) -> dict[str, Any]:
         name = self.args["name"]
-        [instance] = self.ledger.instances([name]) or [None]
-        if instance is None:
-            raise InputError("name", f"no instance named {name!r} in {self.ledger.label}")
+        instance = known_instance(self.ledger, name)
         if instance["state"] not in (*PLACED_STATES, ERROR) or instance["hypervisor_uuid"] is None:
             raise BerthError(f"{name} cannot be rebuilt while it is {instance['state']}: only an instance placed on a "
                              f"host (ACTIVE, STOPPED, PAUSED, or ERROR there) is")

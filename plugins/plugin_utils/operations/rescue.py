@@ -57,6 +57,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.operations.build impor
     recorded_definition,
     shared_pool_paths,
 )
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import known_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.rebuild import refuse_image, with_image
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
@@ -108,9 +109,7 @@ class Rescue:
         name, wanted = self.args["name"], self.args.get("state") or "rescued"
         if wanted not in STATES:
             raise InputError("state", f"state must be one of {', '.join(STATES)}, got {wanted!r}")
-        [instance] = self.ledger.instances([name]) or [None]
-        if instance is None:
-            raise InputError("name", f"no instance named {name!r} in {self.ledger.label}")
+        instance = known_instance(self.ledger, name)
         if not instance.get("uri") or instance["hypervisor_uuid"] is None:
             raise BerthError(f"{name} is not placed on a host the ledger knows ({instance['state']})")
         result: dict[str, Any] = {"name": name, "uuid": instance["uuid"], "host": instance["host"]}

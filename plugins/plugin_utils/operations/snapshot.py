@@ -52,6 +52,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import (
 )
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import PLACED_STATES, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.launch import IMAGE_RECORD_SUFFIX, image_name
+from ansible_collections.berth.fleet.plugins.plugin_utils.operations.move import known_instance
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
 
 CONSISTENCY_MODES = ("pause", "stopped")
@@ -143,9 +144,7 @@ class Snapshot:
         if self.check_mode:
             # (A run checks it once it holds the journal: a dead run's unfinished image is gone by then.)
             refuse_existing(path)
-        [instance] = self.ledger.instances([name]) or [None]
-        if instance is None:
-            raise InputError("name", f"no instance named {name!r} in {self.ledger.label}")
+        instance = known_instance(self.ledger, name)
         if instance["state"] not in PLACED_STATES or not instance.get("uri"):
             raise BerthError(f"{name} cannot be snapshotted while it is {instance['state']}: only an instance placed "
                              f"on a host (ACTIVE, STOPPED or PAUSED) is")

@@ -143,7 +143,7 @@ def test_a_rebuild_that_dies_leaves_the_instance_error_with_its_claim_and_a_seco
 
 
 @pytest.mark.parametrize("args, field, message", [
-    ({"name": "nope"}, "name", "no instance named 'nope'"),
+    ({"name": "nope"}, "name", "no instance named nope"),
     ({"image": "../etc/passwd"}, "image", ""),
     ({"image": {"name": "x.qcow2", "source": "/etc/shadow"}}, "image", ""),
 ])

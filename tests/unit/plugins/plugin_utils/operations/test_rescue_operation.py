@@ -183,7 +183,7 @@ def test_deleting_an_instance_in_rescue_removes_its_rescue_disk(app):
 
 
 @pytest.mark.parametrize("args, field, message", [
-    ({"name": "nope"}, "name", "no instance named 'nope'"),
+    ({"name": "nope"}, "name", "no instance named nope"),
     ({"image": "../etc/passwd"}, "image", ""),
     ({"image": {"name": "x.qcow2", "source": "/etc/shadow"}}, "image", ""),
     ({"state": "sideways"}, "state", "state must be one of rescued, unrescued"),

@@ -275,6 +275,20 @@ def test_a_move_to_a_host_without_room_for_the_attached_volume_is_refused(fleet)
     assert fleet.state() == before and fleet.ledger.volumes(name="data-1")[0]["host"] == "hv1"
 
 
+def test_the_scheduler_asks_a_destination_for_room_for_the_attached_volumes_too(fleet):
+    # Without to_host the scheduler chooses: hv2 has room for web-1's 1 GB root disk, not for it
+    # and its 60 GB volume, and DiskFilter says so before any claim is tried.
+    fleet.volume(size_gb=60, host="hv1")
+    fleet.volume("attached", instance="web-1")
+    fleet.volume(name="data-2", size_gb=60, host="hv2")
+    before = fleet.state()
+    with pytest.raises(BerthError, match=r"cannot migrate web-1: no valid host: .*hv2: insufficient disk: "
+                                         r"needs 62464 MB, free 39936 MB"):
+        Migrate({"name": "web-1", "mode": "cold", "to_host": None, "carry_definition": False, "template": None,
+                 "timeout": 30}, Settings(), fleet.ledger, {}, False, connect=connect_to(*fleet.hvs.values())).run()
+    assert fleet.state() == before
+
+
 def test_deleting_the_instance_detaches_its_volume_which_stays_claimed(fleet):
     fleet.volume(size_gb=10, host="hv1")
     fleet.volume("attached", instance="web-1")
