@@ -154,6 +154,16 @@ def recorded_request(instance: Mapping[str, Any]) -> tuple[Request | None, str |
         return None, str(exc)
 
 
+def carried_volumes_mb(volumes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """What each instance's move carries of ``volumes`` (the ledger's rows): {instance uuid: MB of
+    its attached volumes of a local pool}. A shared pool's stay where they are."""
+    carried: dict[str, int] = {}
+    for volume in volumes:
+        if volume["instance_uuid"] is not None and not volume["shared"]:
+            carried[volume["instance_uuid"]] = carried.get(volume["instance_uuid"], 0) + 1024 * volume["size_gb"]
+    return carried
+
+
 def move_request(instance: Mapping[str, Any], flavor: Flavor, settings: Settings, ignore_hosts: Sequence[str] = (),
                  current_group: Mapping[str, Any] | None = None, rules: Sequence[HostRule] = (),
                  volume_disk_mb: int = 0) -> tuple[RequestSpec, str | None]:

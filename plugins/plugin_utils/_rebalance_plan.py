@@ -134,11 +134,13 @@ class Controls:
 
 @dataclass
 class Movable:
-    """An instance the planner may move: its ledger row, flavor and group name."""
+    """An instance the planner may move: its ledger row, flavor and group name, and the attached
+    volumes its move carries (MB)."""
 
     row: Mapping[str, Any]
     flavor: Flavor
     group: str | None
+    carried_mb: int = 0
 
     @property
     def name(self) -> str:
@@ -240,18 +242,21 @@ class Planner:
     server group's name as ``server_group``), with their ``groups`` ({name: the group in the
     scheduler's form, Ledger.scheduler_group}) and the operator's ``settings`` of this run.
     ``ha_rows``: the ledger's HA instances, for the failover headroom a pack keeps; ``rules``: the
-    operator's host rules."""
+    operator's host rules; ``carried``: what each instance's move carries of its attached volumes
+    (carried_volumes_mb: {uuid: MB}), which its destination needs room for."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], groups: Mapping[str, Mapping[str, Any]], settings: Settings,
-                 ha_rows: Sequence[Mapping[str, Any]] = (), rules: Sequence[HostRule] = ()) -> None:
+                 ha_rows: Sequence[Mapping[str, Any]] = (), rules: Sequence[HostRule] = (),
+                 carried: Mapping[str, int] | None = None) -> None:
         self.settings = settings
-        self.instances = [Movable(row, instance_flavor(row), row.get("server_group")) for row in rows
-                          if row.get("host")]
+        self.instances = [Movable(row, instance_flavor(row), row.get("server_group"), (carried or {}).get(row["uuid"], 0))
+                          for row in rows if row.get("host")]
         self.groups = {name: server_group_from_dict(dict(group)) for name, group in groups.items() if group}
         self.ha_names = {row["name"] for row in ha_rows}
         # The request each instance moves with, without its group (added per move, as planned).
         # The operator's host rules (Ledger.scheduler_rules) hold each move, as its claim will.
-        self.specs = {item.name: move_request(item.row, item.flavor, settings, rules=rules)[0] for item in self.instances}
+        self.specs = {item.name: move_request(item.row, item.flavor, settings, rules=rules,
+                                              volume_disk_mb=item.carried_mb)[0] for item in self.instances}
 
     def host_fields(self) -> set[str]:
         """The host state fields the instances' filters and weighers read (Ledger.host_table's)."""
@@ -367,8 +372,9 @@ class _PlanState:
         """Plan ``item`` from ``source`` to ``destination``: the two host states and its group follow."""
         flavor = item.flavor
         source_state, target = self.states[source].copy(), self.states[destination].copy()
-        source_state.release(flavor.vcpus, flavor.memory_mb, 1024 * (flavor.root_gb + flavor.ephemeral_gb))
-        target.consume(flavor)
+        # Its attached volumes of a local pool go with it.
+        source_state.release(flavor.vcpus, flavor.memory_mb, 1024 * (flavor.root_gb + flavor.ephemeral_gb) + item.carried_mb)
+        target.consume(flavor, volume_disk_mb=item.carried_mb)
         take(target, of_spec(self.planner.specs[item.name]))
         self.states[source], self.states[destination] = source_state, target
         for position in (source, destination):

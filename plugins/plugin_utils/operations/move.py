@@ -20,7 +20,7 @@ from ansible_collections.berth.fleet.plugins.plugin_utils._decision_text import 
 from ansible_collections.berth.fleet.plugins.plugin_utils._fleet import build_target, read_fleet
 from ansible_collections.berth.fleet.plugins.plugin_utils._power_states import OFF_STATES
 from ansible_collections.berth.fleet.plugins.plugin_utils._progress import Progress
-from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import move_request
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import carried_volumes_mb, move_request
 from ansible_collections.berth.fleet.plugins.plugin_utils._transfer import foreign_parts, power_off
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import NO_HOOKS, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.settings import Settings
@@ -119,8 +119,7 @@ def destination(args: Mapping[str, Any], settings: Settings, task_vars: Mapping[
     # The operator's host rules as they are now: those that select the instance hold for its move.
     rules = ledger.scheduler_rules()
     # Its attached volumes of a local pool go with it: the destination needs room for them too.
-    carried_mb = 1024 * sum(volume["size_gb"] for volume in ledger.volumes(instance_uuid=instance["uuid"])
-                            if not volume["shared"])
+    carried_mb = carried_volumes_mb(ledger.volumes(instance_uuid=instance["uuid"])).get(instance["uuid"], 0)
     spec, unknown = move_request(instance, flavor, settings, [source], group, rules, carried_mb)
     warnings = [] if unknown is None else [
         f"{name}: {unknown}: it moves with its flavor, project and image properties only - the availability "

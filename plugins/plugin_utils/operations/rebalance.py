@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
 from ansible_collections.berth.fleet.plugins.module_utils.libvirt_host import Hypervisor
+from ansible_collections.berth.fleet.plugins.plugin_utils._placement_spec import carried_volumes_mb
 from ansible_collections.berth.fleet.plugins.plugin_utils._rebalance_plan import (
     Controls,
     Plan,
@@ -32,7 +33,8 @@ def ledger_plan(ledger: Ledger, settings: Settings, goal: str, drain_host: str |
     names = sorted({row["server_group"] for row in rows if row.get("server_group")})
     groups = {name: ledger.scheduler_group(name) for name in names}
     planner = Planner(rows, {name: group for name, group in groups.items() if group}, settings,
-                      [row for row in rows if row.get("ha")], ledger.scheduler_rules())
+                      [row for row in rows if row.get("ha")], ledger.scheduler_rules(),
+                      carried_volumes_mb(ledger.volumes()))
     networks = sorted({network for spec in planner.specs.values() for network in spec.requested_networks})
     table, _generations = ledger.host_table(planner.host_fields(), (), networks)
     return planner.plan(table, goal, Controls.from_settings(settings), now=now, drain_host=drain_host)

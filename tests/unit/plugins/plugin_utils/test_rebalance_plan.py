@@ -246,3 +246,23 @@ def test_the_operator_s_host_rules_hold_every_planned_move():
     assert plan.moves and "hv2" not in {move.to_host for move in plan.moves}
     unruled = Planner(rows, {}, Settings()).plan(states, "spread", Controls(threshold=0.05, max_moves=10), now=NOW)
     assert "hv2" in {move.to_host for move in unruled.moves}
+
+
+def test_a_move_carries_the_attached_volumes_and_needs_room_for_them_there():
+    # All four on hv1, each with a 60 GB volume of the local pool attached; hv2 has 50 GB of disk
+    # free: the flavors fit there, the volumes do not, so nothing may move (before, the plan moved
+    # them and every move's claim was refused).
+    rows = stacked()
+    carried = {item["uuid"]: 60 * 1024 for item in rows}
+    overrides = {"hv1": {"total_usable_disk_gb": 500, "free_disk_mb": (500 - 4 - 4 * 60) * 1024},
+                 "hv2": {"free_disk_mb": 50 * 1024}}
+    states = fleet(["hv1", "hv2"], rows, **overrides)
+    assert planned(Planner(rows, {}, Settings()).plan(states, "spread", Controls(threshold=0.0), now=NOW))
+    plan = Planner(rows, {}, Settings(), carried=carried).plan(fleet(["hv1", "hv2"], rows, **overrides), "spread",
+                                                               Controls(threshold=0.0), now=NOW)
+    assert plan.moves == []
+    # With room for one volume there, one moves, and the host states follow it with its volume.
+    overrides["hv2"] = {"free_disk_mb": 70 * 1024}
+    plan = Planner(rows, {}, Settings(), carried=carried).plan(fleet(["hv1", "hv2"], rows, **overrides), "spread",
+                                                               Controls(threshold=0.0), now=NOW)
+    assert [(move.from_host, move.to_host) for move in plan.moves] == [("hv1", "hv2")]
