@@ -31,6 +31,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.volume_names import (
 from ansible_collections.berth.fleet.plugins.plugin_utils.hooks import BEFORE_CLAIM, Hooks
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger import ACTIVE, ERROR, Ledger
 from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import claims, hypervisors
+from ansible_collections.berth.fleet.plugins.plugin_utils.ledger.schema import volumes as volumes_table
 from ansible_collections.berth.fleet.plugins.plugin_utils.operations.evacuate import (
     EVACUATED,
     FAILED,
@@ -487,6 +488,10 @@ def test_a_shared_pool_volume_is_attached_to_the_evacuated_instance_and_a_local_
     ledger.create_volume("data-l", "hv2", "default", 2, "test")
     ledger.attach_volume("data-s", "db-1", ["vde", "vdf"])
     ledger.attach_volume("data-l", "db-1", ["vde", "vdf"])
+    # As a launch's volume with delete_on_termination: left behind detached, the flag goes with
+    # the attachment, so deleting db-1 later never deletes it.
+    with ledger.engine.begin() as db:
+        db.execute(update(volumes_table).where(volumes_table.c.name == "data-l").values(delete_on_termination=True))
     done = evacuate(ledger, (hv1, hv2, hv3), fenced=True)
     assert not done.get("failed"), done["msg"]
     host = hosts_of(ledger)["db-1"][0]
@@ -496,7 +501,8 @@ def test_a_shared_pool_volume_is_attached_to_the_evacuated_instance_and_a_local_
     assert disks["vde"] == "/mnt/nfs/berth-volume-data-s.qcow2" and "vdf" not in disks
     volumes = {volume["name"]: volume for volume in ledger.volumes()}
     assert (volumes["data-s"]["host"], volumes["data-s"]["instance"], volumes["data-s"]["target"]) == (host, "db-1", "vde")
-    assert (volumes["data-l"]["host"], volumes["data-l"]["instance"]) == ("hv2", None)
+    assert (volumes["data-l"]["host"], volumes["data-l"]["instance"], volumes["data-l"]["delete_on_termination"]) == (
+        "hv2", None, False)
     # The shared one is charged to no host; the local one still to hv2, where its file is.
     with ledger.engine.begin() as db:
         used = dict(db.execute(select(hypervisors.c.name, hypervisors.c.disk_mb_used)).all())

@@ -45,10 +45,10 @@ class Fleet:
         return Launch(request, settings, names, "web", self.ledger, {}, DEFAULT_TEMPLATE, check_mode, False,
                       connect=connect_to(*self.hvs.values()), **({"hooks": hooks} if hooks else {})).run()
 
-    def remove(self, name):
+    def remove(self, name, check_mode=False):
         [row] = self.ledger.instances([name])
         placement = {"name": name, "uuid": row["uuid"], "host": row["host"], "uri": f"fake://{row['host']}/system"}
-        return Build(Settings(), self.ledger, DEFAULT_TEMPLATE, False, False,
+        return Build(Settings(), self.ledger, DEFAULT_TEMPLATE, check_mode, False,
                      connect=connect_to(*self.hvs.values())).remove([placement])
 
     def used_disk_mb(self, host):
@@ -125,6 +125,10 @@ def test_disk_filter_counts_the_volumes(ledger):
 def test_deleting_the_instance_deletes_the_volumes_marked_so_and_keeps_the_others_detached(fleet):
     assert not fleet.launch(["web-1"]).get("failed")
     host = fleet.ledger.instances(["web-1"])[0]["host"]
+    before = fleet.state()
+    [planned] = fleet.remove("web-1", check_mode=True)["results"]
+    assert planned["msg"] == f"would delete web-1 from {host} with its volume(s) web-1-data"
+    assert fleet.state() == before
     assert fleet.remove("web-1")["changed"]
     assert fleet.ledger.instances(["web-1"]) == []
     [kept] = fleet.ledger.volumes()
