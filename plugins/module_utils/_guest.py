@@ -229,7 +229,11 @@ FIRST_VOLUME_SLOT = len(DISK_SLOTS) + 1
 
 
 def volume_devices(disk_bus: str) -> list[str]:
-    """The device names a data volume may take on ``disk_bus``, in the order they are given out."""
+    """The device names a data volume may take on ``disk_bus``, in the order they are given out:
+    none on IDE, whose four devices (hda..hdd, one controller of a PC machine) are the flavor's
+    slots and the seed's."""
+    if disk_bus == "ide":
+        return []
     prefix = DISK_BUSES[disk_bus]
     return [prefix + chr(ord("a") + slot) for slot in range(FIRST_VOLUME_SLOT, 26)]
 

@@ -11,7 +11,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.berth.fleet.plugins.module_utils import limits
-from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest, volume_devices
 from ansible_collections.berth.fleet.plugins.module_utils._public_keys import public_keys_spec
 from ansible_collections.berth.fleet.plugins.module_utils.errors import InputError
 from ansible_collections.berth.fleet.plugins.module_utils.hypervisor_driver import Connect
@@ -75,6 +75,10 @@ def check_request(options: Mapping[str, Any], settings: Settings) -> Request:
         domain_type=domain_type_option(options.get("domain_type")), autostart=bool(options.get("autostart")),
         ha=ha_option(options.get("ha") or False), ha_priority=ha_priority_option(options.get("ha_priority") or 0),
         volumes=volumes_option(options.get("volumes")))
+    devices = volume_devices(request.guest.values["disk_bus"])
+    if len(request.volumes) > len(devices):
+        raise InputError("volumes", f"a guest on disk bus {request.guest.values['disk_bus']} takes at most "
+                                    f"{len(devices)} data volume(s), got {len(request.volumes)}: choose another disk_bus")
     refuse_idle_hints(request_spec(request, settings))
     # Last, after every cheap check: the download.
     return dataclasses.replace(request, image=fetched(image, settings))

@@ -219,7 +219,11 @@ class Volume:
             raise InputError("instance", f"no instance named {instance_name} in {self.ledger.label}")
         instance = rows[0]
         bus = disk_bus(instance)
-        volume, new = self.ledger.attach_volume(self.name, instance_name, volume_devices(bus),
+        devices = volume_devices(bus)
+        if not devices:
+            raise InputError("instance", f"{instance_name}'s disks are on the {bus} bus, which has no device left for "
+                                         f"a data volume")
+        volume, new = self.ledger.attach_volume(self.name, instance_name, devices,
                                                 dry_run=self.check_mode)
         if self.check_mode:
             return self._result(new, f"would attach volume {self.name} to {instance_name} as {volume['target']}"

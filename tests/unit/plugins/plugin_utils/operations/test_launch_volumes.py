@@ -207,6 +207,14 @@ def test_bad_volumes_are_refused_naming_the_field_and_nothing_is_claimed(fleet, 
     assert fleet.state() == before
 
 
+def test_an_ide_guest_has_no_device_for_a_volume(fleet):
+    before = fleet.state()
+    with pytest.raises(InputError, match=r"a guest on disk bus ide takes at most 0 data volume\(s\), got 2") as refused:
+        fleet.launch(["web-1"], disk_bus="ide")
+    assert refused.value.field == "volumes"
+    assert fleet.state() == before
+
+
 def test_the_option_reads_as_nova_s_block_device_mapping_defaults():
     [volume] = volumes_option([{"name": "data", "size_gb": 3}])
     assert (volume.name, volume.size_gb, volume.delete_on_termination) == ("data", 3, False)

@@ -14,6 +14,7 @@ import pytest
 from fake_hypervisor import POOL, POOL_PATH, FakeHypervisor, connect_to, synced_state
 from test_rebuild_operation import DieAt, Killed
 
+from ansible_collections.berth.fleet.plugins.module_utils._guest import Guest
 from ansible_collections.berth.fleet.plugins.module_utils.errors import BerthError, HypervisorError, InputError
 from ansible_collections.berth.fleet.plugins.module_utils.request import Built, Request
 from ansible_collections.berth.fleet.plugins.module_utils.scheduler.host_state import Flavor
@@ -287,6 +288,18 @@ def test_the_scheduler_asks_a_destination_for_room_for_the_attached_volumes_too(
         Migrate({"name": "web-1", "mode": "cold", "to_host": None, "carry_definition": False, "template": None,
                  "timeout": 30}, Settings(), fleet.ledger, {}, False, connect=connect_to(*fleet.hvs.values())).run()
     assert fleet.state() == before
+
+
+def test_an_ide_guest_takes_no_volume(fleet):
+    request = Request(flavor=TINY, domain_type="qemu", guest=Guest.from_options({"disk_bus": "ide"}))
+    [row] = fleet.ledger.claim([{"name": "ide-1", "host": "hv1", "hypervisor_uuid": "hv-1"}], TINY, "launch",
+                               request=request.to_record())
+    fleet.ledger.mark_active(row["uuid"], Built(seed=False).to_record())
+    fleet.volume(size_gb=1, host="hv1")
+    before = fleet.state()
+    with pytest.raises(InputError, match="ide-1's disks are on the ide bus, which has no device left") as refused:
+        fleet.volume("attached", instance="ide-1")
+    assert refused.value.field == "instance" and fleet.state() == before
 
 
 def test_deleting_the_instance_detaches_its_volume_which_stays_claimed(fleet):
