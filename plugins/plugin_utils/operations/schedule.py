@@ -196,7 +196,8 @@ class Schedule:
                                     image=request.image.name if request.image is not None else None,
                                     exact=self.exact, ha=request.ha, ha_priority=request.ha_priority,
                                     user_data=request.user_data,
-                                    volumes={p["name"]: request.volume_rows(p["name"]) for p in placements},
+                                    volumes={p["name"]: request.volume_rows(p["name"]) for p in placements}
+                                    if request.volumes else None,
                                     pool=settings.storage_pool)
             except ClaimConflict as conflict:
                 timing["claim_s"] += _since(mark)
