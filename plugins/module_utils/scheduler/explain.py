@@ -46,6 +46,7 @@ from ansible_collections.berth.fleet.plugins.module_utils.scheduler.results impo
     REASON_TOO_MANY_INSTANCES,
     REASON_TOO_MANY_IO_OPS,
     REASON_WRONG_ZONE,
+    RESOURCE_DISK,
     RESOURCE_LABELS,
     Number,
     Rejection,
@@ -116,6 +117,9 @@ class ReasonCount:
             )
         if self.reason == REASON_LARGER_THAN_HOST:
             label = RESOURCE_LABELS.get(self.resource or "", self.resource or "resources")
+            if self.resource == RESOURCE_DISK and spec.volume_disk_mb:
+                # A launch's volumes are asked for beside the flavor's disks (DiskFilter).
+                return f"smaller than the flavor's {label} and the volumes"
             return f"smaller than the flavor's {label}"
         if self.reason in _PLAIN_PHRASES:
             group = spec.server_group.name if spec.server_group is not None else ""

@@ -119,6 +119,7 @@ def test_disk_filter_counts_the_volumes(ledger):
     refused = fleet.launch(["big-1"], volumes=[{"name": "huge", "size_gb": 200}])
     # 1 GB of root disk and 200 GB of volume: 205,824 MB.
     assert refused["failed"] and "needs 205824 MB disk" in refused["msg"]
+    assert "2 smaller than the flavor's disk and the volumes" in refused["msg"]
     assert fleet.state() == before
 
 
