@@ -520,6 +520,39 @@ def test_concurrent_claims_never_oversubscribe_a_host(ledger_url):
     setup.close()
 
 
+def test_concurrent_claims_never_oversubscribe_a_host_s_disk_with_launch_volumes(ledger_url):
+    """Eight claimers race for a host of 100 GB of disk, each instance with its 1 GB root disk and
+    a 30 GB launch volume: room for three, RAM and vCPUs for all eight; exactly three win, and the
+    host's used disk is their disks and volumes."""
+    setup = Ledger(ledger_url).open(create=True)
+    setup.sync_hypervisors([host(vcpus_total=8, total_ram_mb=8192)])
+    barrier = threading.Barrier(8)
+    won = []
+
+    def run(index):
+        ledger = Ledger(ledger_url).open(create=True)
+        name = f"c{index}-1"
+        volumes = {name: [{"name": f"{name}-data", "size_gb": 30, "delete_on_termination": False, "target": "vde"}]}
+        barrier.wait()
+        try:
+            won.extend(ledger.claim([placement(name)], TINY, str(index), volumes=volumes, pool="default"))
+        except ClaimConflict:
+            pass
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(won) == 3 and len(setup.claims()) == 3
+    assert sorted(volume["instance_uuid"] for volume in setup.volumes()) == sorted(row["uuid"] for row in won)
+    [hv] = setup.hypervisors()
+    assert hv["inventories"]["DISK_MB"]["total"] - hv["usage"]["free_disk_mb"] == 3 * 31 * 1024
+    setup.close()
+
+
 # ---- moves: two claims for one instance ------------------------------------------------------
 
 def test_a_move_claims_the_destination_first_and_releases_the_source_after(ledger):
