@@ -313,10 +313,6 @@ def volumes_option(value: Any) -> tuple[LaunchVolume, ...]:
         return ()
     if not isinstance(value, list):
         raise InputError("volumes", f"volumes must be a list of {{name, size_gb, delete_on_termination}}, got {value!r}")
-    slots = len(volume_devices("virtio"))
-    if len(value) > slots:
-        raise InputError("volumes", f"volumes holds at most {slots} volumes (the devices a guest's disk bus has "
-                                    f"for them), got {len(value)}")
     checked: list[LaunchVolume] = []
     for index, item in enumerate(value):
         field = f"volumes[{index}]"

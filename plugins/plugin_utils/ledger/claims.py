@@ -236,7 +236,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
                 raise ClaimConflict(placement["host"], "not in the ledger (no facts synced)")
             view, generation = views[hv_uuid]
             guard.check_room(view, spec, flavor, placement["host"])
-            take_volumes_room(view, (launch_volumes or {}).get(placement["name"], ()), placement["host"])
+            take_volumes_room(view, (launch_volumes or {}).get(placement["name"], ()))
             taken.append(guard.take_exact(view, exact, placement["host"]) if exact is not None else None)
             new.append({
                 "uuid": str(uuidlib.uuid4()), "name": placement["name"], "flavor_name": flavor.name,
@@ -280,7 +280,7 @@ def claim(db: Connection, placements: Sequence[Mapping[str, Any]], flavor: Flavo
         raise ClaimConflict(placements[0]["host"] if placements else "-", "deadlock, decide again") from exc
 
 
-def take_volumes_room(view: HostState, rows: Sequence[Mapping[str, Any]], host: str) -> None:
+def take_volumes_room(view: HostState, rows: Sequence[Mapping[str, Any]]) -> None:
     """ClaimConflict unless ``view`` has room for the launch volumes ``rows`` beside the
     instance it took already; then take it, for the request's next instance there."""
     needed_mb = 1024 * sum(row["size_gb"] for row in rows)
@@ -311,12 +311,15 @@ def _insert_launch_volumes(db: Connection, new: Sequence[Mapping[str, Any]],
     db.execute(insert(volumes), rows)
 
 
-def drop_unbuilt_volumes(db: Connection, instance: Mapping[str, Any]) -> None:
+def drop_unbuilt_volumes(db: Connection, instance: Mapping[str, Any]) -> list[str]:
     """A launch that never built ``instance`` (a ledger row, BUILDING without a build record)
     gave up on it: the volumes its claim recorded for it were never made for good (the build, or
-    the sync that settles a dead one, removes their files as artefacts), so their rows go."""
-    if instance["state"] == BUILDING and not (instance["request"] or {}).get("build"):
-        db.execute(delete(volumes).where(volumes.c.instance_uuid == instance["uuid"]))
+    the sync that settles a dead one, removes their files as artefacts), so their rows go.
+    Returns the hypervisors whose usage changed (the caller refreshes them)."""
+    if instance["state"] != BUILDING or (instance["request"] or {}).get("build"):
+        return []
+    return db.execute(delete(volumes).where(volumes.c.instance_uuid == instance["uuid"])
+                      .returning(volumes.c.hypervisor_uuid)).scalars().all()
 
 
 def _insert_instances(db: Connection, new: Sequence[Mapping[str, Any]],
@@ -409,9 +412,10 @@ def claim_instance_on(db: Connection, instance_uuid: str, hv_uuid: str, owner: s
     view, _generation = views[hv_uuid]
     flavor = flavor or instance_flavor(instance_dict(instance))
     check_room(view, _one_of(flavor), view.host)
-    moving_mb = _attached_volumes_mb(db, instance_uuid, hv_uuid) if keep_others else 0
+    moving_mb = _attached_volumes_mb(db, instance_uuid, hv_uuid)
     if moving_mb:
-        # A move carries its attached volumes, whose claims follow it there (finish_move).
+        # A move carries its attached volumes, whose claims follow it there (finish_move); a
+        # retry on an alternate, the volumes its launch makes with it (claim_alternate).
         needed_mb = flavor.requested_disk_mb + moving_mb
         check_disk(view, needed_mb, f"its disks and its attached volumes ({needed_mb} MB)")
     # Its pinned CPUs, cells and devices are fitted anew on the destination, as Nova's
@@ -440,14 +444,10 @@ def claim_alternate(db: Connection, instance_uuid: str, host: str, hv_uuid: str,
         raise ClaimConflict(host, "the instance holds pinned CPUs, NUMA cells, pages or devices, and this "
                                   "retry was not given their request to fit them there")
     claim = claim_instance_on(db, instance_uuid, hv_uuid, owner, lease_s, keep_others=False, host=host, exact=exact)
-    # The volumes its launch makes with it (none made yet: every failed attempt removes its own)
-    # are claimed where it goes now.
-    launch_rows = db.execute(select(volumes.c.size_gb).where(volumes.c.instance_uuid == instance_uuid,
-                                                             volumes.c.hypervisor_uuid != hv_uuid)).all()
-    if launch_rows:
-        view, _generation = locked_views(db, [hv_uuid])[hv_uuid]
-        take_volumes_room(view, [{"size_gb": row.size_gb} for row in launch_rows], host)
-        left = volumes_follow(db, instance_uuid, hv_uuid)
+    # The volumes its launch makes with it (none made yet: every failed attempt removes its own),
+    # for which the claim found room there, are claimed there now.
+    left = volumes_follow(db, instance_uuid, hv_uuid)
+    if left:
         refresh_usage(db, {hv_uuid, *left})
     moved = {"hypervisor_uuid": hv_uuid, "host": claim["host"], "state": BUILDING, "failure_reason": None,
              "updated_at": utcnow()}
@@ -632,8 +632,7 @@ def mark_error(db: Connection, instance_uuid: str, reason: str) -> None:
     instance = find_instance(db, instance_uuid)
     now = utcnow()
     held = db.execute(select(claims).where(claims.c.instance_uuid == instance_uuid)).all()
-    drop_unbuilt_volumes(db, instance)
-    unbuilt_hosts = [instance["hypervisor_uuid"]] if instance["hypervisor_uuid"] else []
+    unbuilt_hosts = drop_unbuilt_volumes(db, instance)
     for claim_row in held:
         release(db, claim_row, reason, now)
     db.execute(update(instances).where(instances.c.uuid == instance_uuid).values(
